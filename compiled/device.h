@@ -1,0 +1,11 @@
+// What CUDA devices this process can use. Built without CUDA, there are none.
+#pragma once
+
+#include <string>
+
+namespace tp {
+
+int cuda_device_count();
+std::string cuda_device_description(int device);  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
+
+}  // namespace tp

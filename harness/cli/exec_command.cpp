@@ -1,0 +1,34 @@
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "harness/cli/commands.h"
+#include "harness/cli/paths.h"
+#include "harness/tensor_io.h"
+
+namespace tp {
+
+Status exec_command(const ExecOptions& o) {
+  TP_ASSIGN_OR_RETURN(Pipeline pipeline, parse_pipeline(o.pipeline));
+  TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path));
+  TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
+  TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
+  TP_ASSIGN_OR_RETURN(Tensor input, select_pipeline_input(pipeline, file, o.input));
+  const auto start = std::chrono::steady_clock::now();
+  TP_ASSIGN_OR_RETURN(NamedTensors outputs, run_pipeline(model, pipeline, input, path.run));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  TP_RETURN_IF_ERROR(write_tensor_file(o.output, outputs));
+
+  std::cout << pipeline_name(pipeline) << " on " << path.description << ", " << model.config.class_name()
+            << " from " << o.model_dir << "\n";
+  std::cout << "  input  " << shape_string(input.shape()) << " " << dtype_name(input.dtype()) << "\n";
+  for (const auto& [name, t] : outputs)
+    std::cout << "  " << name << (name.size() < 6 ? std::string(6 - name.size(), ' ') : "") << " "
+              << shape_string(t.shape()) << " " << dtype_name(t.dtype()) << "\n";
+  char line[128];
+  std::snprintf(line, sizeof line, "  time   %.3f s\n", seconds);
+  std::cout << line << "wrote " << o.output << "\n";
+  return Status();
+}
+
+}  // namespace tp

@@ -1,0 +1,59 @@
+// twinpath: runs diffusion-VAE pipelines on independent paths and compares them.
+// main() parses flags and picks the exit code: 0 success, 1 a case failed, 2 usage or input
+// error, 3 a twinpath bug.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <new>
+
+#include "harness/cli/commands.h"
+
+namespace {
+
+int report(const tp::Status& s) {
+  if (s.ok()) return 0;
+  std::cerr << "twinpath: error: " << s.error().message() << "\n";
+  return s.error().kind() == tp::ErrorKind::kInternal ? 3 : 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"twinpath: numerical validation and differential testing of diffusion-model VAEs"};
+  app.set_version_flag("--version", std::string("twinpath ") + TWINPATH_VERSION + " (" + TWINPATH_GIT_COMMIT + ")");
+  app.require_subcommand(1);
+
+  CLI::App* model = app.add_subcommand("model", "Make model folders (diffusers layout)");
+  model->require_subcommand(1);
+  CLI::App* init = model->add_subcommand("init", "Write a model folder with seeded random weights");
+  std::string config, out_dir;
+  uint64_t seed = 0;
+  init->add_option("--config", config, "tiny-kl | tiny-taesd | sd-kl | sdxl-kl | path/to/config.json")->required();
+  init->add_option("--seed", seed, "seed for the weights (same seed, same weights)")->capture_default_str();
+  init->add_option("--out", out_dir, "folder to write config.json and diffusion_pytorch_model.safetensors")->required();
+
+  CLI::App* exec = app.add_subcommand("exec", "Run one pipeline on one path and write its output");
+  tp::ExecOptions ex;
+  exec->add_option("--model", ex.model_dir, "diffusers model folder")->required();
+  exec->add_option("--pipeline", ex.pipeline, "vae.encode | vae.decode | vae.roundtrip")->required();
+  exec->add_option("--path", ex.path, "reference | reference:fp64 | torch | torch:fp64")->capture_default_str();
+  exec->add_option("--input", ex.input, "input .safetensors or .npy (image in [-1,1] or latent)")->required();
+  exec->add_option("--output", ex.output, "output .safetensors (or .npy for one tensor)")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  try {
+    if (init->parsed()) return report(tp::model_init_command(config, seed, out_dir));
+    if (exec->parsed()) return report(tp::exec_command(ex));
+  } catch (const tp::InternalError& e) {
+    std::cerr << "twinpath: internal error (a bug; please report it): " << e.what() << "\n";
+    return 3;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "twinpath: error: out of memory; use a smaller resolution or batch\n";
+    return 2;
+  }
+  return 2;
+}

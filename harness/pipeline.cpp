@@ -1,0 +1,66 @@
+#include "harness/pipeline.h"
+
+#include "harness/vae_graphs.h"
+
+namespace tp {
+
+Expected<Pipeline> parse_pipeline(std::string_view name) {
+  if (name == "vae.encode") return Pipeline::kEncode;
+  if (name == "vae.decode") return Pipeline::kDecode;
+  if (name == "vae.roundtrip") return Pipeline::kRoundtrip;
+  return Error("unknown pipeline '" + std::string(name) + "'; use vae.encode, vae.decode or vae.roundtrip");
+}
+
+const char* pipeline_name(Pipeline p) {
+  switch (p) {
+    case Pipeline::kEncode: return "vae.encode";
+    case Pipeline::kDecode: return "vae.decode";
+    case Pipeline::kRoundtrip: return "vae.roundtrip";
+  }
+  return "?";
+}
+
+Expected<Tensor> select_pipeline_input(Pipeline p, const NamedTensors& tensors, const std::string& source) {
+  if (tensors.size() == 1) return tensors[0].second;
+  const std::vector<std::string> names = p == Pipeline::kDecode
+                                             ? std::vector<std::string>{"latents", "latent", "z", "mean"}
+                                             : std::vector<std::string>{"sample", "image"};
+  for (const std::string& want : names)
+    for (const auto& [name, t] : tensors)
+      if (name == want) return t;
+  std::string have;
+  for (const auto& [name, t] : tensors) have += (have.empty() ? "" : ", ") + name;
+  std::string wanted;
+  for (const auto& n : names) wanted += (wanted.empty() ? "" : ", ") + n;
+  return Error(source + ": holds " + std::to_string(tensors.size()) + " tensors (" + have +
+               ") and none is named " + wanted + "; keep one tensor in the file or name it so");
+}
+
+namespace {
+
+Status check_input(const Model& m, Pipeline p, const Tensor& input) {
+  const bool latent = p == Pipeline::kDecode;
+  const int channels = latent ? m.config.latent_channels() : m.config.image_channels();
+  const std::string what = latent ? "latent" : "image";
+  if (input.rank() != 4 || input.dim(1) != channels)
+    return Error(std::string(pipeline_name(p)) + " takes a " + what + " of shape [batch, " + std::to_string(channels) +
+                 ", height, width] for this model, but the input is " + shape_string(input.shape()));
+  if (input.numel() == 0) return Error(std::string(pipeline_name(p)) + ": the input is empty " + shape_string(input.shape()));
+  return Status();
+}
+
+}  // namespace
+
+Expected<NamedTensors> run_pipeline(const Model& model, Pipeline p, const Tensor& input, const GraphRunner& run) {
+  TP_RETURN_IF_ERROR(check_input(model, p, input));
+  if (p == Pipeline::kDecode) return run(build_decoder_graph(model.config), model.weights, {{"latents", input}});
+  TP_ASSIGN_OR_RETURN(NamedTensors encoded, run(build_encoder_graph(model.config), model.weights, {{"sample", input}}));
+  if (p == Pipeline::kEncode) return encoded;
+  const std::string latent_name = model.config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
+  for (auto& [name, t] : encoded)
+    if (name == latent_name) return run(build_decoder_graph(model.config), model.weights, {{"latents", t}});
+  TP_CHECK(false, "encoder graph has no output " + latent_name);
+  return Error("unreachable");
+}
+
+}  // namespace tp

@@ -1,0 +1,17 @@
+// Reading and writing tensors by file extension: .safetensors (any number of named tensors)
+// and .npy (one tensor; '<f8', '<f4', '<f2', C order).
+#pragma once
+
+#include <string>
+
+#include "harness/safetensors.h"
+
+namespace tp {
+
+Expected<NamedTensors> read_tensor_file(const std::string& path);
+Status write_tensor_file(const std::string& path, const NamedTensors& tensors);
+
+Expected<Tensor> read_npy(const std::string& path);
+Status write_npy(const std::string& path, const Tensor& tensor);
+
+}  // namespace tp

@@ -1,0 +1,105 @@
+// Conv2d as im2col + GEMM (Eigen), in blocks of output rows so the column buffer stays small
+// at any resolution; 1x1 stride-1 convs skip im2col. Matches torch.nn.functional.conv2d with
+// explicit (top, bottom, left, right) zero padding, which also covers diffusers' Downsample2D
+// (pad (0,1,0,1) then stride 2) and TAESD's symmetric stride-2 convs.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "reference/ops/ops.h"
+
+namespace tp::ref {
+namespace {
+
+template <class T>
+using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using StridedRows = Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>>;
+
+// Element budget of the im2col buffer: large enough that the GEMM's N dimension stays wide,
+// small enough to stay in the L3 cache.
+constexpr int64_t kColumnBudget = 1 << 21;
+
+// cols[(c*kh + ky)*kw + kx][r*wo + ox] = x[c][(y0+r)*s - pt + ky][ox*s - pl + kx], or 0.
+template <class T>
+void im2col_rows(const T* x, int64_t cin, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                 const OpAttrs& a, int64_t y0, int64_t rows, int64_t wo, T* cols) {
+  const int64_t np = rows * wo;
+#pragma omp parallel for schedule(static)
+  for (int64_t k = 0; k < cin * kh * kw; ++k) {
+    const int64_t c = k / (kh * kw), ky = (k / kw) % kh, kx = k % kw;
+    T* dst = cols + k * np;
+    const T* plane = x + c * h * w;
+    for (int64_t r = 0; r < rows; ++r) {
+      T* out = dst + r * wo;
+      const int64_t iy = (y0 + r) * a.stride - a.pad_top + ky;
+      if (iy < 0 || iy >= h) {
+        std::fill(out, out + wo, T(0));
+        continue;
+      }
+      const T* in = plane + iy * w;
+      if (a.stride == 1) {
+        // Valid ox: 0 <= ox - pl + kx < w.
+        const int64_t lo = std::clamp<int64_t>(a.pad_left - kx, 0, wo);
+        const int64_t hi = std::clamp<int64_t>(w + a.pad_left - kx, lo, wo);
+        std::fill(out, out + lo, T(0));
+        std::memcpy(out + lo, in + lo - a.pad_left + kx, std::size_t(hi - lo) * sizeof(T));
+        std::fill(out + hi, out + wo, T(0));
+      } else {
+        for (int64_t ox = 0; ox < wo; ++ox) {
+          const int64_t ix = ox * a.stride - a.pad_left + kx;
+          out[ox] = (ix >= 0 && ix < w) ? in[ix] : T(0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpAttrs& a) {
+  const int64_t batch = x.dim(0), cin = x.dim(1), h = x.dim(2), w = x.dim(3);
+  const int64_t cout = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
+  TP_CHECK(weight.dim(1) == cin, "conv input has " + std::to_string(cin) + " channels, weight " +
+                                     shape_string(weight.shape()));
+  const int64_t ho = conv_out_size(h, a.pad_top, a.pad_bottom, kh, a.stride);
+  const int64_t wo = conv_out_size(w, a.pad_left, a.pad_right, kw, a.stride);
+  TP_CHECK(ho > 0 && wo > 0, "conv input " + shape_string(x.shape()) + " too small");
+  Tensor out = Tensor::uninitialized(dtype_of<T>(), {batch, cout, ho, wo});
+  const int64_t k = cin * kh * kw, p = ho * wo;
+  Eigen::Map<const RowMatrix<T>> wm(weight.data<T>(), cout, k);
+  const bool pointwise = kh == 1 && kw == 1 && a.stride == 1 && a.pad_top == 0 && a.pad_bottom == 0 &&
+                         a.pad_left == 0 && a.pad_right == 0;
+  const int64_t rows_per_block = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(1, k * wo), 1, ho);
+  std::vector<T> cols(pointwise ? 0 : std::size_t(k * rows_per_block * wo));
+  for (int64_t b = 0; b < batch; ++b) {
+    const T* xb = x.data<T>() + b * cin * h * w;
+    T* ob = out.data<T>() + b * cout * p;
+    if (pointwise) {
+      Eigen::Map<RowMatrix<T>>(ob, cout, p).noalias() = wm * Eigen::Map<const RowMatrix<T>>(xb, cin, p);
+    } else {
+      for (int64_t y0 = 0; y0 < ho; y0 += rows_per_block) {
+        const int64_t rows = std::min(rows_per_block, ho - y0), np = rows * wo;
+        im2col_rows(xb, cin, h, w, kh, kw, a, y0, rows, wo, cols.data());
+        StridedRows<T>(ob + y0 * wo, cout, np, Eigen::OuterStride<>(p)).noalias() =
+            wm * Eigen::Map<const RowMatrix<T>>(cols.data(), k, np);
+      }
+    }
+    if (bias != nullptr) {
+      const T* bv = bias->data<T>();
+#pragma omp parallel for schedule(static)
+      for (int64_t c = 0; c < cout; ++c) {
+        T* row = ob + c * p;
+        for (int64_t i = 0; i < p; ++i) row[i] += bv[c];
+      }
+    }
+  }
+  return out;
+}
+
+template Tensor conv2d<float>(const Tensor&, const Tensor&, const Tensor*, const OpAttrs&);
+template Tensor conv2d<double>(const Tensor&, const Tensor&, const Tensor*, const OpAttrs&);
+
+}  // namespace tp::ref

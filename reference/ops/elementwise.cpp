@@ -1,0 +1,93 @@
+// Pointwise ops (SiLU, ReLU, the tanh clamp, affine, clamp, add), nearest 2x upsampling and
+// channel slicing. Math in double, one rounding to T.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "reference/ops/ops.h"
+
+namespace tp::ref {
+namespace {
+
+template <class T, class F>
+Tensor map_unary(const Tensor& x, F f) {
+  Tensor out = Tensor::uninitialized(dtype_of<T>(), x.shape());
+  const T* in = x.data<T>();
+  T* o = out.data<T>();
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) o[i] = T(f(double(in[i])));
+  return out;
+}
+
+}  // namespace
+
+template <class T>
+Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a) {
+  switch (kind) {
+    case OpKind::kSilu: return map_unary<T>(x, [](double v) { return v / (1.0 + std::exp(-v)); });
+    case OpKind::kRelu: return map_unary<T>(x, [](double v) { return v > 0 ? v : 0.0; });
+    case OpKind::kTanhClamp:
+      return map_unary<T>(x, [s = a.scale](double v) { return std::tanh(v / s) * s; });
+    case OpKind::kAffine:
+      return map_unary<T>(x, [s = a.scale, b = a.shift](double v) { return v * s + b; });
+    case OpKind::kClamp:
+      // NaN stays NaN, as torch.clamp.
+      return map_unary<T>(x, [lo = a.lo, hi = a.hi](double v) { return std::isnan(v) ? v : std::clamp(v, lo, hi); });
+    default: break;
+  }
+  TP_CHECK(false, std::string("not a unary op: ") + op_kind_name(kind));
+  return {};
+}
+
+template <class T>
+Tensor add(const Tensor& a, const Tensor& b) {
+  TP_CHECK(a.shape() == b.shape(), "add " + shape_string(a.shape()) + " + " + shape_string(b.shape()));
+  Tensor out = Tensor::uninitialized(dtype_of<T>(), a.shape());
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  T* o = out.data<T>();
+  const int64_t n = a.numel();
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) o[i] = T(double(pa[i]) + double(pb[i]));
+  return out;
+}
+
+template <class T>
+Tensor upsample_nearest2x(const Tensor& x) {
+  const int64_t planes = x.dim(0) * x.dim(1), h = x.dim(2), w = x.dim(3);
+  Tensor out = Tensor::uninitialized(dtype_of<T>(), {x.dim(0), x.dim(1), 2 * h, 2 * w});
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < planes; ++p) {
+    const T* in = x.data<T>() + p * h * w;
+    T* o = out.data<T>() + p * 4 * h * w;
+    for (int64_t y = 0; y < 2 * h; ++y) {
+      const T* row = in + (y / 2) * w;
+      T* orow = o + y * 2 * w;
+      for (int64_t xx = 0; xx < 2 * w; ++xx) orow[xx] = row[xx / 2];
+    }
+  }
+  return out;
+}
+
+template <class T>
+Tensor slice_channels(const Tensor& x, int begin, int end) {
+  const int64_t batch = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3);
+  TP_CHECK(0 <= begin && begin <= end && end <= c, "channel slice out of range");
+  Tensor out = Tensor::uninitialized(dtype_of<T>(), {batch, end - begin, x.dim(2), x.dim(3)});
+  for (int64_t b = 0; b < batch; ++b)
+    std::memcpy(out.data<T>() + b * (end - begin) * hw, x.data<T>() + (b * c + begin) * hw,
+                std::size_t((end - begin) * hw) * sizeof(T));
+  return out;
+}
+
+#define TP_INSTANTIATE(T)                                                        \
+  template Tensor elementwise<T>(OpKind, const Tensor&, const OpAttrs&);         \
+  template Tensor add<T>(const Tensor&, const Tensor&);                          \
+  template Tensor upsample_nearest2x<T>(const Tensor&);                          \
+  template Tensor slice_channels<T>(const Tensor&, int, int);
+TP_INSTANTIATE(float)
+TP_INSTANTIATE(double)
+#undef TP_INSTANTIATE
+
+}  // namespace tp::ref

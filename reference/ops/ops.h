@@ -1,0 +1,27 @@
+// Reference ops: fp32 / fp64 CPU implementations of every graph op (T = float or double).
+// Tensors are NCHW, row-major. Weights arrive already in T. Elementwise math and statistics
+// run in double and round once to T, so the fp32 reference's error is storage rounding and
+// GEMM accumulation only.
+#pragma once
+
+#include "harness/graph.h"
+#include "harness/tensor.h"
+
+namespace tp::ref {
+
+// Output spatial size of a conv along one axis; <= 0 when the input is too small.
+inline int64_t conv_out_size(int64_t in, int pad_lo, int pad_hi, int64_t kernel, int stride) {
+  const int64_t span = in + pad_lo + pad_hi - kernel;
+  return span < 0 ? 0 : span / stride + 1;
+}
+
+template <class T> Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpAttrs& a);
+template <class T> Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, double eps);
+template <class T> Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+template <class T> Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
+template <class T> Tensor upsample_nearest2x(const Tensor& x);
+template <class T> Tensor slice_channels(const Tensor& x, int begin, int end);
+template <class T> Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a);  // unary ops
+template <class T> Tensor add(const Tensor& a, const Tensor& b);
+
+}  // namespace tp::ref

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package twinpath needs to build and test (run as root).
+# The CUDA toolkit is not installed here: it is found at /usr/local/cuda when present.
+# Pass --fixtures to also install what tools/make-golden-fixtures.sh needs (python3-torch).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libeigen3-dev            # reference path
+  libhdf5-dev hdf5-tools   # reports (h5dump is the independent reader in tests)
+  nlohmann-json3-dev       # config.json, safetensors headers
+  libcli11-dev             # command line
+  libgtest-dev libgmock-dev googletest
+  libbenchmark-dev
+  libtorch-dev             # the torch path: a second, independent opinion
+  python3-h5py             # tests read reports with an independent reader
+)
+if [[ "${1:-}" == "--fixtures" ]]; then
+  packages+=(python3-torch python3-venv python3-pip)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps: all ${#packages[@]} packages present"
