@@ -1,1 +1,219 @@
+// Configs with diffusers' defaults, the graphs' parameter lists against the published key
+// listings and parameter counts, and checkpoint matching (legacy names, mismatches).
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "harness/model.h"
+#include "harness/vae_graphs.h"
+
+namespace tp {
+namespace {
+
+VaeConfig parse(const std::string& text) {
+  auto c = parse_vae_config(nlohmann::json::parse(text), "test");
+  EXPECT_TRUE(c.ok()) << (c.ok() ? "" : c.error().message());
+  return c.ok() ? c.value() : VaeConfig{};
+}
+
+VaeConfig builtin(const std::string& name) { return parse(builtin_config_text(name).value()); }
+
+// Lines "key   [a, b, c]" of shared/docs/reference/*-keys.txt (copied into tests/fixtures/keys).
+std::vector<ParamSpec> read_key_listing(const std::string& file) {
+  std::ifstream in(std::string(TWINPATH_SOURCE_DIR) + "/tests/fixtures/keys/" + file);
+  std::vector<ParamSpec> specs;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    ParamSpec s;
+    std::istringstream is(line);
+    is >> s.key;
+    std::string rest;
+    std::getline(is, rest);
+    for (char& c : rest)
+      if (c == '[' || c == ']' || c == ',') c = ' ';
+    std::istringstream dims(rest);
+    for (int64_t d; dims >> d;) s.shape.push_back(d);
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+int64_t count_params(const std::vector<ParamSpec>& specs, const std::string& prefix_a, const std::string& prefix_b) {
+  int64_t n = 0;
+  for (const auto& s : specs)
+    if (s.key.rfind(prefix_a, 0) == 0 || s.key.rfind(prefix_b, 0) == 0) n += shape_numel(s.shape);
+  return n;
+}
+
+void expect_same_specs(std::vector<ParamSpec> ours, std::vector<ParamSpec> listed) {
+  auto by_key = [](const ParamSpec& a, const ParamSpec& b) { return a.key < b.key; };
+  std::sort(ours.begin(), ours.end(), by_key);
+  std::sort(listed.begin(), listed.end(), by_key);
+  ASSERT_EQ(ours.size(), listed.size());
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    EXPECT_EQ(ours[i].key, listed[i].key);
+    EXPECT_EQ(ours[i].shape, listed[i].shape) << ours[i].key;
+  }
+}
+
+TEST(Config, DefaultsForMissingFields) {
+  VaeConfig c = parse(R"({"_class_name": "AutoencoderKL"})");
+  EXPECT_EQ(c.kl.block_out_channels, std::vector<int>{64});
+  EXPECT_EQ(c.kl.layers_per_block, 1);
+  EXPECT_EQ(c.kl.norm_num_groups, 32);
+  EXPECT_DOUBLE_EQ(c.kl.scaling_factor, 0.18215);
+  EXPECT_TRUE(c.kl.force_upcast && c.kl.use_quant_conv && c.kl.use_post_quant_conv && c.kl.mid_block_add_attention);
+  EXPECT_FALSE(c.kl.shift_factor.has_value());
+  VaeConfig t = parse(R"({"_class_name": "AutoencoderTiny"})");
+  EXPECT_EQ(t.tiny.num_encoder_blocks, (std::vector<int>{1, 3, 3, 3}));
+  EXPECT_EQ(t.tiny.num_decoder_blocks, (std::vector<int>{3, 3, 3, 1}));
+  EXPECT_DOUBLE_EQ(t.tiny.latent_magnitude, 3);
+  // sdxl-vae-fp16-fix: same architecture, sample_size 512, force_upcast false.
+  VaeConfig fix = parse(R"({"_class_name": "AutoencoderKL", "block_out_channels": [128, 256, 512, 512],
+      "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],
+      "layers_per_block": 2, "sample_size": [512, 512], "force_upcast": false, "scaling_factor": 0.13025})");
+  EXPECT_EQ(fix.kl.sample_size, 512);
+  EXPECT_FALSE(fix.kl.force_upcast);
+}
+
+TEST(Config, RefusesWhatItCannotBuild) {
+  auto expect_error = [](const std::string& text, const std::string& fragment) {
+    auto c = parse_vae_config(nlohmann::json::parse(text), "cfg.json");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.error().message().find(fragment), std::string::npos) << c.error().message();
+  };
+  expect_error(R"({"_class_name": "AutoencoderKL", "act_fn": "gelu"})", "act_fn 'gelu'");
+  expect_error(R"({"_class_name": "AutoencoderKL", "block_out_channels": [48]})", "not a positive multiple of norm_num_groups");
+  expect_error(R"({"_class_name": "AutoencoderKL", "block_out_channels": [64, 64], "down_block_types": ["DownEncoderBlock2D"]})",
+               "one per block_out_channels");
+  expect_error(R"({"_class_name": "AutoencoderKL", "layers_per_block": "two"})", "'layers_per_block' has the wrong type");
+  expect_error(R"({"_class_name": "UNet2DConditionModel"})", "'UNet2DConditionModel' is not supported");
+  expect_error(R"({"_class_name": "AutoencoderTiny", "encoder_block_out_channels": [64, 32, 64, 64]})", "must all be equal");
+}
+
+TEST(Graph, SdVaeKeysMatchTheReferenceListing) {
+  const std::vector<ParamSpec> specs = model_param_specs(builtin("sd-kl"));
+  expect_same_specs(specs, read_key_listing("sd-vae-keys.txt"));
+  // Published counts (TAESD README, vae-facts.md section 8).
+  EXPECT_EQ(count_params(specs, "decoder.", "decoder."), 49'490'179);
+  EXPECT_EQ(count_params(specs, "encoder.", "encoder."), 34'163'592);
+  EXPECT_EQ(count_params(specs, "", ""), 83'653'863);
+}
+
+TEST(Graph, TaesdKeysMatchTheReferenceListing) {
+  const std::vector<ParamSpec> specs = model_param_specs(parse(R"({"_class_name": "AutoencoderTiny"})"));
+  expect_same_specs(specs, read_key_listing("taesd-keys.txt"));
+  EXPECT_EQ(count_params(specs, "decoder.", "decoder."), 1'222'531);
+  EXPECT_EQ(count_params(specs, "encoder.", "encoder."), 1'222'532);
+}
+
+TEST(Graph, NamesAreDiffusersModulePaths) {
+  const Graph g = build_decoder_graph(builtin("sd-kl"));
+  std::set<std::string> names;
+  for (const Op& op : g.ops) EXPECT_TRUE(names.insert(op.name).second) << "duplicate op " << op.name;
+  for (const char* n : {"post_quant_conv", "decoder.conv_in", "decoder.mid_block.attentions.0.to_q",
+                        "decoder.up_blocks.2.resnets.0.conv_shortcut", "decoder.up_blocks.0.upsamplers.0.conv",
+                        "decoder.conv_out"})
+    EXPECT_TRUE(names.count(n)) << n;
+  std::set<std::string> modules;
+  for (const auto& [m, v] : g.modules) modules.insert(m);
+  for (const char* m : {"decoder.mid_block", "decoder.up_blocks.2.resnets.1", "decoder.mid_block.attentions.0",
+                        "decoder.up_blocks.1", "decoder"})
+    EXPECT_TRUE(modules.count(m)) << m;
+  // The hash follows the structure: equal for equal configs, different otherwise.
+  EXPECT_EQ(g.hash(), build_decoder_graph(builtin("sdxl-kl")).hash());
+  EXPECT_NE(g.hash(), build_decoder_graph(builtin("tiny-kl")).hash());
+  EXPECT_NE(g.hash(), build_encoder_graph(builtin("sd-kl")).hash());
+  // Without mid-block attention there is no attention op.
+  VaeConfig no_attn = builtin("tiny-kl");
+  no_attn.kl.mid_block_add_attention = false;
+  for (const Op& op : build_encoder_graph(no_attn).ops) EXPECT_NE(op.kind, OpKind::kAttention);
+}
+
+class CheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("tp_ck_" + std::to_string(::getpid()));
+    ASSERT_TRUE(init_model("tiny-kl", 5, dir_.string()).ok());
+    weights_path_ = (dir_ / "diffusion_pytorch_model.safetensors").string();
+    auto f = SafetensorsFile::open(weights_path_);
+    ASSERT_TRUE(f.ok());
+    for (const auto& e : f->entries()) tensors_.emplace_back(e.name, f->read(e).value());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+  std::string weights_path_;
+  NamedTensors tensors_;
+};
+
+TEST_F(CheckpointTest, AcceptsLegacyAttentionNamesAndConvShapedWeights) {
+  NamedTensors legacy;
+  for (auto [name, t] : tensors_) {
+    for (auto [from, to] : {std::pair{".to_q.", ".query."}, {".to_k.", ".key."}, {".to_v.", ".value."},
+                            {".to_out.0.", ".proj_attn."}})
+      if (auto at = name.find(from); at != std::string::npos) name = name.replace(at, std::strlen(from), to);
+    if (name.find(".attentions.") != std::string::npos && t.rank() == 2) t = t.reshaped({t.dim(0), t.dim(1), 1, 1});
+    legacy.emplace_back(name, t);
+  }
+  ASSERT_TRUE(write_safetensors(weights_path_, legacy).ok());
+  auto m = load_model(dir_.string());
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  const Tensor& q = m->weights.at("encoder.mid_block.attentions.0.to_q.weight");
+  EXPECT_EQ(q.rank(), 2);
+  EXPECT_EQ(modern_attention_key("decoder.mid_block.attentions.0.proj_attn.bias"),
+            "decoder.mid_block.attentions.0.to_out.0.bias");
+  EXPECT_EQ(modern_attention_key("decoder.conv_in.weight"), "decoder.conv_in.weight");
+}
+
+TEST_F(CheckpointTest, MismatchListsEveryDifference) {
+  NamedTensors bad;
+  for (auto& [name, t] : tensors_) {
+    if (name == "decoder.conv_in.bias") continue;                       // missing
+    if (name == "encoder.conv_in.weight") t = Tensor(DType::kF32, {7, 3, 3, 3});  // wrong shape
+    bad.emplace_back(name, t);
+  }
+  bad.emplace_back("decoder.extra.weight", Tensor(DType::kF32, {2}));   // unexpected
+  ASSERT_TRUE(write_safetensors(weights_path_, bad).ok());
+  auto m = load_model(dir_.string());
+  ASSERT_FALSE(m.ok());
+  const std::string& msg = m.error().message();
+  EXPECT_NE(msg.find("1 missing:\n    decoder.conv_in.bias [32]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1 unexpected:\n    decoder.extra.weight [2]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("encoder.conv_in.weight: file has [7, 3, 3, 3], config needs [16, 3, 3, 3]"), std::string::npos) << msg;
+}
+
+TEST_F(CheckpointTest, MissingFilesSayWhatToDo) {
+  std::filesystem::remove(weights_path_);
+  auto m = load_model(dir_.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message().find("missing model weights"), std::string::npos);
+  auto none = load_model((dir_ / "nope").string());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message().find("twinpath model init"), std::string::npos);
+}
+
+TEST_F(CheckpointTest, InitIsSeeded) {
+  const auto other = dir_ / "again";
+  ASSERT_TRUE(init_model("tiny-kl", 5, other.string()).ok());
+  auto a = load_model(dir_.string()), b = load_model(other.string());
+  ASSERT_TRUE(a.ok() && b.ok());
+  const Tensor& wa = a->weights.at("decoder.conv_out.weight");
+  const Tensor& wb = b->weights.at("decoder.conv_out.weight");
+  EXPECT_EQ(std::memcmp(wa.raw(), wb.raw(), wa.nbytes()), 0);
+  const auto third = dir_ / "seed6";
+  ASSERT_TRUE(init_model("tiny-kl", 6, third.string()).ok());
+  auto c = load_model(third.string());
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(std::memcmp(wa.raw(), c->weights.at("decoder.conv_out.weight").raw(), wa.nbytes()), 0);
+}
+
+}  // namespace
+}  // namespace tp
