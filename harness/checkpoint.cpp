@@ -37,6 +37,7 @@ Expected<Weights> load_checkpoint(const std::string& path, const std::vector<Par
 
   Weights weights;
   std::vector<std::string> unexpected, wrong_shape;
+  std::set<std::string> present;  // keys the file has, in any shape
   for (const SafetensorsEntry& e : file.entries()) {
     const std::string key = modern_attention_key(e.name);
     auto it = expected.find(key);
@@ -44,6 +45,7 @@ Expected<Weights> load_checkpoint(const std::string& path, const std::vector<Par
       unexpected.push_back(e.name + " " + shape_string(e.shape));
       continue;
     }
+    present.insert(key);
     Shape shape = e.shape;
     const Shape& want = it->second->shape;
     // Linear weights saved from the old conv-style attention block are [C,C,1,1].
@@ -61,7 +63,7 @@ Expected<Weights> load_checkpoint(const std::string& path, const std::vector<Par
   }
   std::vector<std::string> missing;
   for (const ParamSpec& s : specs)
-    if (!weights.count(s.key)) missing.push_back(s.key + " " + shape_string(s.shape));
+    if (!present.count(s.key)) missing.push_back(s.key + " " + shape_string(s.shape));
   if (!missing.empty() || !unexpected.empty() || !wrong_shape.empty()) {
     return Error(path + ": the checkpoint does not match config.json" + summarize("missing", missing) +
                  summarize("unexpected", unexpected) + summarize("with the wrong shape", wrong_shape) +
