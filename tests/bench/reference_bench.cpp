@@ -1,0 +1,150 @@
+// Reference conv2d on the SD-VAE's conv shapes and a whole sd-kl decode at 256x256, each
+// beside LibTorch's CPU ops doing the same work in the same binary, plus a large Eigen SGEMM
+// as the machine's measured FLOP/s ceiling. Both libraries use the same number of threads.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <Eigen/Core>
+#include <filesystem>
+
+#include "harness/model.h"
+#include "harness/pipeline.h"
+#include "harness/rng.h"
+#include "reference/executor.h"
+#include "reference/torch/torch_path.h"
+
+namespace tp {
+namespace {
+
+struct ConvShape {
+  const char* where;  // the diffusers module it stands for, at a 256x256 image
+  int cin, cout, k, stride, h, w;
+  bool asymmetric_pad;  // Downsample2D: pad (0,1,0,1)
+};
+
+const ConvShape kShapes[] = {
+    {"decoder.conv_in", 4, 512, 3, 1, 32, 32, false},
+    {"decoder.mid_block.resnets.*.conv*", 512, 512, 3, 1, 32, 32, false},
+    {"decoder.up_blocks.1.resnets.*.conv*", 512, 512, 3, 1, 64, 64, false},
+    {"decoder.up_blocks.2.resnets.0.conv1", 512, 256, 3, 1, 128, 128, false},
+    {"decoder.up_blocks.2.resnets.0.conv_shortcut", 512, 256, 1, 1, 128, 128, false},
+    {"decoder.up_blocks.2.upsamplers.0.conv", 256, 256, 3, 1, 256, 256, false},
+    {"decoder.up_blocks.3.resnets.*.conv2", 128, 128, 3, 1, 256, 256, false},
+    {"decoder.conv_out", 128, 3, 3, 1, 256, 256, false},
+    {"encoder.down_blocks.0.downsamplers.0.conv", 128, 128, 3, 2, 256, 256, true},
+};
+
+Tensor random_f32(const Shape& shape, const std::string& stream) {
+  Tensor t(DType::kF32, shape);
+  Rng rng(1, stream);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(rng.uniform(-1, 1));
+  return t;
+}
+
+Graph conv_graph(const ConvShape& s) {
+  GraphBuilder b("bench.conv");
+  const int x = b.input("x");
+  const int pad = s.k / 2;
+  const int y = s.asymmetric_pad ? b.conv2d("conv", x, s.cin, s.cout, s.k, s.stride, 0, 1, 0, 1, true)
+                                 : b.conv2d("conv", x, s.cin, s.cout, s.k, s.stride, pad, pad, pad, pad, true);
+  b.output("y", y);
+  return b.finish();
+}
+
+void conv_bench(benchmark::State& state, bool torch) {
+  const ConvShape& s = kShapes[state.range(0)];
+  const Graph g = conv_graph(s);
+  Weights w{{"conv.weight", random_f32({s.cout, s.cin, s.k, s.k}, "w")}, {"conv.bias", random_f32({s.cout}, "b")}};
+  const NamedTensors in = {{"x", random_f32({1, s.cin, s.h, s.w}, "x")}};
+  for (auto _ : state) {
+    auto out = torch ? torch_path::run_graph(g, w, in, DType::kF32) : ref::run_graph(g, w, in, DType::kF32);
+    if (!out.ok()) state.SkipWithError(out.error().message().c_str());
+    benchmark::DoNotOptimize(out);
+  }
+  const int64_t ho = s.h / s.stride, wo = s.w / s.stride;
+  const double flops = 2.0 * s.cin * s.cout * s.k * s.k * ho * wo;
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(s.where);
+}
+
+void BM_ConvReference(benchmark::State& state) { conv_bench(state, false); }
+void BM_ConvTorch(benchmark::State& state) { conv_bench(state, true); }
+BENCHMARK(BM_ConvReference)->DenseRange(0, std::size(kShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ConvTorch)->DenseRange(0, std::size(kShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+const Model& sd_kl() {
+  static const Model model = [] {
+    const std::string dir = (std::filesystem::temp_directory_path() / ("tp_bench_sdkl_" + std::to_string(::getpid()))).string();
+    if (!init_model("sd-kl", 0, dir).ok()) std::abort();
+    Model m = load_model(dir).value();
+    std::filesystem::remove_all(dir);
+    return m;
+  }();
+  return model;
+}
+
+// SD/SDXL KL decoder at 256x256: conv + linear + attention matmul work (vae_flops.py).
+double decoder_flops(int image) {
+  const double h = image / 8.0;
+  const auto conv = [](double ci, double co, double k, double px) { return ci * co * k * k * px; };
+  const auto res = [&](double ci, double co, double px) {
+    return conv(ci, co, 3, px) + conv(co, co, 3, px) + (ci != co ? conv(ci, co, 1, px) : 0);
+  };
+  double px = h * h, macs = conv(4, 4, 1, px) + conv(4, 512, 3, px) + 2 * res(512, 512, px) + 4 * 512 * 512 * px + 2 * px * px * 512;
+  const int rev[] = {512, 512, 256, 128};
+  int prev = 512;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 3; ++j) macs += res(j == 0 ? prev : rev[i], rev[i], px);
+    prev = rev[i];
+    if (i < 3) {
+      px *= 4;
+      macs += conv(rev[i], rev[i], 3, px);
+    }
+  }
+  return 2 * (macs + conv(128, 3, 3, px));
+}
+
+void decode_bench(benchmark::State& state, bool torch) {
+  const Model& m = sd_kl();
+  const Tensor latent = random_f32({1, 4, 32, 32}, "latent");
+  const GraphRunner run = [torch](const Graph& g, const Weights& w, const NamedTensors& in) {
+    return torch ? torch_path::run_graph(g, w, in, DType::kF32) : ref::run_graph(g, w, in, DType::kF32);
+  };
+  for (auto _ : state) {
+    auto out = run_pipeline(m, Pipeline::kDecode, latent, run);
+    if (!out.ok()) state.SkipWithError(out.error().message().c_str());
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(decoder_flops(256), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_DecodeSdKl256Reference(benchmark::State& state) { decode_bench(state, false); }
+void BM_DecodeSdKl256Torch(benchmark::State& state) { decode_bench(state, true); }
+BENCHMARK(BM_DecodeSdKl256Reference)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(BM_DecodeSdKl256Torch)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+
+// The machine's practical fp32 ceiling: a large square SGEMM with Eigen on all threads.
+void BM_SgemmCeiling(benchmark::State& state) {
+  const int n = 2048;
+  Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n), c(n, n);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_SgemmCeiling)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace tp
+
+int main(int argc, char** argv) {
+  const int threads = omp_get_max_threads();
+  tp::torch_path::set_num_threads(threads);
+  benchmark::AddCustomContext("threads (reference and torch)", std::to_string(threads));
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

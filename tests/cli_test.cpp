@@ -1,0 +1,130 @@
+// The twinpath binary end to end: exit codes (0 ok, 2 usage/input error) and one clear
+// sentence for each wrong input a user can give it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "harness/safetensors.h"
+#include "harness/tensor_io.h"
+
+namespace tp {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CommandResult {
+  int code;
+  std::string output;  // stdout and stderr
+};
+
+CommandResult twinpath(const std::string& args) {
+  const std::string cmd = std::string(TWINPATH_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  CommandResult r{-1, ""};
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
+  const int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("tp_cli_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    ASSERT_EQ(twinpath("model init --config tiny-kl --seed 1 --out " + p("kl")).code, 0);
+    ASSERT_EQ(twinpath("model init --config tiny-taesd --seed 1 --out " + p("taesd")).code, 0);
+    Tensor latent(DType::kF32, {1, 4, 8, 8});
+    for (int64_t i = 0; i < latent.numel(); ++i) latent.data<float>()[i] = float((i * 7919) % 200) / 100.0f - 1.0f;
+    ASSERT_TRUE(write_tensor_file(p("latent.safetensors"), {{"latents", latent}}).ok());
+    Tensor image(DType::kF32, {1, 3, 32, 24});
+    for (int64_t i = 0; i < image.numel(); ++i) image.data<float>()[i] = float((i * 104729) % 200) / 100.0f - 1.0f;
+    ASSERT_TRUE(write_npy(p("image.npy"), image).ok());
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string p(const std::string& name) { return (dir_ / name).string(); }
+
+  // A user error: exit code 2 and one line naming the problem.
+  static void expect_user_error(const std::string& args, const std::string& fragment) {
+    const CommandResult r = twinpath(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
+  }
+
+  static fs::path dir_;
+};
+fs::path CliTest::dir_;
+
+TEST_F(CliTest, ExecRunsEveryPipelineAndWritesNamedOutputs) {
+  CommandResult r = twinpath("exec --model " + p("kl") + " --pipeline vae.decode --input " + p("latent.safetensors") +
+                   " --output " + p("out.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("sample [1, 3, 32, 32] f32"), std::string::npos) << r.output;
+  auto out = SafetensorsFile::open(p("out.safetensors"));
+  ASSERT_TRUE(out.ok());
+  EXPECT_NE(out->find("sample"), nullptr);
+
+  r = twinpath("exec --model " + p("kl") + " --pipeline vae.encode --path reference:fp64 --input " + p("image.npy") +
+               " --output " + p("enc.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto enc = SafetensorsFile::open(p("enc.safetensors"));
+  ASSERT_TRUE(enc.ok());
+  ASSERT_NE(enc->find("logvar"), nullptr);
+  EXPECT_EQ(enc->find("mean")->dtype, "F64");
+  EXPECT_EQ(enc->find("mean")->shape, (Shape{1, 4, 8, 6}));
+
+  // An encode output feeds decode (its mean is the posterior mode).
+  r = twinpath("exec --model " + p("kl") + " --pipeline vae.decode --input " + p("enc.safetensors") +
+               " --output " + p("dec.npy"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  r = twinpath("exec --model " + p("taesd") + " --pipeline vae.roundtrip --input " + p("image.npy") +
+               " --output " + p("rt.npy"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(twinpath("--help").code, 0);
+}
+
+TEST_F(CliTest, BadCheckpointsGetOneSentenceAndExitCode2) {
+  const std::string weights = "diffusion_pytorch_model.safetensors";
+  fs::create_directories(p("corrupt"));
+  fs::copy_file(p("kl/config.json"), p("corrupt/config.json"));
+  std::ofstream(p("corrupt/" + weights)) << "this is not a safetensors file at all";
+  const std::string decode = " --pipeline vae.decode --input " + p("latent.safetensors") + " --output " + p("o.safetensors");
+  expect_user_error("exec --model " + p("corrupt") + decode, "not a safetensors file");
+
+  fs::create_directories(p("truncated"));
+  fs::copy_file(p("kl/config.json"), p("truncated/config.json"));
+  fs::copy_file(p("kl/" + weights), p("truncated/" + weights));
+  fs::resize_file(p("truncated/" + weights), fs::file_size(p("truncated/" + weights)) / 2);
+  expect_user_error("exec --model " + p("truncated") + decode, "the file is truncated");
+
+  fs::create_directories(p("mismatched"));
+  fs::copy_file(p("taesd/config.json"), p("mismatched/config.json"));
+  fs::copy_file(p("kl/" + weights), p("mismatched/" + weights));
+  expect_user_error("exec --model " + p("mismatched") + decode, "the checkpoint does not match config.json");
+  EXPECT_FALSE(fs::exists(p("o.safetensors"))) << "a failed run left an output file";
+}
+
+TEST_F(CliTest, WrongInputsAndFlagsExitCode2) {
+  const std::string model = "exec --model " + p("kl");
+  expect_user_error(model + " --pipeline vae.decode --input " + p("nope.npy") + " --output " + p("o.npy"), "cannot open");
+  expect_user_error(model + " --pipeline vae.decode --input " + p("image.npy") + " --output " + p("o.npy"),
+                    "takes a latent of shape [batch, 4, height, width]");
+  expect_user_error(model + " --pipeline vae.blend --input " + p("image.npy") + " --output " + p("o.npy"),
+                    "unknown pipeline 'vae.blend'");
+  expect_user_error(model + " --pipeline vae.encode --path gpu --input " + p("image.npy") + " --output " + p("o.npy"),
+                    "unknown path 'gpu'");
+  expect_user_error(model + " --pipeline vae.encode --input " + p("image.npy") + " --output " + p("o.npy"),
+                    "holds one tensor");
+  expect_user_error("exec --model " + p("nowhere") + " --pipeline vae.encode --input x --output y", "no such model folder");
+  expect_user_error("model init --config tiny-kll --out " + p("x"), "unknown built-in config 'tiny-kll'");
+  expect_user_error("exec --model " + p("kl"), "required");
+}
+
+}  // namespace
+}  // namespace tp
