@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -73,7 +74,7 @@ int64_t first_invalid_utf8(const uint8_t* s, uint64_t n) {
 }
 
 Expected<uint64_t> json_u64(const nlohmann::json& v, const std::string& what) {
-  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0))
+  if (!v.is_number_unsigned())  // nlohmann parses non-negative integers as unsigned
     return Error(what + " must be a non-negative integer, got " + v.dump());
   return v.get<uint64_t>();
 }

@@ -34,7 +34,6 @@ class Tensor {
   int rank() const { return int(shape_.size()); }
   int64_t numel() const { return shape_numel(shape_); }
   std::size_t nbytes() const { return std::size_t(numel()) * dtype_size(dtype_); }
-  bool empty() const { return bytes_ == nullptr && numel() == 0 && shape_.empty(); }
 
   std::byte* raw() { return bytes_.get(); }
   const std::byte* raw() const { return bytes_.get(); }

@@ -113,15 +113,21 @@ Expected<NamedTensors> read_tensor_file(const std::string& path) {
   return Error(path + ": unknown file type; inputs are .safetensors or .npy");
 }
 
-Status write_tensor_file(const std::string& path, const NamedTensors& tensors) {
-  if (ends_with(path, ".safetensors")) return write_safetensors(path, tensors);
+Status check_output_path(const std::string& path, std::size_t count) {
+  if (ends_with(path, ".safetensors")) return Status();
   if (ends_with(path, ".npy")) {
-    if (tensors.size() != 1)
-      return Error(path + ": a .npy file holds one tensor but this output has " +
-                   std::to_string(tensors.size()) + "; write a .safetensors file instead");
-    return write_npy(path, tensors[0].second);
+    if (count != 1)
+      return Error(path + ": a .npy file holds one tensor but this output has " + std::to_string(count) +
+                   "; write a .safetensors file instead");
+    return Status();
   }
   return Error(path + ": unknown output type; write .safetensors or .npy");
+}
+
+Status write_tensor_file(const std::string& path, const NamedTensors& tensors) {
+  TP_RETURN_IF_ERROR(check_output_path(path, tensors.size()));
+  if (ends_with(path, ".npy")) return write_npy(path, tensors[0].second);
+  return write_safetensors(path, tensors);
 }
 
 }  // namespace tp

@@ -11,6 +11,9 @@ namespace tp {
 Expected<NamedTensors> read_tensor_file(const std::string& path);
 Status write_tensor_file(const std::string& path, const NamedTensors& tensors);
 
+// Checks, before any work is done, that `path` names a file type that can hold `count` tensors.
+Status check_output_path(const std::string& path, std::size_t count);
+
 Expected<Tensor> read_npy(const std::string& path);
 Status write_npy(const std::string& path, const Tensor& tensor);
 

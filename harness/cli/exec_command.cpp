@@ -12,6 +12,9 @@ Status exec_command(const ExecOptions& o) {
   TP_ASSIGN_OR_RETURN(Pipeline pipeline, parse_pipeline(o.pipeline));
   TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
+  // Refuse an output the results cannot be written to before spending time on the run.
+  const bool two_outputs = pipeline == Pipeline::kEncode && model.config.kind == VaeConfig::Kind::kKl;
+  TP_RETURN_IF_ERROR(check_output_path(o.output, two_outputs ? 2 : 1));
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
   TP_ASSIGN_OR_RETURN(Tensor input, select_pipeline_input(pipeline, file, o.input));
   const auto start = std::chrono::steady_clock::now();
