@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job: install, build, then run the built-in tiny model on the reference path and on
-# LibTorch, and compare their outputs. (Issue 5 turns this into `twinpath run`, the ci suite.)
+# The main job: install, build, then run the built-in tiny model on the reference path (fp32
+# and fp64) and on LibTorch. (The harness and suites turn this into `twinpath run`, the ci suite.)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/tools/build.sh"
