@@ -22,11 +22,6 @@
 namespace tp {
 namespace {
 
-uint32_t float_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
 float bits_float(uint32_t b) {
   float f;
   std::memcpy(&f, &b, 4);
