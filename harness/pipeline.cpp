@@ -26,8 +26,7 @@ Expected<Tensor> select_pipeline_input(Pipeline p, const NamedTensors& tensors, 
                                              ? std::vector<std::string>{"latents", "latent", "z", "mean"}
                                              : std::vector<std::string>{"sample", "image"};
   for (const std::string& want : names)
-    for (const auto& [name, t] : tensors)
-      if (name == want) return t;
+    if (const Tensor* t = find_tensor(tensors, want)) return *t;
   std::string have;
   for (const auto& [name, t] : tensors) have += (have.empty() ? "" : ", ") + name;
   std::string wanted;
@@ -57,10 +56,9 @@ Expected<NamedTensors> run_pipeline(const Model& model, Pipeline p, const Tensor
   TP_ASSIGN_OR_RETURN(NamedTensors encoded, run(build_encoder_graph(model.config), model.weights, {{"sample", input}}));
   if (p == Pipeline::kEncode) return encoded;
   const std::string latent_name = model.config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
-  for (auto& [name, t] : encoded)
-    if (name == latent_name) return run(build_decoder_graph(model.config), model.weights, {{"latents", t}});
-  TP_CHECK(false, "encoder graph has no output " + latent_name);
-  return Error("unreachable");
+  const Tensor* latents = find_tensor(encoded, latent_name);
+  TP_CHECK(latents != nullptr, "encoder graph has no output " + latent_name);
+  return run(build_decoder_graph(model.config), model.weights, {{"latents", *latents}});
 }
 
 }  // namespace tp

@@ -50,6 +50,13 @@ class SafetensorsFile {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+// The tensor called `name`, or nullptr.
+inline const Tensor* find_tensor(const NamedTensors& tensors, const std::string& name) {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
 // Header padded with spaces to a multiple of 8; tensors laid out by descending alignment,
 // then name, as the reference writer does. Written atomically.
 Status write_safetensors(const std::string& path, const NamedTensors& tensors,

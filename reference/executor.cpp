@@ -32,9 +32,7 @@ Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights, con
                                  const ValueObserver& observe) {
   std::vector<Tensor> values(graph.value_names.size());
   for (const auto& [name, id] : graph.inputs) {
-    const Tensor* found = nullptr;
-    for (const auto& [n, t] : inputs)
-      if (n == name) found = &t;
+    const Tensor* found = find_tensor(inputs, name);
     if (found == nullptr) return Error("graph " + graph.name + " needs an input named '" + name + "'");
     values[std::size_t(id)] = found->to(dtype_of<T>());
   }

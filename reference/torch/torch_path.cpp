@@ -68,13 +68,9 @@ Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights, con
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> values(graph.value_names.size());
   for (const auto& [name, id] : graph.inputs) {
-    bool found = false;
-    for (const auto& [n, t] : inputs)
-      if (n == name) {
-        values[std::size_t(id)] = to_torch(t, compute);
-        found = true;
-      }
-    if (!found) return Error("graph " + graph.name + " needs an input named '" + name + "'");
+    const Tensor* found = find_tensor(inputs, name);
+    if (found == nullptr) return Error("graph " + graph.name + " needs an input named '" + name + "'");
+    values[std::size_t(id)] = to_torch(*found, compute);
   }
   std::map<std::string, torch::Tensor> params;
   auto param = [&](const std::string& key) {
