@@ -35,9 +35,7 @@ Expected<Tensor> select_pipeline_input(Pipeline p, const NamedTensors& tensors, 
                ") and none is named " + wanted + "; keep one tensor in the file or name it so");
 }
 
-namespace {
-
-Status check_input(const Model& m, Pipeline p, const Tensor& input) {
+Status check_pipeline_input(const Model& m, Pipeline p, const Tensor& input) {
   const bool latent = p == Pipeline::kDecode;
   const int channels = latent ? m.config.latent_channels() : m.config.image_channels();
   const std::string what = latent ? "latent" : "image";
@@ -48,10 +46,8 @@ Status check_input(const Model& m, Pipeline p, const Tensor& input) {
   return Status();
 }
 
-}  // namespace
-
 Expected<NamedTensors> run_pipeline(const Model& model, Pipeline p, const Tensor& input, const GraphRunner& run) {
-  TP_RETURN_IF_ERROR(check_input(model, p, input));
+  TP_RETURN_IF_ERROR(check_pipeline_input(model, p, input));
   if (p == Pipeline::kDecode) return run(build_decoder_graph(model.config), model.weights, {{"latents", input}});
   TP_ASSIGN_OR_RETURN(NamedTensors encoded, run(build_encoder_graph(model.config), model.weights, {{"sample", input}}));
   if (p == Pipeline::kEncode) return encoded;

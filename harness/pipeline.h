@@ -25,6 +25,9 @@ using GraphRunner =
 // (encode: "sample"/"image"; decode: "latents"/"latent"/"z", else "mean" = posterior mode).
 Expected<Tensor> select_pipeline_input(Pipeline p, const NamedTensors& tensors, const std::string& source);
 
+// Checks an input's shape against the model and pipeline; the error says what shape it takes.
+Status check_pipeline_input(const Model& model, Pipeline p, const Tensor& input);
+
 // Checks the input's shape against the model, then runs. Outputs: encode -> KL: "mean",
 // "logvar"; Tiny: "latents". decode -> "sample". roundtrip -> "sample" (decoded from the
 // posterior mode for KL; from the raw latents for Tiny, without diffusers' uint8

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "harness/cli/paths.h"
 #include "harness/status.h"
 
 namespace tp {
@@ -14,6 +15,7 @@ struct ExecOptions {
   std::string path = "reference";
   std::string input;
   std::string output;
+  CompiledOptions compiled;
 };
 
 Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir);

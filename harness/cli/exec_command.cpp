@@ -10,7 +10,11 @@ namespace tp {
 
 Status exec_command(const ExecOptions& o) {
   TP_ASSIGN_OR_RETURN(Pipeline pipeline, parse_pipeline(o.pipeline));
-  TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path));
+  const CompiledOptions defaults;
+  if (!is_compiled_path(o.path) && (o.compiled.policy != defaults.policy || !o.compiled.keep_fp32.empty() ||
+                                    !o.compiled.inject.empty() || o.compiled.shape_policy != defaults.shape_policy))
+    return Error("--policy, --keep-fp32, --inject and --shape-policy apply to the compiled path; use --path compiled:cpu, or drop them");
+  TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   // Refuse an output the results cannot be written to before spending time on the run.
   const bool two_outputs = pipeline == Pipeline::kEncode && model.config.kind == VaeConfig::Kind::kKl;
@@ -18,7 +22,7 @@ Status exec_command(const ExecOptions& o) {
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
   TP_ASSIGN_OR_RETURN(Tensor input, select_pipeline_input(pipeline, file, o.input));
   const auto start = std::chrono::steady_clock::now();
-  TP_ASSIGN_OR_RETURN(NamedTensors outputs, run_pipeline(model, pipeline, input, path.run));
+  TP_ASSIGN_OR_RETURN(NamedTensors outputs, path.run(model, pipeline, input));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   TP_RETURN_IF_ERROR(write_tensor_file(o.output, outputs));
 
@@ -28,6 +32,7 @@ Status exec_command(const ExecOptions& o) {
   for (const auto& [name, t] : outputs)
     std::cout << "  " << name << (name.size() < 6 ? std::string(6 - name.size(), ' ') : "") << " "
               << shape_string(t.shape()) << " " << dtype_name(t.dtype()) << "\n";
+  if (path.details) std::cout << path.details();
   char line[128];
   std::snprintf(line, sizeof line, "  time   %.3f s\n", seconds);
   std::cout << line << "wrote " << o.output << "\n";

@@ -35,7 +35,16 @@ int main(int argc, char** argv) {
   tp::ExecOptions ex;
   exec->add_option("--model", ex.model_dir, "diffusers model folder")->required();
   exec->add_option("--pipeline", ex.pipeline, "vae.encode | vae.decode | vae.roundtrip")->required();
-  exec->add_option("--path", ex.path, "reference | reference:fp64 | torch | torch:fp64")->capture_default_str();
+  exec->add_option("--path", ex.path, "reference | reference:fp64 | torch | torch:fp64 | compiled:cpu | compiled:cuda")
+      ->capture_default_str();
+  exec->add_option("--policy", ex.compiled.policy,
+                   "compiled path dtype policy: w=f32|f16|bf16|f8e4m3|f8e5m2,a=f32|f16|bf16,acc=f32|f16"
+                   "[,scale=channel|tensor][,sat=satfinite|nonsat]")
+      ->capture_default_str();
+  exec->add_option("--keep-fp32", ex.compiled.keep_fp32, "module globs kept in fp32, comma-separated (e.g. 'decoder.up_blocks.3.*')");
+  exec->add_option("--inject", ex.compiled.inject, "deliberate faults, comma-separated (see `twinpath faults`)");
+  exec->add_option("--shape-policy", ex.compiled.shape_policy, "exact | bucket:N (plans sized to a multiple of N pixels)")
+      ->capture_default_str();
   exec->add_option("--input", ex.input, "input .safetensors or .npy (image in [-1,1] or latent)")->required();
   exec->add_option("--output", ex.output, "output .safetensors (or .npy for one tensor)")->required();
 

@@ -1,35 +1,68 @@
 #include "harness/cli/paths.h"
 
+#include <memory>
+
+#include "compiled/compiled_pipeline.h"
+#include "compiled/device.h"
 #include "reference/executor.h"
 #ifdef TWINPATH_HAVE_TORCH
 #include "reference/torch/torch_path.h"
 #endif
 
 namespace tp {
+namespace {
 
-Expected<PathChoice> make_path(const std::string& name) {
+PathChoice graph_path(GraphRunner runner, std::string description) {
+  return PathChoice{[runner](const Model& m, Pipeline p, const Tensor& in) { return run_pipeline(m, p, in, runner); },
+                    std::move(description), {}};
+}
+
+Expected<PathChoice> compiled_cpu_path(const CompiledOptions& o) {
+  compiled::SessionOptions so;
+  TP_ASSIGN_OR_RETURN(so.policy.base, compiled::parse_layer_policy(o.policy));
+  TP_ASSIGN_OR_RETURN(so.policy.keep_fp32, compiled::parse_keep_fp32(o.keep_fp32));
+  TP_ASSIGN_OR_RETURN(so.faults, compiled::parse_faults(o.inject));
+  TP_ASSIGN_OR_RETURN(so.shapes, compiled::parse_shape_policy(o.shape_policy));
+  auto session = std::make_shared<compiled::Session>(so);
+  std::string description = "compiled:cpu (emulated kernels, " + so.policy.to_string() + ", shapes " + so.shapes.to_string();
+  if (!so.faults.empty()) description += ", INJECTED FAULTS " + so.faults.to_string();
+  return PathChoice{[session](const Model& m, Pipeline p, const Tensor& in) {
+                      return compiled::run_compiled_pipeline(*session, m, p, in);
+                    },
+                    description + ")", [session] { return compiled::describe_session(*session); }};
+}
+
+}  // namespace
+
+bool is_compiled_path(const std::string& name) { return name.rfind("compiled:", 0) == 0; }
+
+Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled) {
   if (name == "reference" || name == "reference:fp64") {
     const DType dt = name == "reference" ? DType::kF32 : DType::kF64;
-    return PathChoice{[dt](const Graph& g, const Weights& w, const NamedTensors& in) {
-                        return ref::run_graph(g, w, in, dt);
-                      },
-                      std::string("reference (") + dtype_name(dt) + ")"};
+    return graph_path([dt](const Graph& g, const Weights& w, const NamedTensors& in) { return ref::run_graph(g, w, in, dt); },
+                      std::string("reference (") + dtype_name(dt) + ")");
   }
   if (name == "torch" || name == "torch:fp64") {
 #ifdef TWINPATH_HAVE_TORCH
     const DType dt = name == "torch" ? DType::kF32 : DType::kF64;
-    return PathChoice{[dt](const Graph& g, const Weights& w, const NamedTensors& in) -> Expected<NamedTensors> {
-                        // The torch path has no size checks of its own; share the reference's.
-                        for (const auto& [n, t] : in) TP_RETURN_IF_ERROR(ref::check_input_fits(g, t.shape()));
-                        return torch_path::run_graph(g, w, in, dt);
-                      },
-                      std::string("torch (") + dtype_name(dt) + ", LibTorch CPU ops)"};
+    return graph_path(
+        [dt](const Graph& g, const Weights& w, const NamedTensors& in) -> Expected<NamedTensors> {
+          // The torch path has no size checks of its own; share the reference's.
+          for (const auto& [n, t] : in) TP_RETURN_IF_ERROR(ref::check_input_fits(g, t.shape()));
+          return torch_path::run_graph(g, w, in, dt);
+        },
+        std::string("torch (") + dtype_name(dt) + ", LibTorch CPU ops)");
 #else
     return Error("this twinpath was built without LibTorch, so the torch path is missing; install "
                  "libtorch-dev (tools/install-deps.sh) and rebuild");
 #endif
   }
-  return Error("unknown path '" + name + "'; use reference, reference:fp64, torch or torch:fp64");
+  if (name == "compiled:cpu") return compiled_cpu_path(compiled);
+  if (name == "compiled:cuda")
+    return Error(std::string("compiled:cuda: this build has no CUDA kernels for the compiled path yet (") +
+                 (cuda_device_count() > 0 ? "device: " + cuda_device_description(0) : "and no CUDA device is visible") +
+                 "); use compiled:cpu, which runs the same plans under the same numerics contract");
+  return Error("unknown path '" + name + "'; use reference, reference:fp64, torch, torch:fp64 or compiled:cpu");
 }
 
 }  // namespace tp

@@ -1,18 +1,29 @@
 // The paths `twinpath exec --path` accepts, by name.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "harness/pipeline.h"
 
 namespace tp {
 
-struct PathChoice {
-  GraphRunner run;
-  std::string description;  // "reference (f64)"
+// Options of the compiled path (ignored by the others, which refuse them in exec).
+struct CompiledOptions {
+  std::string policy = "w=f16,a=f16,acc=f32";
+  std::string keep_fp32;      // comma-separated module globs
+  std::string inject;         // comma-separated fault names
+  std::string shape_policy = "exact";
 };
 
-// reference | reference:fp64 | torch | torch:fp64
-Expected<PathChoice> make_path(const std::string& name);
+struct PathChoice {
+  std::function<Expected<NamedTensors>(const Model&, Pipeline, const Tensor&)> run;
+  std::string description;               // "reference (f64)"
+  std::function<std::string()> details;  // printed after a run (plan statistics); may be empty
+};
+
+// reference | reference:fp64 | torch | torch:fp64 | compiled:cpu | compiled:cuda
+Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled = {});
+bool is_compiled_path(const std::string& name);
 
 }  // namespace tp

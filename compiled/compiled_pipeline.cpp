@@ -1,0 +1,35 @@
+#include "compiled/compiled_pipeline.h"
+
+#include <cstdio>
+
+#include "harness/vae_graphs.h"
+
+namespace tp::compiled {
+
+Expected<NamedTensors> run_compiled_pipeline(Session& session, const Model& model, Pipeline p, const Tensor& input) {
+  TP_RETURN_IF_ERROR(check_pipeline_input(model, p, input));
+  if (p == Pipeline::kDecode) return session.run(build_decoder_graph(model.config), model.weights, {{"latents", input}});
+  const Graph encoder = build_encoder_graph(model.config);
+  if (p == Pipeline::kEncode) return session.run(encoder, model.weights, {{"sample", input}});
+  const std::string latents = model.config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
+  return session.run_chained(encoder, build_decoder_graph(model.config), model.weights, {{"sample", input}}, latents);
+}
+
+std::string describe_session(const Session& s) {
+  std::string out;
+  char line[512];
+  for (const Plan* p : s.plans()) {
+    std::snprintf(line, sizeof line, "  plan   %s %s: %d ops in %d groups, arena %.2f MiB (%.2f MiB without reuse), weights %.2f MiB, compiled in %.3f s\n",
+                  p->graph->name.c_str(), shape_string(p->capacity_shape).c_str(), p->stats.ops, p->stats.groups,
+                  double(p->stats.arena_bytes) / (1 << 20), double(p->stats.unshared_bytes) / (1 << 20),
+                  double(p->stats.weight_bytes) / (1 << 20), p->stats.compile_seconds);
+    out += line;
+  }
+  const CacheStats& c = s.stats();
+  std::snprintf(line, sizeof line, "  cache  %lld compilations, %lld hits, %.3f s compiling; weights held once: %.2f MiB in %zu tensors\n",
+                static_cast<long long>(c.compilations), static_cast<long long>(c.hits), c.compile_seconds,
+                double(s.weight_store().bytes_held()) / (1 << 20), s.weight_store().count());
+  return out + line;
+}
+
+}  // namespace tp::compiled

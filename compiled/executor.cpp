@@ -1,0 +1,157 @@
+#include "compiled/executor.h"
+
+#include <cstring>
+
+#include "compiled/kernels/emulated/kernels.h"
+
+namespace tp::compiled {
+namespace {
+
+namespace em = emulated;
+
+// NCHW <-> NHWC for element sizes 1..8, by bytes.
+void to_channels_last(const std::byte* src, std::byte* dst, const Shape& s, std::size_t elem) {
+  const int64_t b = s[0], c = s[1], hw = s[2] * s[3];
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p)
+        std::memcpy(dst + std::size_t((n * hw + p) * c + ch) * elem, src + std::size_t((n * c + ch) * hw + p) * elem, elem);
+}
+void to_channels_first(const std::byte* src, std::byte* dst, const Shape& s, std::size_t elem) {
+  const int64_t b = s[0], c = s[1], hw = s[2] * s[3];
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p)
+        std::memcpy(dst + std::size_t((n * c + ch) * hw + p) * elem, src + std::size_t((n * hw + p) * c + ch) * elem, elem);
+}
+
+Shape nhwc(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
+
+class GroupRun {
+ public:
+  GroupRun(const Plan& plan, std::byte* arena, const std::vector<Shape>& shapes, const std::map<int, BufferView>& views)
+      : plan_(plan), g_(*plan.graph), arena_(arena), shapes_(shapes), views_(views) {}
+
+  void run(const Group& grp) {
+    local_.clear();
+    const LayerPolicy& pol = grp.policy;
+    const FaultSet& f = plan_.faults;
+    for (int o : grp.ops) {
+      const Op& op = g_.ops[std::size_t(o)];
+      Tensor out;
+      switch (op.kind) {
+        case OpKind::kUpsampleNearest2x:
+          if (grp.upsample_prologue) continue;  // the conv reads through it
+          out = em::upsample_nearest2x(value(op.inputs[0]));
+          break;
+        case OpKind::kConv2d: {
+          const bool up = grp.upsample_prologue;
+          const int src = up ? g_.ops[std::size_t(grp.ops[0])].inputs[0] : op.inputs[0];
+          const em::Upsample mode = !up ? em::Upsample::kNone
+                                    : f.has(Fault::kUpsampleOffByOne) ? em::Upsample::kNearest2xOffByOne
+                                                                      : em::Upsample::kNearest2x;
+          out = em::conv2d(value(src), param(op.weight), param_or_null(op.bias), op.attrs, mode, pol.accumulation);
+          break;
+        }
+        case OpKind::kLinear:
+          out = em::conv2d(value(op.inputs[0]), param(op.weight), param_or_null(op.bias), OpAttrs{}, em::Upsample::kNone,
+                           pol.accumulation);
+          break;
+        case OpKind::kGroupNorm:
+          out = em::group_norm(value(op.inputs[0]), param(op.weight), param(op.bias), op.attrs.groups, op.attrs.eps,
+                               f.has(Fault::kGroupNormF16Accum));
+          break;
+        case OpKind::kAttention:
+          out = em::attention(value(op.inputs[0]), value(op.inputs[1]), value(op.inputs[2]), op.attrs.scale,
+                              f.has(Fault::kSoftmaxNoMax), pol.activation);
+          break;
+        case OpKind::kAdd: out = em::add(value(op.inputs[0]), value(op.inputs[1])); break;
+        case OpKind::kSliceChannels: out = em::slice_channels(value(op.inputs[0]), op.attrs.begin, op.attrs.end); break;
+        default: out = em::pointwise(op.kind, op.attrs, value(op.inputs[0])); break;
+      }
+      local_[op.output] = std::move(out);
+    }
+    for (int v : grp.outputs) {
+      const Buffer& b = plan_.buffers.at(v);
+      const Tensor& t = local_.at(v);
+      em::store_rounded(t.data<float>(), t.numel(), b.dtype, arena_ + b.offset);
+    }
+  }
+
+ private:
+  const Tensor& value(int v) {
+    auto it = local_.find(v);
+    if (it != local_.end()) return it->second;
+    Tensor t = Tensor::uninitialized(DType::kF32, nhwc(shapes_[std::size_t(v)]));
+    auto view = views_.find(v);
+    if (view != views_.end()) {
+      em::load_f32(view->second.data, view->second.dtype, t.numel(), t.data<float>());
+    } else {
+      const Buffer& b = plan_.buffers.at(v);
+      em::load_f32(arena_ + b.offset, b.dtype, t.numel(), t.data<float>());
+    }
+    return local_.emplace(v, std::move(t)).first->second;
+  }
+  const PreparedParam& param(const std::string& key) const { return *plan_.params.at(key); }
+  const PreparedParam* param_or_null(const std::string& key) const { return key.empty() ? nullptr : &param(key); }
+
+  const Plan& plan_;
+  const Graph& g_;
+  std::byte* arena_;
+  const std::vector<Shape>& shapes_;
+  const std::map<int, BufferView>& views_;
+  std::map<int, Tensor> local_;
+};
+
+}  // namespace
+
+Tensor read_value(const Plan& plan, const std::byte* arena, int value, const Shape& shape) {
+  const Buffer& b = plan.buffers.at(value);
+  Tensor out = Tensor::uninitialized(b.dtype, shape);
+  to_channels_first(arena + b.offset, out.raw(), shape, dtype_size(b.dtype));
+  return out;
+}
+
+BufferView view_value(const Plan& plan, const std::byte* arena, int value, const Shape& shape) {
+  const Buffer& b = plan.buffers.at(value);
+  return BufferView{arena + b.offset, b.dtype, shape};
+}
+
+Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
+  const Graph& g = *plan.graph;
+  TP_CHECK(inputs.size() == g.inputs.size(), "plan inputs");
+  const PlanInput& first = inputs[0];
+  const Shape in_shape = first.tensor ? first.tensor->shape() : first.view.shape;
+  const Shape& cap = plan.capacity_shape;
+  if (in_shape.size() != 4 || in_shape[0] != cap[0] || in_shape[1] != cap[1] || in_shape[2] > cap[2] || in_shape[3] > cap[3])
+    return Error("input " + shape_string(in_shape) + " does not fit the plan compiled for " + shape_string(cap));
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(g, in_shape));
+  std::map<int, BufferView> views;
+  for (const PlanInput& in : inputs) {
+    int v = -1;
+    for (const auto& [name, id] : g.inputs)
+      if (name == in.name) v = id;
+    TP_CHECK(v >= 0, "graph " + g.name + " has no input " + in.name);
+    if (!in.tensor) {
+      views[v] = in.view;
+      continue;
+    }
+    auto b = plan.buffers.find(v);
+    if (b == plan.buffers.end()) continue;  // an input no group reads
+    // One rounding from the file's dtype into the activation dtype, then channels-last.
+    const Tensor rounded = in.tensor->to(b->second.dtype);
+    to_channels_last(rounded.raw(), arena + b->second.offset, rounded.shape(), dtype_size(b->second.dtype));
+  }
+  GroupRun run(plan, arena, shapes, views);
+  for (const Group& grp : plan.groups) {
+    run.run(grp);
+    if (!observe) continue;
+    NamedTensors stored;
+    for (std::size_t i = 0; i < grp.outputs.size(); ++i)
+      stored.emplace_back(grp.checkpoints[i], read_value(plan, arena, grp.outputs[i], shapes[std::size_t(grp.outputs[i])]));
+    observe(grp, stored);
+  }
+  return Status();
+}
+
+}  // namespace tp::compiled

@@ -1,0 +1,49 @@
+// Deliberate, named bugs the compiled path can run with (`--inject NAME`), off by default.
+// Each reproduces a field report or a common kernel bug, so the harness can prove it catches
+// them: the default suite must flag every fault and pass with none.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/status.h"
+
+namespace tp::compiled {
+
+enum class Fault : uint8_t {
+  kTileThresholdFromStride,  // tiling engages at latent size > stride/ratio instead of min/ratio (field report 4)
+  kArenaAlias,               // co-resident plans share one arena, so one run overwrites another's live output (field report 1)
+  kCacheKeyIgnoresWeights,   // the plan cache key leaves out the weights, so another model's plan is reused
+  kGroupNormF16Accum,        // GroupNorm sums and sums of squares accumulate in f16 (overflow, lost precision)
+  kSoftmaxNoMax,             // softmax without max subtraction, exp() held in the activation dtype (overflow to inf/NaN)
+  kFp8NoScale,               // fp8 weights cast without a scale (small weights flush, large ones saturate)
+  kUpsampleOffByOne,         // fused nearest-upsample + conv reads source row/column (i+1)/2 instead of i/2
+};
+constexpr int kFaultCount = 7;
+
+struct FaultInfo {
+  Fault fault;
+  const char* name;
+  const char* description;
+};
+const std::vector<FaultInfo>& all_faults();
+
+// A set of faults, as a bit mask (part of every plan key).
+class FaultSet {
+ public:
+  bool has(Fault f) const { return (bits_ >> unsigned(f)) & 1u; }
+  void add(Fault f) { bits_ |= 1u << unsigned(f); }
+  bool empty() const { return bits_ == 0; }
+  uint32_t bits() const { return bits_; }
+  std::string to_string() const;  // "arena-alias,softmax-no-max" or "none"
+
+ private:
+  uint32_t bits_ = 0;
+};
+
+// Comma-separated fault names; an unknown name lists the known ones.
+Expected<FaultSet> parse_faults(std::string_view text);
+
+}  // namespace tp::compiled

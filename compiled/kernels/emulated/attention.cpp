@@ -1,0 +1,54 @@
+// Single-head attention over channels-last q, k, v [B, H, W, C] (tokens = H*W), blocked over
+// queries: each block's scores, softmax (fp32, max subtracted) and P*V are done before the
+// next, so memory is one block of scores, never N x N.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "compiled/kernels/emulated/kernels.h"
+
+namespace tp::compiled::emulated {
+namespace {
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+constexpr int64_t kQueryBlock = 64;
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool no_max, DType activation) {
+  const int64_t b = q.dim(0), n = q.dim(1) * q.dim(2), c = q.dim(3), cv = v.dim(3);
+  Tensor out = Tensor::uninitialized(DType::kF32, {q.dim(0), q.dim(1), q.dim(2), cv});
+  const float s = float(scale);
+  std::vector<float> scores(std::size_t(kQueryBlock * n));
+  for (int64_t bi = 0; bi < b; ++bi) {
+    Eigen::Map<const RowMatrix> Q(q.data<float>() + bi * n * c, n, c), K(k.data<float>() + bi * n * c, n, c),
+        V(v.data<float>() + bi * n * cv, n, cv);
+    Eigen::Map<RowMatrix> O(out.data<float>() + bi * n * cv, n, cv);
+    for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
+      const int64_t rows = std::min(kQueryBlock, n - q0);
+      Eigen::Map<RowMatrix> S(scores.data(), rows, n);
+      S.noalias() = Q.middleRows(q0, rows) * K.transpose();
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        float* row = scores.data() + r * n;
+        float m = 0;
+        if (!no_max) {
+          m = -INFINITY;
+          for (int64_t j = 0; j < n; ++j) m = std::max(m, row[j] * s);
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          float e = std::exp(row[j] * s - m);
+          if (no_max) e = round_to(activation, e);  // a naive kernel feeds exp(s) to a low-precision P*V GEMM
+          row[j] = e;
+          sum += e;
+        }
+        const float inv = 1.0f / sum;
+        for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+      }
+      O.middleRows(q0, rows).noalias() = S * V;
+    }
+  }
+  return out;
+}
+
+}  // namespace tp::compiled::emulated

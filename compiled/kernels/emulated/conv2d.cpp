@@ -1,0 +1,107 @@
+// Channels-last conv2d: patches gathered row block by row block (each tap is a contiguous run
+// of Cin values), then one GEMM against [Cout][ky][kx][Cin] weights. A fused nearest 2x
+// upsample is folded into the gather: the upsampled input is never materialized.
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "compiled/kernels/emulated/kernels.h"
+
+namespace tp::compiled::emulated {
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+constexpr int64_t kPatchBudget = 1 << 21;  // floats in the patch buffer
+
+int64_t source_index(int64_t i, int64_t extent, Upsample up) {
+  switch (up) {
+    case Upsample::kNone: return i;
+    case Upsample::kNearest2x: return i / 2;
+    case Upsample::kNearest2xOffByOne: return std::min((i + 1) / 2, extent - 1);
+  }
+  return i;
+}
+
+}  // namespace
+
+void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation, float* out) {
+  if (accumulation == DType::kF32) {
+    Eigen::Map<const RowMatrix> A(a, m, k), W(w, n, k);
+    Eigen::Map<RowMatrix> C(out, m, n);
+    C.noalias() = A * W.transpose();
+    return;
+  }
+  TP_CHECK(accumulation == DType::kF16, "accumulation is f32 or f16");
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float s = 0;
+      const float* x = a + i * k;
+      const float* y = w + j * k;
+      for (int64_t t = 0; t < k; ++t) s = round_to(DType::kF16, std::fma(x[t], y[t], s));
+      out[i * n + j] = s;
+    }
+}
+
+Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam* bias, const OpAttrs& a,
+              Upsample upsample, DType accumulation) {
+  const int64_t b = x.dim(0), h = x.dim(1), w = x.dim(2), ci = x.dim(3);
+  const int64_t hin = upsample == Upsample::kNone ? h : 2 * h, win = upsample == Upsample::kNone ? w : 2 * w;
+  const int64_t co = weight.shape[0];
+  const int64_t kh = weight.shape.size() == 4 ? weight.shape[2] : 1, kw = weight.shape.size() == 4 ? weight.shape[3] : 1;
+  const int64_t k = kh * kw * ci;
+  TP_CHECK(int64_t(weight.values.size()) == co * k, weight.key + ": weight does not match the input's channels");
+  const int64_t ho = (hin + a.pad_top + a.pad_bottom - kh) / a.stride + 1;
+  const int64_t wo = (win + a.pad_left + a.pad_right - kw) / a.stride + 1;
+  Tensor out = Tensor::uninitialized(DType::kF32, {b, ho, wo, co});
+  const float* in = x.data<float>();
+  float* dst = out.data<float>();
+  const bool direct = kh == 1 && kw == 1 && a.stride == 1 && upsample == Upsample::kNone && a.pad_top == 0 && a.pad_left == 0 &&
+                      a.pad_bottom == 0 && a.pad_right == 0;
+  const int64_t rows = std::max<int64_t>(1, std::min(ho, kPatchBudget / std::max<int64_t>(1, wo * k)));
+  std::vector<float> patches(direct ? 0 : std::size_t(rows * wo * k));
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t y0 = 0; y0 < ho; y0 += rows) {
+      const int64_t r = std::min(rows, ho - y0);
+      const int64_t p = r * wo;
+      const float* a_rows = in + (n * h * w + y0 * wo) * ci;
+      if (!direct) {
+#pragma omp parallel for schedule(static)
+        for (int64_t q = 0; q < p; ++q) {
+          const int64_t oy = y0 + q / wo, ox = q % wo;
+          float* row = patches.data() + q * k;
+          for (int64_t ky = 0; ky < kh; ++ky)
+            for (int64_t kx = 0; kx < kw; ++kx) {
+              float* tap = row + (ky * kw + kx) * ci;
+              const int64_t iy = oy * a.stride - a.pad_top + ky, ix = ox * a.stride - a.pad_left + kx;
+              if (iy < 0 || iy >= hin || ix < 0 || ix >= win) {
+                std::fill(tap, tap + ci, 0.0f);
+                continue;
+              }
+              const int64_t sy = source_index(iy, h, upsample), sx = source_index(ix, w, upsample);
+              std::memcpy(tap, in + ((n * h + sy) * w + sx) * ci, std::size_t(ci) * sizeof(float));
+            }
+        }
+        a_rows = patches.data();
+      }
+      float* c = dst + (n * ho + y0) * wo * co;
+      gemm_nt(a_rows, weight.values.data(), p, co, k, accumulation, c);
+      const float* scale = weight.scales.empty() ? nullptr : weight.scales.data();
+      const float* shift = bias ? bias->values.data() : nullptr;
+      if (scale || shift) {
+#pragma omp parallel for schedule(static)
+        for (int64_t q = 0; q < p; ++q)
+          for (int64_t o = 0; o < co; ++o) {
+            float v = c[q * co + o];
+            if (scale) v = v * scale[o];
+            if (shift) v = v + shift[o];
+            c[q * co + o] = v;
+          }
+      }
+    }
+  return out;
+}
+
+}  // namespace tp::compiled::emulated

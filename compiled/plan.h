@@ -1,0 +1,77 @@
+// A plan: the compiled path's shape-specialized executable form of one graph under one dtype
+// policy. Ops are partitioned into fused groups; inside a group everything is fp32 and only
+// the group's outputs are rounded (to their activation dtype) and stored, channels-last
+// (NHWC), in one arena whose buffers are reused once their values are dead.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiled/faults.h"
+#include "compiled/policy.h"
+#include "compiled/prepared_weights.h"
+#include "harness/graph.h"
+
+namespace tp::compiled {
+
+enum class GroupKind : uint8_t {
+  kConv,          // conv + bias [+ residual add] [+ activation] [+ gaussian tail], optional upsample prologue
+  kGroupNorm,     // GroupNorm [+ SiLU]
+  kAttention,     // to_q/to_k/to_v + softmax(q k^T * scale) v + to_out [+ residual add]
+  kElementwise,   // a standalone pointwise op (and its pointwise successors)
+  kUpsample,      // a standalone nearest upsample (its consumer is not a conv)
+};
+const char* group_kind_name(GroupKind kind);
+
+struct Group {
+  GroupKind kind;
+  std::vector<int> ops;                       // op indices, in the order they run inside the group
+  std::vector<int> inputs;                    // values read from outside the group
+  std::vector<int> outputs;                   // values the group stores (read later or graph outputs)
+  std::vector<std::string> checkpoints;       // per output: its diffusers module path, else its op name
+  bool upsample_prologue = false;             // the conv reads its input through a nearest 2x upsample
+  LayerPolicy policy;
+  std::string label() const;                  // "conv+add+relu" etc., from the ops
+};
+
+// Where a value lives: NHWC in the arena, in its group's activation dtype.
+struct Buffer {
+  int value = -1;
+  DType dtype = DType::kF16;
+  Shape shape;          // NCHW at the plan's capacity shape
+  int64_t offset = 0;   // bytes into the arena
+  int64_t bytes = 0;
+  int first_group = 0;  // -1 for graph inputs
+  int last_group = 0;   // groups.size() for graph outputs
+};
+
+struct PlanStats {
+  double compile_seconds = 0;
+  int64_t arena_bytes = 0;     // peak, after liveness-based reuse
+  int64_t unshared_bytes = 0;  // what the buffers would take without reuse
+  int64_t weight_bytes = 0;    // the plan's weights in their storage dtypes
+  int groups = 0;
+  int ops = 0;
+};
+
+struct Plan {
+  std::string key;             // the cache key (graph, weights, shape, policy, faults, device)
+  std::shared_ptr<const Graph> graph;
+  uint64_t graph_hash = 0;
+  uint64_t weights_identity = 0;
+  Shape capacity_shape;        // input shape the arena is sized for (>= actual shapes under bucketing)
+  DTypePolicy policy;
+  FaultSet faults;
+  std::string device;          // "cpu-emulated"
+  std::vector<Group> groups;   // in execution order
+  std::map<int, Buffer> buffers;  // by value id
+  std::map<std::string, std::shared_ptr<const PreparedParam>> params;  // by parameter key
+  PlanStats stats;
+};
+
+// Value shapes (NCHW) for a given graph input shape; empty shape for values never computed.
+Expected<std::vector<Shape>> infer_shapes(const Graph& graph, const Shape& input_shape);
+
+}  // namespace tp::compiled

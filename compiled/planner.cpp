@@ -1,0 +1,270 @@
+#include "compiled/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <queue>
+#include <set>
+
+namespace tp::compiled {
+namespace {
+
+bool is_pointwise(OpKind k) {
+  return k == OpKind::kSilu || k == OpKind::kRelu || k == OpKind::kTanhClamp || k == OpKind::kAffine ||
+         k == OpKind::kClamp || k == OpKind::kAdd || k == OpKind::kSliceChannels;
+}
+
+struct GraphIndex {
+  std::vector<std::vector<int>> consumers;  // by value id: ops reading it
+  std::vector<bool> graph_output;
+  std::vector<int> producer;                // by value id: op writing it, -1 for inputs
+  explicit GraphIndex(const Graph& g)
+      : consumers(g.value_names.size()), graph_output(g.value_names.size(), false), producer(g.value_names.size(), -1) {
+    for (std::size_t i = 0; i < g.ops.size(); ++i) {
+      for (int v : g.ops[i].inputs) consumers[std::size_t(v)].push_back(int(i));
+      producer[std::size_t(g.ops[i].output)] = int(i);
+    }
+    for (const auto& [name, v] : g.outputs) graph_output[std::size_t(v)] = true;
+  }
+  const std::vector<int>& of(int value) const { return consumers[std::size_t(value)]; }
+};
+
+// to_q/to_k/to_v on one value feeding an attention op whose only consumer is to_out: returns
+// the five ops, or empty if `q_op` does not start that pattern.
+std::vector<int> match_attention(const Graph& g, const GraphIndex& ix, int q_op) {
+  const Op& q = g.ops[std::size_t(q_op)];
+  if (q.kind != OpKind::kLinear || ix.of(q.output).size() != 1) return {};
+  const int attn = ix.of(q.output)[0];
+  const Op& a = g.ops[std::size_t(attn)];
+  if (a.kind != OpKind::kAttention || a.inputs[0] != q.output) return {};
+  const int k = ix.producer[std::size_t(a.inputs[1])], v = ix.producer[std::size_t(a.inputs[2])];
+  for (int p : {k, v}) {
+    if (p < 0 || g.ops[std::size_t(p)].kind != OpKind::kLinear || g.ops[std::size_t(p)].inputs[0] != q.inputs[0] ||
+        ix.of(g.ops[std::size_t(p)].output).size() != 1)
+      return {};
+  }
+  if (ix.of(a.output).size() != 1 || ix.graph_output[std::size_t(a.output)]) return {};
+  const int out = ix.of(a.output)[0];
+  if (g.ops[std::size_t(out)].kind != OpKind::kLinear) return {};
+  return {q_op, k, v, attn, out};
+}
+
+// Appends the pointwise ops that follow `value` while it has no other reader: the epilogue.
+void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vector<int>& assigned, int group,
+                     std::vector<int>& ops) {
+  while (!ix.graph_output[std::size_t(value)]) {
+    const std::vector<int>& readers = ix.of(value);
+    if (readers.empty()) return;
+    bool all_slices = true;
+    for (int r : readers) all_slices = all_slices && g.ops[std::size_t(r)].kind == OpKind::kSliceChannels && assigned[std::size_t(r)] < 0;
+    if (readers.size() > 1 && all_slices) {  // the DiagonalGaussian tail: mean, logvar (+ clamp)
+      for (int r : readers) {
+        assigned[std::size_t(r)] = group;
+        ops.push_back(r);
+      }
+      for (int r : readers) absorb_epilogue(g, ix, g.ops[std::size_t(r)].output, assigned, group, ops);
+      return;
+    }
+    if (readers.size() != 1) return;
+    const int r = readers[0];
+    const Op& op = g.ops[std::size_t(r)];
+    if (assigned[std::size_t(r)] >= 0 || !is_pointwise(op.kind)) return;
+    assigned[std::size_t(r)] = group;
+    ops.push_back(r);
+    value = op.output;
+  }
+}
+
+GroupKind kind_of(OpKind k) {
+  switch (k) {
+    case OpKind::kConv2d: return GroupKind::kConv;
+    case OpKind::kGroupNorm: return GroupKind::kGroupNorm;
+    case OpKind::kUpsampleNearest2x: return GroupKind::kUpsample;
+    case OpKind::kLinear:  // a linear outside an attention block runs as a 1x1 conv
+      return GroupKind::kConv;
+    default: return GroupKind::kElementwise;
+  }
+}
+
+// Orders groups so each runs after the groups producing its inputs (a residual add fused into
+// conv2 needs the shortcut conv, which the graph lists later), ties broken by first op.
+std::vector<Group> schedule(std::vector<Group> groups, const Graph& g, const std::vector<int>& assigned) {
+  const std::size_t n = groups.size();
+  std::vector<std::set<int>> deps(n);
+  std::vector<std::vector<int>> users(n);
+  for (std::size_t gi = 0; gi < n; ++gi)
+    for (int op : groups[gi].ops)
+      for (int v : g.ops[std::size_t(op)].inputs) {
+        int producer = -1;
+        for (std::size_t j = 0; j < g.ops.size() && producer < 0; ++j)
+          if (g.ops[j].output == v) producer = int(j);
+        if (producer >= 0 && assigned[std::size_t(producer)] != int(gi)) deps[gi].insert(assigned[std::size_t(producer)]);
+      }
+  std::vector<int> pending(n);
+  std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> ready;  // (first op, group)
+  for (std::size_t gi = 0; gi < n; ++gi) {
+    pending[gi] = int(deps[gi].size());
+    for (int d : deps[gi]) users[std::size_t(d)].push_back(int(gi));
+    if (pending[gi] == 0) ready.push({groups[gi].ops[0], int(gi)});
+  }
+  std::vector<Group> ordered;
+  while (!ready.empty()) {
+    const int gi = ready.top().second;
+    ready.pop();
+    ordered.push_back(groups[std::size_t(gi)]);
+    for (int u : users[std::size_t(gi)])
+      if (--pending[std::size_t(u)] == 0) ready.push({groups[std::size_t(u)].ops[0], u});
+  }
+  TP_CHECK(ordered.size() == n, "fused groups form a cycle");
+  return ordered;
+}
+
+}  // namespace
+
+std::vector<Group> partition_into_groups(const Graph& g) {
+  const GraphIndex ix(g);
+  std::vector<int> assigned(g.ops.size(), -1);
+  std::vector<Group> groups;
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    if (assigned[i] >= 0) continue;
+    const Op& op = g.ops[i];
+    const int id = int(groups.size());
+    Group grp;
+    grp.kind = kind_of(op.kind);
+    int head = op.output;
+    const std::vector<int>& readers = ix.of(op.output);
+    const std::vector<int> attention = match_attention(g, ix, int(i));
+    if (op.kind == OpKind::kUpsampleNearest2x && readers.size() == 1 && !ix.graph_output[std::size_t(op.output)] &&
+        g.ops[std::size_t(readers[0])].kind == OpKind::kConv2d) {
+      grp.kind = GroupKind::kConv;
+      grp.upsample_prologue = true;
+      grp.ops = {int(i), readers[0]};
+      head = g.ops[std::size_t(readers[0])].output;
+    } else if (!attention.empty()) {
+      grp.kind = GroupKind::kAttention;
+      grp.ops = attention;
+      head = g.ops[std::size_t(attention.back())].output;
+    } else {
+      grp.ops = {int(i)};
+    }
+    for (int o : grp.ops) assigned[std::size_t(o)] = id;
+    absorb_epilogue(g, ix, head, assigned, id, grp.ops);
+    groups.push_back(std::move(grp));
+  }
+  // Inputs and outputs at the group boundary.
+  for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+    Group& grp = groups[gi];
+    std::set<int> inside;
+    for (int o : grp.ops) inside.insert(g.ops[std::size_t(o)].output);
+    for (int o : grp.ops)
+      for (int v : g.ops[std::size_t(o)].inputs)
+        if (!inside.count(v) && std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end()) grp.inputs.push_back(v);
+    for (int o : grp.ops) {
+      const int v = g.ops[std::size_t(o)].output;
+      bool read_outside = ix.graph_output[std::size_t(v)];
+      for (int r : ix.of(v)) read_outside = read_outside || assigned[std::size_t(r)] != int(gi);
+      if (!read_outside) continue;
+      grp.outputs.push_back(v);
+      std::string name = g.ops[std::size_t(o)].name;
+      for (const auto& [path, mv] : g.modules)
+        if (mv == v) {
+          name = path;  // the innermost module (registered first) names the checkpoint
+          break;
+        }
+      grp.checkpoints.push_back(name);
+    }
+  }
+  return schedule(std::move(groups), g, assigned);
+}
+
+int64_t assign_offsets(std::map<int, Buffer>& buffers) {
+  constexpr int64_t kAlign = 64;
+  std::vector<Buffer*> order;
+  for (auto& [v, b] : buffers) order.push_back(&b);
+  // Largest first, then first-fit into the lowest gap among buffers whose lifetimes overlap.
+  std::stable_sort(order.begin(), order.end(), [](const Buffer* a, const Buffer* b) { return a->bytes > b->bytes; });
+  std::vector<const Buffer*> placed;
+  int64_t peak = 0;
+  for (Buffer* b : order) {
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const Buffer* p : placed)
+      if (p->first_group <= b->last_group && b->first_group <= p->last_group) busy.emplace_back(p->offset, p->offset + p->bytes);
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (at + b->bytes <= lo) break;
+      at = std::max(at, (hi + kAlign - 1) / kAlign * kAlign);
+    }
+    b->offset = at;
+    peak = std::max(peak, at + b->bytes);
+    placed.push_back(b);
+  }
+  return peak;
+}
+
+Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& store) {
+  const auto start = std::chrono::steady_clock::now();
+  const Graph& g = *r.graph;
+  auto plan = std::make_unique<Plan>();
+  plan->graph = std::make_shared<const Graph>(g);
+  plan->graph_hash = g.hash();
+  plan->weights_identity = r.weights_identity;
+  plan->capacity_shape = r.capacity_shape;
+  plan->policy = r.policy;
+  plan->faults = r.faults;
+  plan->device = "cpu-emulated";
+  plan->groups = partition_into_groups(g);
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(g, r.capacity_shape));
+
+  for (Group& grp : plan->groups) {
+    // A group runs in fp32 when any of its ops is kept (a kept layer's epilogue stays with it).
+    grp.policy = r.policy.base;
+    for (int o : grp.ops)
+      if (!(r.policy.for_layer(g.ops[std::size_t(o)].name) == r.policy.base)) grp.policy = r.policy.for_layer(g.ops[std::size_t(o)].name);
+    for (int o : grp.ops) {
+      const Op& op = g.ops[std::size_t(o)];
+      if (op.weight.empty()) continue;
+      const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear;
+      if (matrix) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
+      for (const std::string* key : {&op.weight, &op.bias})
+        if (!key->empty())
+          plan->params[*key] = store.get(*r.weights, r.weights_identity, *key, grp.policy, matrix && key == &op.weight, r.faults);
+    }
+  }
+  // Buffers: graph inputs (in their first reader's activation dtype) and group outputs.
+  const int last = int(plan->groups.size());
+  auto add_buffer = [&](int v, DType dt, int first) {
+    Buffer b;
+    b.value = v;
+    b.dtype = dt;
+    b.shape = shapes[std::size_t(v)];
+    b.bytes = shape_numel(b.shape) * int64_t(dtype_size(dt));
+    b.first_group = first;
+    b.last_group = first;
+    plan->buffers[v] = b;
+  };
+  for (const auto& [name, v] : g.inputs)
+    for (const Group& grp : plan->groups)
+      if (std::count(grp.inputs.begin(), grp.inputs.end(), v)) {
+        add_buffer(v, grp.policy.activation, -1);
+        break;
+      }
+  for (int gi = 0; gi < last; ++gi)
+    for (int v : plan->groups[std::size_t(gi)].outputs) add_buffer(v, plan->groups[std::size_t(gi)].policy.activation, gi);
+  for (int gi = 0; gi < last; ++gi)
+    for (int v : plan->groups[std::size_t(gi)].inputs) {
+      Buffer& b = plan->buffers.at(v);
+      b.last_group = std::max(b.last_group, gi);
+    }
+  for (const auto& [name, v] : g.outputs) plan->buffers.at(v).last_group = last;
+
+  PlanStats& s = plan->stats;
+  for (const auto& [v, b] : plan->buffers) s.unshared_bytes += b.bytes;
+  s.arena_bytes = assign_offsets(plan->buffers);
+  for (const auto& [key, p] : plan->params) s.weight_bytes += p->storage_bytes();
+  s.groups = int(plan->groups.size());
+  s.ops = int(g.ops.size());
+  s.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return plan;
+}
+
+}  // namespace tp::compiled

@@ -1,0 +1,134 @@
+#include "compiled/prepared_weights.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace tp::compiled {
+
+int64_t PreparedParam::storage_bytes() const {
+  return int64_t(values.size() * dtype_size(storage) + scales.size() * sizeof(float));
+}
+
+uint64_t weights_identity(const Weights& weights) {
+  // Four independent multiply-rotate lanes over 8-byte words, then mixed: fast enough to
+  // hash an 84M-parameter VAE on every load, and any changed bit changes the result.
+  uint64_t lanes[4] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull, 0x27D4EB2F165667C5ull};
+  auto mix = [](uint64_t h, uint64_t w) {
+    h ^= w * 0x87C37B91114253D5ull;
+    h = (h << 31) | (h >> 33);
+    return h * 0x4CF5AD432745937Full;
+  };
+  uint64_t meta = 0;
+  for (const auto& [key, t] : weights) {
+    for (unsigned char c : key) meta = mix(meta, c);
+    meta = mix(meta, uint64_t(t.dtype()));
+    for (int64_t d : t.shape()) meta = mix(meta, uint64_t(d));
+    const std::byte* p = t.raw();
+    const std::size_t n = t.nbytes();
+    std::size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+      for (int l = 0; l < 4; ++l) {
+        uint64_t w;
+        std::memcpy(&w, p + i + 8 * std::size_t(l), 8);
+        lanes[l] = mix(lanes[l], w);
+      }
+    for (; i < n; ++i) lanes[0] = mix(lanes[0], uint64_t(p[i]));
+  }
+  uint64_t h = meta;
+  for (uint64_t l : lanes) h = mix(h, l);
+  return h ^ (h >> 29);
+}
+
+DType param_storage(const LayerPolicy& policy, bool matrix) {
+  if (dtype_is_fp8(policy.weight) && !matrix) return DType::kF32;
+  return policy.weight;
+}
+
+namespace {
+
+// [Cout][Cin][kh][kw] -> [Cout][kh][kw][Cin]: a conv's GEMM rows for channels-last patches.
+std::vector<double> to_channels_last(const std::vector<double>& w, const Shape& s) {
+  if (s.size() != 4) return w;
+  const int64_t co = s[0], ci = s[1], kh = s[2], kw = s[3];
+  std::vector<double> out(w.size());
+  for (int64_t o = 0; o < co; ++o)
+    for (int64_t c = 0; c < ci; ++c)
+      for (int64_t y = 0; y < kh; ++y)
+        for (int64_t x = 0; x < kw; ++x) out[std::size_t(((o * kh + y) * kw + x) * ci + c)] = w[std::size_t(((o * ci + c) * kh + y) * kw + x)];
+  return out;
+}
+
+PreparedParam prepare(const Tensor& source, const std::string& key, const LayerPolicy& policy, bool matrix,
+                      bool fp8_no_scale) {
+  PreparedParam p;
+  p.key = key;
+  p.storage = param_storage(policy, matrix);
+  p.shape = source.shape();
+  const Tensor f64 = source.to(DType::kF64);
+  std::vector<double> w(f64.data<double>(), f64.data<double>() + f64.numel());
+  if (matrix) w = to_channels_last(w, p.shape);
+  p.values.resize(w.size());
+  if (!dtype_is_fp8(p.storage)) {
+    const int64_t n = int64_t(w.size());
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) p.values[std::size_t(i)] = float(round_through(p.storage, w[std::size_t(i)]));
+    return p;
+  }
+  const int64_t rows = p.shape[0];
+  const int64_t per_row = int64_t(w.size()) / rows;
+  std::vector<double> amax(std::size_t(rows), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < per_row; ++i) amax[std::size_t(r)] = std::max(amax[std::size_t(r)], std::fabs(w[std::size_t(r * per_row + i)]));
+  if (policy.scale == ScaleGranularity::kPerTensor) {
+    double all = 0;
+    for (double a : amax) all = std::max(all, a);
+    std::fill(amax.begin(), amax.end(), all);
+  }
+  p.scales.resize(std::size_t(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    // The largest weight maps to the dtype's largest finite value; the scale is an fp32 number.
+    const double a = amax[std::size_t(r)];
+    p.scales[std::size_t(r)] = fp8_no_scale || a == 0 ? 1.0f : float(a / dtype_max_finite(p.storage));
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < per_row; ++i) {
+      const std::size_t at = std::size_t(r * per_row + i);
+      const uint32_t bits = encode_narrow(p.storage, w[at] / double(p.scales[std::size_t(r)]), policy.saturation);
+      p.values[at] = float(decode_narrow(p.storage, bits));
+    }
+  return p;
+}
+
+}  // namespace
+
+std::shared_ptr<const PreparedParam> WeightStore::get(const Weights& weights, uint64_t identity, const std::string& key,
+                                                      const LayerPolicy& policy, bool matrix, const FaultSet& faults) {
+  const DType storage = param_storage(policy, matrix);
+  const bool no_scale = dtype_is_fp8(storage) && faults.has(Fault::kFp8NoScale);
+  std::string id = std::to_string(identity) + "/" + key + "/" + dtype_name(storage) + (matrix ? "/m" : "/v");
+  if (dtype_is_fp8(storage))
+    id += "/" + std::to_string(int(policy.scale)) + "/" + std::to_string(int(policy.saturation)) + (no_scale ? "/noscale" : "");
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = entries_.find(id);
+  if (it != entries_.end()) return it->second;
+  auto w = weights.find(key);
+  TP_CHECK(w != weights.end(), "missing weight " + key);
+  auto prepared = std::make_shared<const PreparedParam>(prepare(w->second, key, policy, matrix, no_scale));
+  entries_.emplace(id, prepared);
+  return prepared;
+}
+
+int64_t WeightStore::bytes_held() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t n = 0;
+  for (const auto& [id, p] : entries_) n += p->storage_bytes();
+  return n;
+}
+
+std::size_t WeightStore::count() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return entries_.size();
+}
+
+}  // namespace tp::compiled

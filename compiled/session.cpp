@@ -1,0 +1,141 @@
+#include "compiled/session.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace tp::compiled {
+
+std::string ShapePolicy::to_string() const { return bucket == 0 ? "exact" : "bucket:" + std::to_string(bucket); }
+
+Expected<ShapePolicy> parse_shape_policy(std::string_view text) {
+  if (text == "exact") return ShapePolicy{};
+  if (text.substr(0, 7) == "bucket:") {
+    const std::string n(text.substr(7));
+    char* end = nullptr;
+    const long long v = std::strtoll(n.c_str(), &end, 10);
+    if (!n.empty() && *end == '\0' && v > 0 && v <= 4096) return ShapePolicy{v};
+  }
+  return Error("shape policy '" + std::string(text) + "' is unknown; use exact or bucket:N with N a positive size in pixels (e.g. bucket:64)");
+}
+
+int64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") return kib * 1024;
+  return int64_t(1) << 62;  // unknown: do not refuse
+}
+
+Session::Session(SessionOptions options) : options_(std::move(options)) {}
+
+uint64_t Session::identity_of(const Weights& weights) {
+  auto it = identities_.find(&weights);
+  if (it != identities_.end()) return it->second;
+  return identities_[&weights] = weights_identity(weights);
+}
+
+Shape Session::capacity_for(const Shape& s) const {
+  if (options_.shapes.bucket == 0 || s.size() != 4) return s;
+  const int64_t n = options_.shapes.bucket;
+  return {s[0], s[1], (s[2] + n - 1) / n * n, (s[3] + n - 1) / n * n};
+}
+
+std::string Session::key_for(const Graph& graph, uint64_t identity, const Shape& capacity) const {
+  char hashes[64];
+  std::snprintf(hashes, sizeof hashes, "graph=%016llx", static_cast<unsigned long long>(graph.hash()));
+  std::string key = hashes;
+  if (!options_.faults.has(Fault::kCacheKeyIgnoresWeights)) {
+    std::snprintf(hashes, sizeof hashes, " weights=%016llx", static_cast<unsigned long long>(identity));
+    key += hashes;
+  }
+  return key + " shape=" + shape_string(capacity) + " policy=" + options_.policy.to_string() +
+         " faults=" + options_.faults.to_string() + " device=cpu-emulated";
+}
+
+Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weights, const Shape& input_shape) {
+  const uint64_t identity = identity_of(weights);
+  const Shape capacity = capacity_for(input_shape);
+  const std::string key = key_for(graph, identity, capacity);
+  auto it = cache_.find(key);
+  if (it != cache_.end()) {
+    ++stats_.hits;
+    return it->second.get();
+  }
+  PlanRequest request{&graph, &weights, identity, capacity, options_.policy, options_.faults};
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compile_plan(request, store_));
+  plan->key = key;
+  ++stats_.compilations;
+  stats_.compile_seconds += plan->stats.compile_seconds;
+  const Plan* p = plan.get();
+  cache_[key] = std::move(plan);
+  order_.push_back(p);
+  return p;
+}
+
+void Session::adopt(std::unique_ptr<Plan> plan) {
+  const Plan* p = plan.get();
+  order_.push_back(p);
+  cache_[plan->key] = std::move(plan);
+}
+
+std::vector<const Plan*> Session::plans() const { return order_; }
+
+Expected<std::byte*> Session::arena_for(const Plan& plan) {
+  const bool shared = options_.faults.has(Fault::kArenaAlias);
+  Arena& a = shared ? shared_arena_ : arenas_[&plan];
+  const int64_t need = plan.stats.arena_bytes;
+  if (a.size >= need && a.bytes) return a.bytes.get();
+  const int64_t limit = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : available_memory_bytes();
+  if (need > limit) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "needs %.2f GiB of activation memory at input %s but %.2f GiB is available",
+                  double(need) / (1 << 30), shape_string(plan.capacity_shape).c_str(), double(limit) / (1 << 30));
+    return Error(plan.graph->name + ": " + msg + "; use a smaller resolution or batch, or tiling (--tiling on)");
+  }
+  a.bytes.reset(new std::byte[std::size_t(std::max<int64_t>(need, 1))]);
+  // Poisoned with NaN (0xFF bytes in f32, f16 and bf16) so a value never written shows.
+  std::memset(a.bytes.get(), 0xFF, std::size_t(need));
+  a.size = need;
+  return a.bytes.get();
+}
+
+Expected<NamedTensors> Session::run_plan(const Plan& plan, const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
+  TP_ASSIGN_OR_RETURN(std::byte * arena, arena_for(plan));
+  TP_RETURN_IF_ERROR(execute(plan, arena, inputs, observe));
+  const Shape in = inputs[0].tensor ? inputs[0].tensor->shape() : inputs[0].view.shape;
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(*plan.graph, in));
+  NamedTensors out;
+  for (const auto& [name, v] : plan.graph->outputs) out.emplace_back(name, read_value(plan, arena, v, shapes[std::size_t(v)]));
+  return out;
+}
+
+Expected<NamedTensors> Session::run(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
+                                    const GroupObserver& observe) {
+  TP_CHECK(inputs.size() == 1 && graph.inputs.size() == 1, "VAE graphs take one input");
+  TP_ASSIGN_OR_RETURN(const Plan* plan, plan_for(graph, weights, inputs[0].second.shape()));
+  return run_plan(*plan, {PlanInput{graph.inputs[0].first, &inputs[0].second, {}}}, observe);
+}
+
+Expected<NamedTensors> Session::run_chained(const Graph& first, const Graph& second, const Weights& weights,
+                                            const NamedTensors& inputs, const std::string& handoff) {
+  int v = -1;
+  for (const auto& [name, id] : first.outputs)
+    if (name == handoff) v = id;
+  TP_CHECK(v >= 0, first.name + " has no output " + handoff);
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(first, inputs[0].second.shape()));
+  const Shape& mid = shapes[std::size_t(v)];
+  TP_ASSIGN_OR_RETURN(const Plan* a, plan_for(first, weights, inputs[0].second.shape()));
+  TP_ASSIGN_OR_RETURN(const Plan* b, plan_for(second, weights, mid));
+  // Both arenas exist before either plan runs, so the view below stays valid (under
+  // arena-alias they are one allocation, grown to the larger plan first).
+  TP_RETURN_IF_ERROR(arena_for(*b));
+  TP_ASSIGN_OR_RETURN(std::byte * arena_a, arena_for(*a));
+  TP_RETURN_IF_ERROR(execute(*a, arena_a, {PlanInput{first.inputs[0].first, &inputs[0].second, {}}}));
+  const BufferView view = view_value(*a, arena_a, v, mid);
+  return run_plan(*b, {PlanInput{second.inputs[0].first, nullptr, view}}, {});
+}
+
+}  // namespace tp::compiled

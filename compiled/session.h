@@ -1,0 +1,86 @@
+// A session of the compiled path: the plan cache, the weight store its plans share, and the
+// arenas plans run in. Plans are keyed by (graph hash, weights identity, input shape, dtype
+// policy, faults, device); the cache counts hits, compilations and compile time.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiled/executor.h"
+#include "compiled/planner.h"
+
+namespace tp::compiled {
+
+// exact: one plan per input shape. bucket:N: height and width rounded up to a multiple of N
+// (in the input's own pixels); the plan is sized for the bucket and its kernels run on the
+// real extent inside it, so outputs equal exact-shape outputs.
+struct ShapePolicy {
+  int64_t bucket = 0;  // 0 = exact
+  std::string to_string() const;
+};
+Expected<ShapePolicy> parse_shape_policy(std::string_view text);
+
+struct SessionOptions {
+  DTypePolicy policy;
+  FaultSet faults;
+  ShapePolicy shapes;
+  int64_t memory_limit_bytes = 0;  // 0: the machine's available memory
+};
+
+struct CacheStats {
+  int64_t hits = 0;
+  int64_t compilations = 0;
+  double compile_seconds = 0;
+};
+
+class Session {
+ public:
+  explicit Session(SessionOptions options);
+  const SessionOptions& options() const { return options_; }
+
+  // The plan for `graph` over `weights` at `input_shape`: cached, or compiled now. Refuses a
+  // shape whose arena does not fit in memory before allocating it.
+  Expected<const Plan*> plan_for(const Graph& graph, const Weights& weights, const Shape& input_shape);
+
+  // Runs a graph; outputs as NCHW tensors in their storage (activation) dtypes.
+  Expected<NamedTensors> run(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
+                             const GroupObserver& observe = {});
+  // Runs `first`, then `second` with its only input read in place from `first`'s output
+  // `handoff` (no copy): how encoder and decoder plans run co-resident in a roundtrip.
+  Expected<NamedTensors> run_chained(const Graph& first, const Graph& second, const Weights& weights,
+                                     const NamedTensors& inputs, const std::string& handoff);
+
+  // Adds a plan made elsewhere (loaded from a file) under its key.
+  void adopt(std::unique_ptr<Plan> plan);
+
+  const CacheStats& stats() const { return stats_; }
+  std::vector<const Plan*> plans() const;  // in compilation order
+  const WeightStore& weight_store() const { return store_; }
+  uint64_t identity_of(const Weights& weights);
+
+ private:
+  std::string key_for(const Graph& graph, uint64_t identity, const Shape& capacity) const;
+  Shape capacity_for(const Shape& input_shape) const;
+  Expected<std::byte*> arena_for(const Plan& plan);
+  Expected<NamedTensors> run_plan(const Plan& plan, const std::vector<PlanInput>& inputs, const GroupObserver& observe);
+
+  struct Arena {
+    std::unique_ptr<std::byte[]> bytes;
+    int64_t size = 0;
+  };
+  SessionOptions options_;
+  WeightStore store_;
+  std::map<std::string, std::unique_ptr<Plan>> cache_;
+  std::vector<const Plan*> order_;
+  std::map<const Plan*, Arena> arenas_;
+  Arena shared_arena_;  // every plan's arena under the arena-alias fault
+  std::map<const Weights*, uint64_t> identities_;
+  CacheStats stats_;
+};
+
+// Bytes of memory the machine has available now (MemAvailable), for refusing plans up front.
+int64_t available_memory_bytes();
+
+}  // namespace tp::compiled
