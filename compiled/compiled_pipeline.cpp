@@ -12,7 +12,9 @@ Expected<NamedTensors> run_compiled_pipeline(Session& session, const Model& mode
   const Graph encoder = build_encoder_graph(model.config);
   if (p == Pipeline::kEncode) return session.run(encoder, model.weights, {{"sample", input}});
   const std::string latents = model.config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
-  return session.run_chained(encoder, build_decoder_graph(model.config), model.weights, {{"sample", input}}, latents);
+  TP_ASSIGN_OR_RETURN(NamedTensors both,
+                      session.run_chained(encoder, build_decoder_graph(model.config), model.weights, {{"sample", input}}, latents));
+  return NamedTensors{both[0]};  // the decoded sample; the encoder's outputs follow it
 }
 
 std::string describe_session(const Session& s) {

@@ -135,7 +135,10 @@ Expected<NamedTensors> Session::run_chained(const Graph& first, const Graph& sec
   TP_ASSIGN_OR_RETURN(std::byte * arena_a, arena_for(*a));
   TP_RETURN_IF_ERROR(execute(*a, arena_a, {PlanInput{first.inputs[0].first, &inputs[0].second, {}}}));
   const BufferView view = view_value(*a, arena_a, v, mid);
-  return run_plan(*b, {PlanInput{second.inputs[0].first, nullptr, view}}, {});
+  TP_ASSIGN_OR_RETURN(NamedTensors out, run_plan(*b, {PlanInput{second.inputs[0].first, nullptr, view}}, {}));
+  // The first plan's outputs are read after the second ran, as a caller holding them would.
+  for (const auto& [name, id] : first.outputs) out.emplace_back(name, read_value(*a, arena_a, id, shapes[std::size_t(id)]));
+  return out;
 }
 
 }  // namespace tp::compiled

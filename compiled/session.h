@@ -49,6 +49,7 @@ class Session {
                              const GroupObserver& observe = {});
   // Runs `first`, then `second` with its only input read in place from `first`'s output
   // `handoff` (no copy): how encoder and decoder plans run co-resident in a roundtrip.
+  // Returns the second graph's outputs, then the first's (read after the second ran).
   Expected<NamedTensors> run_chained(const Graph& first, const Graph& second, const Weights& weights,
                                      const NamedTensors& inputs, const std::string& handoff);
 

@@ -1,0 +1,201 @@
+// The compiled path at run time: non-perturbing capture, the plan cache and shape buckets,
+// shared modules (co-resident, interleaved, isolated: bitwise equal), memory refusal, and
+// each injected fault changing results on a configuration that shows it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "compiled/session.h"
+#include "harness/rng.h"
+#include "harness/vae_graphs.h"
+#include "tests/support/compare.h"
+#include "tests/support/fixtures.h"
+
+namespace tp::compiled {
+namespace {
+
+using testing::bitwise_equal;
+
+SessionOptions options(const char* policy, const char* faults = "", const char* shapes = "exact") {
+  SessionOptions o;
+  o.policy.base = parse_layer_policy(policy).value();
+  o.faults = parse_faults(faults).value();
+  o.shapes = parse_shape_policy(shapes).value();
+  return o;
+}
+
+Tensor random_latent(int64_t h, int64_t w, uint64_t seed) {
+  Tensor t(DType::kF32, {1, 4, h, w});
+  Rng rng(seed, "latent");
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(rng.uniform(-2, 2));
+  return t;
+}
+
+Tensor only(const Expected<NamedTensors>& out, const std::string& name) {
+  if (!out.ok()) throw std::runtime_error(out.error().message());
+  const Tensor* t = find_tensor(out.value(), name);
+  if (t == nullptr) throw std::runtime_error("no output " + name);
+  return *t;
+}
+
+bool has_non_finite(const Tensor& t) {
+  const Tensor d = t.to(DType::kF64);
+  for (int64_t i = 0; i < d.numel(); ++i)
+    if (!std::isfinite(d.data<double>()[i])) return true;
+  return false;
+}
+
+class CompiledRuntimeTest : public ::testing::Test {
+ protected:
+  Tensor decode(Session& s, const Model& m, const Tensor& latent) {
+    return only(s.run(build_decoder_graph(m.config), m.weights, {{"latents", latent}}), "sample");
+  }
+  Tensor encode_mean(Session& s, const Model& m, const Tensor& image) {
+    return only(s.run(build_encoder_graph(m.config), m.weights, {{"sample", image}}), "mean");
+  }
+  Model kl_ = testing::fixture_model("tiny-kl");
+  Tensor image_ = testing::fixture_input("tiny-kl", "image");
+  Tensor latent_ = testing::fixture_input("tiny-kl", "latent");
+};
+
+TEST_F(CompiledRuntimeTest, CaptureDoesNotPerturb) {
+  Session watched(options("w=f16,a=f16")), plain(options("w=f16,a=f16"));
+  const Graph dec = build_decoder_graph(kl_.config);
+  std::vector<std::string> seen;
+  auto observed = watched.run(dec, kl_.weights, {{"latents", latent_}}, [&](const Group&, const NamedTensors& cps) {
+    for (const auto& [name, t] : cps) seen.push_back(name);
+  });
+  EXPECT_TRUE(bitwise_equal(only(observed, "sample"), decode(plain, kl_, latent_)));
+  EXPECT_EQ(int(seen.size()), watched.plans()[0]->stats.groups);
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "decoder.mid_block.attentions.0"), seen.end());
+  EXPECT_EQ(seen.back(), "decoder");
+}
+
+TEST_F(CompiledRuntimeTest, CacheCountsHitsAndCompilations) {
+  Session s(options("w=f16,a=f16"));
+  decode(s, kl_, random_latent(8, 8, 1));
+  decode(s, kl_, random_latent(8, 8, 2));
+  decode(s, kl_, random_latent(8, 12, 3));
+  EXPECT_EQ(s.stats().compilations, 2);
+  EXPECT_EQ(s.stats().hits, 1);
+  EXPECT_GT(s.stats().compile_seconds, 0.0);
+  for (const Plan* p : s.plans()) EXPECT_GT(p->stats.arena_bytes, 0);
+}
+
+TEST_F(CompiledRuntimeTest, BucketedShapesCompileOnceAndEqualExactShapes) {
+  Session exact(options("w=f16,a=f16")), bucketed(options("w=f16,a=f16", "", "bucket:16"));
+  for (auto [h, w] : {std::pair{8, 8}, {9, 13}, {16, 16}, {12, 7}}) {
+    const Tensor z = random_latent(h, w, uint64_t(h * 100 + w));
+    EXPECT_TRUE(bitwise_equal(decode(bucketed, kl_, z), decode(exact, kl_, z))) << h << "x" << w;
+  }
+  EXPECT_EQ(bucketed.stats().compilations, 1);
+  EXPECT_EQ(bucketed.stats().hits, 3);
+  EXPECT_EQ(exact.stats().compilations, 4);
+}
+
+TEST_F(CompiledRuntimeTest, SharedModulesAreBitwiseEqualCoResidentInterleavedAndIsolated) {
+  const Graph enc = build_encoder_graph(kl_.config), dec = build_decoder_graph(kl_.config);
+  Tensor image2 = image_.to(DType::kF64);
+  for (int64_t i = 0; i < image2.numel(); ++i) image2.data<double>()[i] *= -0.5;
+  // Isolated: every plan in its own session.
+  auto isolated = [&](const Tensor& image) {
+    Session a(options("w=f16,a=f16")), b(options("w=f16,a=f16"));
+    const Tensor mean = encode_mean(a, kl_, image);
+    return std::pair{mean, decode(b, kl_, mean)};
+  };
+  const auto [mean1, sample1] = isolated(image_);
+  const auto [mean2, sample2] = isolated(image2);
+  // Co-resident and interleaved: one session, shared weights, the decoder reading the
+  // encoder's latents in place, calls alternating.
+  Session s(options("w=f16,a=f16"));
+  auto chained = [&](const Tensor& image) { return s.run_chained(enc, dec, kl_.weights, {{"sample", image}}, "mean"); };
+  auto r1 = chained(image_);
+  EXPECT_TRUE(bitwise_equal(only(r1, "sample"), sample1));
+  EXPECT_TRUE(bitwise_equal(only(r1, "mean"), mean1));
+  EXPECT_TRUE(bitwise_equal(decode(s, kl_, mean2), sample2));
+  EXPECT_TRUE(bitwise_equal(encode_mean(s, kl_, image_), mean1));
+  auto r2 = chained(image2);
+  EXPECT_TRUE(bitwise_equal(only(r2, "sample"), sample2));
+  EXPECT_TRUE(bitwise_equal(only(r2, "mean"), mean2));
+  // The two plans hold each weight once, however often they run.
+  const std::size_t keys = enc.params.size() + dec.params.size();
+  EXPECT_EQ(s.weight_store().count(), keys);
+  const int64_t held = s.weight_store().bytes_held();
+  decode(s, kl_, random_latent(8, 12, 9));  // a third plan over the same weights
+  EXPECT_EQ(s.weight_store().count(), keys);
+  EXPECT_EQ(s.weight_store().bytes_held(), held);
+}
+
+TEST_F(CompiledRuntimeTest, RefusesAnArenaLargerThanMemoryBeforeAllocating) {
+  SessionOptions o = options("w=f16,a=f16");
+  o.memory_limit_bytes = 1 << 16;
+  Session s(o);
+  auto out = s.run(build_decoder_graph(kl_.config), kl_.weights, {{"latents", random_latent(32, 32, 1)}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message().find("GiB of activation memory at input [1, 4, 32, 32]"), std::string::npos)
+      << out.error().message();
+  EXPECT_NE(out.error().message().find("smaller resolution"), std::string::npos);
+}
+
+// Each fault against the same run without it: the difference must be one a gate notices.
+void expect_fault_shows(const Tensor& faulty, const Tensor& clean, const char* fault) {
+  const double err = testing::relative_l2(faulty, clean);
+  EXPECT_TRUE(has_non_finite(faulty) || err > 1e-2) << fault << " changed the output by only " << err;
+}
+
+TEST_F(CompiledRuntimeTest, FaultGroupNormF16AccumShowsOnDecode) {
+  Session clean(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "groupnorm-f16-accum"));
+  expect_fault_shows(decode(faulty, kl_, latent_), decode(clean, kl_, latent_), "groupnorm-f16-accum");
+}
+
+TEST_F(CompiledRuntimeTest, FaultUpsampleOffByOneShowsOnDecode) {
+  Session clean(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "upsample-off-by-one"));
+  expect_fault_shows(decode(faulty, kl_, latent_), decode(clean, kl_, latent_), "upsample-off-by-one");
+}
+
+TEST_F(CompiledRuntimeTest, FaultFp8NoScaleShowsWithFp8Weights) {
+  Session clean(options("w=f8e4m3,a=bf16")), faulty(options("w=f8e4m3,a=bf16", "fp8-no-scale"));
+  expect_fault_shows(decode(faulty, kl_, latent_), decode(clean, kl_, latent_), "fp8-no-scale");
+}
+
+TEST_F(CompiledRuntimeTest, FaultSoftmaxNoMaxShowsWhenAttentionLogitsAreLarge) {
+  // Sharper attention (to_q and to_k scaled 8x, logits 64x): exp() past f16's range.
+  Model sharp = kl_;
+  for (const char* key : {"decoder.mid_block.attentions.0.to_q.weight", "decoder.mid_block.attentions.0.to_k.weight"}) {
+    Tensor w = sharp.weights.at(key).to(DType::kF64);
+    for (int64_t i = 0; i < w.numel(); ++i) w.data<double>()[i] *= 8;
+    sharp.weights[key] = w.to(sharp.weights.at(key).dtype());
+  }
+  Session clean(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "softmax-no-max"));
+  const Tensor reference = decode(clean, sharp, latent_);
+  EXPECT_FALSE(has_non_finite(reference)) << "with max subtraction the sharp softmax is fine";
+  expect_fault_shows(decode(faulty, sharp, latent_), reference, "softmax-no-max");
+}
+
+TEST_F(CompiledRuntimeTest, FaultCacheKeyIgnoresWeightsReusesAnotherModelsPlan) {
+  Model other = kl_;
+  Tensor w = other.weights.at("decoder.conv_out.weight").to(DType::kF64);
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<double>()[i] *= -1;
+  other.weights["decoder.conv_out.weight"] = w.to(kl_.weights.at("decoder.conv_out.weight").dtype());
+  Session fresh(options("w=f16,a=f16"));
+  const Tensor want = decode(fresh, other, latent_);
+  Session correct(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "cache-key-ignores-weights"));
+  decode(correct, kl_, latent_);
+  decode(faulty, kl_, latent_);
+  EXPECT_TRUE(bitwise_equal(decode(correct, other, latent_), want));
+  EXPECT_EQ(correct.stats().compilations, 2);
+  expect_fault_shows(decode(faulty, other, latent_), want, "cache-key-ignores-weights");
+  EXPECT_EQ(faulty.stats().compilations, 1);
+}
+
+TEST_F(CompiledRuntimeTest, FaultArenaAliasCorruptsTheEncoderOutputOfACoResidentRoundtrip) {
+  const Graph enc = build_encoder_graph(kl_.config), dec = build_decoder_graph(kl_.config);
+  Session alone(options("w=f16,a=f16"));
+  const Tensor mean = encode_mean(alone, kl_, image_);
+  Session faulty(options("w=f16,a=f16", "arena-alias"));
+  auto r = faulty.run_chained(enc, dec, kl_.weights, {{"sample", image_}}, "mean");
+  expect_fault_shows(only(r, "mean"), mean, "arena-alias");
+}
+
+}  // namespace
+}  // namespace tp::compiled
