@@ -28,8 +28,8 @@ std::string describe_session(const Session& s) {
     out += line;
   }
   const CacheStats& c = s.stats();
-  std::snprintf(line, sizeof line, "  cache  %lld compilations, %lld hits, %.3f s compiling; weights held once: %.2f MiB in %zu tensors\n",
-                static_cast<long long>(c.compilations), static_cast<long long>(c.hits), c.compile_seconds,
+  std::snprintf(line, sizeof line, "  cache  %lld compilations, %lld loaded, %lld hits, %.3f s compiling; weights held once: %.2f MiB in %zu tensors\n",
+                static_cast<long long>(c.compilations), static_cast<long long>(c.loaded), static_cast<long long>(c.hits), c.compile_seconds,
                 double(s.weight_store().bytes_held()) / (1 << 20), s.weight_store().count());
   return out + line;
 }

@@ -176,6 +176,27 @@ std::vector<Group> partition_into_groups(const Graph& g) {
   return schedule(std::move(groups), g, assigned);
 }
 
+Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
+  const Graph& g = *plan.graph;
+  // Every layer is checked before anything is prepared, so a refused plan costs nothing.
+  for (const Group& grp : plan.groups)
+    for (int o : grp.ops) {
+      const Op& op = g.ops[std::size_t(o)];
+      if (op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
+    }
+  for (const Group& grp : plan.groups)
+    for (int o : grp.ops) {
+      const Op& op = g.ops[std::size_t(o)];
+      const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear;
+      for (const std::string* key : {&op.weight, &op.bias})
+        if (!key->empty())
+          plan.params[*key] = store.get(weights, plan.weights_identity, *key, grp.policy, matrix && key == &op.weight, plan.faults);
+    }
+  plan.stats.weight_bytes = 0;
+  for (const auto& [key, p] : plan.params) plan.stats.weight_bytes += p->storage_bytes();
+  return Status();
+}
+
 int64_t assign_offsets(std::map<int, Buffer>& buffers) {
   constexpr int64_t kAlign = 64;
   std::vector<Buffer*> order;
@@ -220,16 +241,8 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
     grp.policy = r.policy.base;
     for (int o : grp.ops)
       if (!(r.policy.for_layer(g.ops[std::size_t(o)].name) == r.policy.base)) grp.policy = r.policy.for_layer(g.ops[std::size_t(o)].name);
-    for (int o : grp.ops) {
-      const Op& op = g.ops[std::size_t(o)];
-      if (op.weight.empty()) continue;
-      const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear;
-      if (matrix) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
-      for (const std::string* key : {&op.weight, &op.bias})
-        if (!key->empty())
-          plan->params[*key] = store.get(*r.weights, r.weights_identity, *key, grp.policy, matrix && key == &op.weight, r.faults);
-    }
   }
+  TP_RETURN_IF_ERROR(prepare_params(*plan, *r.weights, store));
   // Buffers: graph inputs (in their first reader's activation dtype) and group outputs.
   const int last = int(plan->groups.size());
   auto add_buffer = [&](int v, DType dt, int first) {
@@ -260,7 +273,6 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
   PlanStats& s = plan->stats;
   for (const auto& [v, b] : plan->buffers) s.unshared_bytes += b.bytes;
   s.arena_bytes = assign_offsets(plan->buffers);
-  for (const auto& [key, p] : plan->params) s.weight_bytes += p->storage_bytes();
   s.groups = int(plan->groups.size());
   s.ops = int(g.ops.size());
   s.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

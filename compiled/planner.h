@@ -21,6 +21,10 @@ struct PlanRequest {
 // prepares the weights through `store`.
 Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& request, WeightStore& store);
 
+// Checks every matrix layer's policy, then prepares the plan's weights through `store` (also
+// used for plans loaded from files).
+Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store);
+
 // The fused groups alone (exposed for tests): op indices per group, in execution order.
 std::vector<Group> partition_into_groups(const Graph& graph);
 

@@ -76,6 +76,7 @@ Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weigh
 }
 
 void Session::adopt(std::unique_ptr<Plan> plan) {
+  ++stats_.loaded;
   const Plan* p = plan.get();
   order_.push_back(p);
   cache_[plan->key] = std::move(plan);

@@ -32,6 +32,7 @@ struct SessionOptions {
 struct CacheStats {
   int64_t hits = 0;
   int64_t compilations = 0;
+  int64_t loaded = 0;  // plans read from a plan file
   double compile_seconds = 0;
 };
 
@@ -53,8 +54,9 @@ class Session {
   Expected<NamedTensors> run_chained(const Graph& first, const Graph& second, const Weights& weights,
                                      const NamedTensors& inputs, const std::string& handoff);
 
-  // Adds a plan made elsewhere (loaded from a file) under its key.
+  // Adds a plan made elsewhere (loaded from a file) under its key, and prepares its weights.
   void adopt(std::unique_ptr<Plan> plan);
+  Status prepare_params(Plan& plan, const Weights& weights) { return compiled::prepare_params(plan, weights, store_); }
 
   const CacheStats& stats() const { return stats_; }
   std::vector<const Plan*> plans() const;  // in compilation order

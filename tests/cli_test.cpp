@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -124,6 +125,57 @@ TEST_F(CliTest, WrongInputsAndFlagsExitCode2) {
   expect_user_error("exec --model " + p("nowhere") + " --pipeline vae.encode --input x --output y", "no such model folder");
   expect_user_error("model init --config tiny-kll --out " + p("x"), "unknown built-in config 'tiny-kll'");
   expect_user_error("exec --model " + p("kl"), "required");
+}
+
+TEST_F(CliTest, CompiledPathRefusesWhatItCannotRun) {
+  const std::string decode = "exec --model " + p("kl") + " --pipeline vae.decode --input " + p("latent.safetensors") +
+                             " --output " + p("c.safetensors");
+  // Field report 3: refused at plan time, naming the layer, both dtypes and the fix.
+  expect_user_error(decode + " --path compiled:cpu --policy w=bf16,a=f16,acc=f32",
+                    "post_quant_conv: weights in bf16 with activations in f16 is not a combination the compiled path has "
+                    "kernels for; use w=f16 or a=bf16");
+  expect_user_error(decode + " --path compiled:cpu --policy w=f16,a=f8e4m3", "fp8 is a weight dtype");
+  expect_user_error(decode + " --path compiled:cpu --inject softmax-no-max,typo", "unknown fault 'typo'");
+  expect_user_error(decode + " --path compiled:cpu --shape-policy bucket:0", "bucket:N");
+  expect_user_error(decode + " --policy w=f16,a=f16", "apply to the compiled path");
+  EXPECT_FALSE(fs::exists(p("c.safetensors")));
+  const CommandResult fp8 = twinpath(decode + " --path compiled:cpu --policy w=f8e4m3,a=bf16,acc=f32");
+  EXPECT_EQ(fp8.code, 0) << fp8.output;
+  EXPECT_NE(fp8.output.find("sample [1, 3, 32, 32] bf16"), std::string::npos) << fp8.output;
+}
+
+TEST_F(CliTest, PlanFilesReloadBitwiseInANewProcessAndRefuseMismatches) {
+  const std::string roundtrip = "exec --pipeline vae.roundtrip --path compiled:cpu --input " + p("image.npy");
+  CommandResult r = twinpath(roundtrip + " --model " + p("kl") + " --output " + p("fresh.npy") + " --save-plan " + p("kl.plan"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = twinpath(roundtrip + " --model " + p("kl") + " --output " + p("loaded.npy") + " --load-plan " + p("kl.plan"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("0 compilations, 2 loaded, 2 hits"), std::string::npos) << r.output;
+  auto fresh = read_npy(p("fresh.npy")), loaded = read_npy(p("loaded.npy"));
+  ASSERT_TRUE(fresh.ok() && loaded.ok());
+  ASSERT_EQ(fresh->nbytes(), loaded->nbytes());
+  EXPECT_EQ(std::memcmp(fresh->raw(), loaded->raw(), fresh->nbytes()), 0) << "a loaded plan must give the same bits";
+
+  // Other weights (same architecture), other options, another version, damaged files.
+  ASSERT_EQ(twinpath("model init --config tiny-kl --seed 2 --out " + p("kl2")).code, 0);
+  const std::string out = " --output " + p("x.npy") + " --load-plan ";
+  expect_user_error(roundtrip + " --model " + p("kl2") + out + p("kl.plan"), "its plans were made for other weights");
+  expect_user_error(roundtrip + " --model " + p("taesd") + out + p("kl.plan"), "made for another architecture");
+  expect_user_error(roundtrip + " --model " + p("kl") + " --policy w=bf16,a=bf16" + out + p("kl.plan"),
+                    "was made with policy 'w=f16,a=f16,acc=f32' but this run asks for 'w=bf16,a=bf16,acc=f32'");
+  std::ifstream in(p("kl.plan"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::ofstream(p("truncated.plan")) << text.substr(0, text.size() / 2);
+  expect_user_error(roundtrip + " --model " + p("kl") + out + p("truncated.plan"), "is truncated");
+  std::string flipped = text;
+  flipped[flipped.find("\"offset\":") + 9] ^= 1;
+  std::ofstream(p("flipped.plan")) << flipped;
+  expect_user_error(roundtrip + " --model " + p("kl") + out + p("flipped.plan"), "is corrupt (its checksum does not match");
+  std::ofstream(p("future.plan")) << "twinpath-plan 99\n" << text.substr(text.find('\n') + 1);
+  expect_user_error(roundtrip + " --model " + p("kl") + out + p("future.plan"), "is plan format 99");
+  expect_user_error(roundtrip + " --model " + p("kl") + out + p("image.npy"), "is not a twinpath plan file");
+  expect_user_error(roundtrip + " --model " + p("kl") + out + p("missing.plan"), "cannot open the plan file");
+  EXPECT_FALSE(fs::exists(p("x.npy")));
 }
 
 }  // namespace

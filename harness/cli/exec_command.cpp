@@ -12,8 +12,10 @@ Status exec_command(const ExecOptions& o) {
   TP_ASSIGN_OR_RETURN(Pipeline pipeline, parse_pipeline(o.pipeline));
   const CompiledOptions defaults;
   if (!is_compiled_path(o.path) && (o.compiled.policy != defaults.policy || !o.compiled.keep_fp32.empty() ||
-                                    !o.compiled.inject.empty() || o.compiled.shape_policy != defaults.shape_policy))
-    return Error("--policy, --keep-fp32, --inject and --shape-policy apply to the compiled path; use --path compiled:cpu, or drop them");
+                                    !o.compiled.inject.empty() || o.compiled.shape_policy != defaults.shape_policy ||
+                                    !o.compiled.load_plan.empty() || !o.compiled.save_plan.empty()))
+    return Error("--policy, --keep-fp32, --inject, --shape-policy, --save-plan and --load-plan apply to the compiled path; "
+                 "use --path compiled:cpu, or drop them");
   TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   // Refuse an output the results cannot be written to before spending time on the run.

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "compiled/compiled_pipeline.h"
+#include "compiled/plan_file.h"
 #include "compiled/device.h"
 #include "reference/executor.h"
 #ifdef TWINPATH_HAVE_TORCH
@@ -26,8 +27,12 @@ Expected<PathChoice> compiled_cpu_path(const CompiledOptions& o) {
   auto session = std::make_shared<compiled::Session>(so);
   std::string description = "compiled:cpu (emulated kernels, " + so.policy.to_string() + ", shapes " + so.shapes.to_string();
   if (!so.faults.empty()) description += ", INJECTED FAULTS " + so.faults.to_string();
-  return PathChoice{[session](const Model& m, Pipeline p, const Tensor& in) {
-                      return compiled::run_compiled_pipeline(*session, m, p, in);
+  return PathChoice{[session, o](const Model& m, Pipeline p, const Tensor& in) -> Expected<NamedTensors> {
+                      if (!o.load_plan.empty() && session->stats().loaded == 0)
+                        TP_RETURN_IF_ERROR(compiled::load_plans(*session, m, o.load_plan));
+                      TP_ASSIGN_OR_RETURN(NamedTensors out, compiled::run_compiled_pipeline(*session, m, p, in));
+                      if (!o.save_plan.empty()) TP_RETURN_IF_ERROR(compiled::save_plans(*session, o.save_plan));
+                      return out;
                     },
                     description + ")", [session] { return compiled::describe_session(*session); }};
 }
