@@ -2,11 +2,14 @@
 
 #include <cstdio>
 
+#include "compiled/tiling.h"
 #include "harness/vae_graphs.h"
 
 namespace tp::compiled {
 
-Expected<NamedTensors> run_compiled_pipeline(Session& session, const Model& model, Pipeline p, const Tensor& input) {
+Expected<NamedTensors> run_compiled_pipeline(Session& session, const Model& model, Pipeline p, const Tensor& input,
+                                             const TilingOptions& tiling) {
+  if (tiling.enabled) return run_tiled(session, model, p, input, tiling);
   TP_RETURN_IF_ERROR(check_pipeline_input(model, p, input));
   if (p == Pipeline::kDecode) return session.run(build_decoder_graph(model.config), model.weights, {{"latents", input}});
   const Graph encoder = build_encoder_graph(model.config);
@@ -27,6 +30,7 @@ std::string describe_session(const Session& s) {
                   double(p->stats.weight_bytes) / (1 << 20), p->stats.compile_seconds);
     out += line;
   }
+  for (const std::string& t : s.tiling()) out += "  tiling " + t + "\n";
   const CacheStats& c = s.stats();
   std::snprintf(line, sizeof line, "  cache  %lld compilations, %lld loaded, %lld hits, %.3f s compiling; weights held once: %.2f MiB in %zu tensors\n",
                 static_cast<long long>(c.compilations), static_cast<long long>(c.loaded), static_cast<long long>(c.hits), c.compile_seconds,

@@ -5,10 +5,12 @@
 
 #include "compiled/session.h"
 #include "harness/pipeline.h"
+#include "harness/tiling.h"
 
 namespace tp::compiled {
 
-Expected<NamedTensors> run_compiled_pipeline(Session& session, const Model& model, Pipeline pipeline, const Tensor& input);
+Expected<NamedTensors> run_compiled_pipeline(Session& session, const Model& model, Pipeline pipeline, const Tensor& input,
+                                             const TilingOptions& tiling = {});
 
 // One line per plan in the session (key, groups, arena, weights, compile time) and the cache
 // counters: what `exec` prints and reports record.

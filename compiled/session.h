@@ -62,6 +62,9 @@ class Session {
   std::vector<const Plan*> plans() const;  // in compilation order
   const WeightStore& weight_store() const { return store_; }
   uint64_t identity_of(const Weights& weights);
+  // Tiling decisions (engaged or not, tile grid), one line each, for statistics and reports.
+  void record_tiling(std::string line) { tiling_.push_back(std::move(line)); }
+  const std::vector<std::string>& tiling() const { return tiling_; }
 
  private:
   std::string key_for(const Graph& graph, uint64_t identity, const Shape& capacity) const;
@@ -81,6 +84,7 @@ class Session {
   Arena shared_arena_;  // every plan's arena under the arena-alias fault
   std::map<const Weights*, uint64_t> identities_;
   CacheStats stats_;
+  std::vector<std::string> tiling_;
 };
 
 // Bytes of memory the machine has available now (MemAvailable), for refusing plans up front.

@@ -54,8 +54,10 @@ class KlBuilder {
 
 }  // namespace
 
-Graph build_kl_encoder_graph(const KlConfig& c) {
-  KlBuilder k(c, "vae.encoder");
+namespace {
+
+Graph kl_encoder(const KlConfig& c, bool moments_only) {
+  KlBuilder k(c, moments_only ? "vae.encoder_moments" : "vae.encoder");
   GraphBuilder& b = k.b_;
   const auto& boc = c.block_out_channels;
   int h = b.input("sample");
@@ -80,6 +82,10 @@ Graph build_kl_encoder_graph(const KlConfig& c) {
   h = b.conv2d_same("encoder.conv_out", h, top, 2 * c.latent_channels, 3);  // double_z
   b.module("encoder", h);
   if (c.use_quant_conv) h = b.conv2d_same("quant_conv", h, 2 * c.latent_channels, 2 * c.latent_channels, 1);
+  if (moments_only) {
+    b.output("moments", h);
+    return b.finish();
+  }
   // DiagonalGaussianDistribution: mean, logvar = chunk(moments, 2); logvar clamped.
   const int mean = b.slice_channels("posterior.mean", h, 0, c.latent_channels);
   const int raw = b.slice_channels("posterior.logvar_unclamped", h, c.latent_channels, 2 * c.latent_channels);
@@ -88,6 +94,11 @@ Graph build_kl_encoder_graph(const KlConfig& c) {
   b.output("logvar", logvar);
   return b.finish();
 }
+
+}  // namespace
+
+Graph build_kl_encoder_graph(const KlConfig& c) { return kl_encoder(c, false); }
+Graph build_kl_moments_graph(const KlConfig& c) { return kl_encoder(c, true); }
 
 Graph build_kl_decoder_graph(const KlConfig& c) {
   KlBuilder k(c, "vae.decoder");

@@ -18,6 +18,9 @@ std::vector<ParamSpec> model_param_specs(const VaeConfig& config);
 
 // Per architecture (kl_graph.cpp, tiny_graph.cpp).
 Graph build_kl_encoder_graph(const KlConfig& config);
+// The KL encoder up to the 2L-channel moments (quant_conv's output), before the posterior's
+// chunk and clamp: what tiled encode blends.
+Graph build_kl_moments_graph(const KlConfig& config);
 Graph build_kl_decoder_graph(const KlConfig& config);
 Graph build_tiny_encoder_graph(const TinyConfig& config);
 Graph build_tiny_decoder_graph(const TinyConfig& config);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "compiled/session.h"
+#include "compiled/tiling.h"
 #include "harness/rng.h"
 #include "harness/vae_graphs.h"
 #include "tests/support/compare.h"
@@ -195,6 +196,41 @@ TEST_F(CompiledRuntimeTest, FaultArenaAliasCorruptsTheEncoderOutputOfACoResident
   Session faulty(options("w=f16,a=f16", "arena-alias"));
   auto r = faulty.run_chained(enc, dec, kl_.weights, {{"sample", image_}}, "mean");
   expect_fault_shows(only(r, "mean"), mean, "arena-alias");
+}
+
+TEST_F(CompiledRuntimeTest, TilingEngagesExactlyByTheConfigRuleAndRecordsTheGrid) {
+  // tiny-kl: sample_size 32 -> latent tile min 8, stride 6. Latent widths 8 (= min) and 9 (> min).
+  const TilingOptions on{true, 0, 0};
+  auto geometry = tile_geometry(kl_.config, on);
+  ASSERT_TRUE(geometry.ok());
+  for (int64_t w : {7, 8, 9, 14}) {
+    Session tiled(options("w=f16,a=f16")), plain(options("w=f16,a=f16"));
+    const Tensor z = random_latent(8, w, uint64_t(w));
+    const Tensor a = only(run_tiled(tiled, kl_, Pipeline::kDecode, z, on), "sample");
+    const bool engaged = tiled.tiling().back().find(": tiled,") != std::string::npos;
+    EXPECT_EQ(engaged, tiling_engages(geometry.value(), Pipeline::kDecode, z.shape())) << tiled.tiling().back();
+    EXPECT_EQ(engaged, w > 8) << tiled.tiling().back();
+    if (!engaged) EXPECT_TRUE(bitwise_equal(a, decode(plain, kl_, z)));
+  }
+}
+
+TEST_F(CompiledRuntimeTest, FaultTileThresholdFromStrideTilesWhatShouldNotBe) {
+  // Latent width 7: above stride/ratio (6), within min/ratio (8) - the window field report 4 hit.
+  const Tensor z = random_latent(8, 7, 77);
+  const TilingOptions on{true, 0, 0};
+  Session clean(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "tile-threshold-from-stride"));
+  const Tensor want = only(run_tiled(clean, kl_, Pipeline::kDecode, z, on), "sample");
+  const Tensor got = only(run_tiled(faulty, kl_, Pipeline::kDecode, z, on), "sample");
+  EXPECT_NE(faulty.tiling().back().find(": tiled, 2x2 tiles"), std::string::npos) << faulty.tiling().back();
+  EXPECT_EQ(got.shape(), want.shape()) << "right-shaped, as in the field";
+  expect_fault_shows(got, want, "tile-threshold-from-stride");
+}
+
+TEST_F(CompiledRuntimeTest, RefusesTileSizesThatGiveNoWholeTiles) {
+  Session s(options("w=f16,a=f16"));
+  auto r = run_tiled(s, kl_, Pipeline::kDecode, latent_, TilingOptions{true, 2, 0});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("use a tile min of at least 8 px"), std::string::npos) << r.error().message();
 }
 
 }  // namespace

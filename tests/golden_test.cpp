@@ -34,6 +34,7 @@ std::string fixture_dir(const std::string& model) {
 // Runs `pipeline` on `input_name` and compares each output against io[<prefix><stage>.<out>].
 void check_pipeline(const Model& model, const SafetensorsFile& io, const PathChoice& path, Pipeline p,
                     const std::string& prefix, double max_rel_l2) {
+  // Tiled fixtures: the input is <prefix>image / <prefix>latent, outputs <prefix><stage>.<out>.
   const std::string input_name = prefix + (p == Pipeline::kDecode ? "latent" : "image");
   auto input = io.read(input_name);
   ASSERT_TRUE(input.ok()) << input.error().message();
@@ -88,13 +89,42 @@ std::vector<GoldenCase> golden_cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::ValuesIn(golden_cases()),
-                         [](const auto& info) {
-                           std::string n = info.param.model + "_" + info.param.path + "_" + info.param.policy;
-                           for (char& ch : n)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return n;
-                         });
+// diffusers' enable_tiling() (tiny-kl: 32 px tiles every 24, 4x3 tiles; tiny-taesd: its fixed
+// 512 px tile): the reference's plain tiling and the compiled path's own.
+class TiledGoldenTest : public GoldenTest {};
+
+TEST_P(TiledGoldenTest, MatchesDiffusers) {
+  const GoldenCase& c = GetParam();
+  auto model = load_model(fixture_dir(c.model));
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  auto io = SafetensorsFile::open(fixture_dir(c.model) + "/io.safetensors");
+  ASSERT_TRUE(io.ok()) << io.error().message();
+  CompiledOptions compiled;
+  if (!c.policy.empty()) compiled.policy = c.policy;
+  auto path = make_path(c.path, compiled, TilingOptions{true, 0, 0});
+  ASSERT_TRUE(path.ok()) << path.error().message();
+  check_pipeline(model.value(), io.value(), path.value(), Pipeline::kEncode, "tiled.", c.max_rel_l2);
+  check_pipeline(model.value(), io.value(), path.value(), Pipeline::kDecode, "tiled.", c.max_rel_l2);
+  if (model->config.kind == VaeConfig::Kind::kKl)
+    check_pipeline(model.value(), io.value(), path.value(), Pipeline::kRoundtrip, "tiled.", c.max_rel_l2 * c.roundtrip_factor);
+}
+
+std::vector<GoldenCase> tiled_cases() {  // the models whose fixtures hold tiled outputs
+  std::vector<GoldenCase> cases;
+  for (const GoldenCase& c : golden_cases())
+    if (c.model == "tiny-kl" || c.model == "tiny-taesd") cases.push_back(c);
+  return cases;
+}
+
+std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {
+  std::string n = info.param.model + "_" + info.param.path + "_" + info.param.policy;
+  for (char& ch : n)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return n;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::ValuesIn(golden_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Fixtures, TiledGoldenTest, ::testing::ValuesIn(tiled_cases()), case_name);
 
 }  // namespace
 }  // namespace tp

@@ -16,6 +16,8 @@ struct ExecOptions {
   std::string input;
   std::string output;
   CompiledOptions compiled;
+  std::string tiling = "off";
+  int64_t tile_min = 0, tile_stride = 0;
 };
 
 Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir);

@@ -16,7 +16,12 @@ Status exec_command(const ExecOptions& o) {
                                     !o.compiled.load_plan.empty() || !o.compiled.save_plan.empty()))
     return Error("--policy, --keep-fp32, --inject, --shape-policy, --save-plan and --load-plan apply to the compiled path; "
                  "use --path compiled:cpu, or drop them");
-  TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled));
+  if (o.tiling != "on" && o.tiling != "off") return Error("--tiling " + o.tiling + " is unknown; use --tiling on or --tiling off");
+  if (o.tiling == "off" && (o.tile_min != 0 || o.tile_stride != 0))
+    return Error("--tile-min and --tile-stride need --tiling on");
+  if (o.tile_min < 0 || o.tile_stride < 0) return Error("--tile-min and --tile-stride are sizes in pixels and must be positive");
+  const TilingOptions tiling{o.tiling == "on", o.tile_min, o.tile_stride};
+  TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled, tiling));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   // Refuse an output the results cannot be written to before spending time on the run.
   const bool two_outputs = pipeline == Pipeline::kEncode && model.config.kind == VaeConfig::Kind::kKl;

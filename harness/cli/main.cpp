@@ -43,6 +43,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   exec->add_option("--keep-fp32", ex.compiled.keep_fp32, "module globs kept in fp32, comma-separated (e.g. 'decoder.up_blocks.3.*')");
   exec->add_option("--inject", ex.compiled.inject, "deliberate faults, comma-separated (see `twinpath faults`)");
+  exec->add_option("--tiling", ex.tiling, "on | off: diffusers' tiled encode/decode (enable_tiling)")->capture_default_str();
+  exec->add_option("--tile-min", ex.tile_min, "tile size in image pixels (default: the config's sample_size; 512 for Tiny)");
+  exec->add_option("--tile-stride", ex.tile_stride, "pixels between tiles (default: from diffusers' overlap factor)");
   exec->add_option("--save-plan", ex.compiled.save_plan, "write the compiled plans to this file after the run");
   exec->add_option("--load-plan", ex.compiled.load_plan, "use the plans in this file (made by --save-plan with the same model and options)");
   exec->add_option("--shape-policy", ex.compiled.shape_policy, "exact | bucket:N (plans sized to a multiple of N pixels)")

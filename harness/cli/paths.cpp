@@ -13,12 +13,12 @@
 namespace tp {
 namespace {
 
-PathChoice graph_path(GraphRunner runner, std::string description) {
-  return PathChoice{[runner](const Model& m, Pipeline p, const Tensor& in) { return run_pipeline(m, p, in, runner); },
+PathChoice graph_path(GraphRunner runner, std::string description, const TilingOptions& tiling) {
+  return PathChoice{[runner, tiling](const Model& m, Pipeline p, const Tensor& in) { return run_tiled_pipeline(m, p, in, runner, tiling); },
                     std::move(description), {}};
 }
 
-Expected<PathChoice> compiled_cpu_path(const CompiledOptions& o) {
+Expected<PathChoice> compiled_cpu_path(const CompiledOptions& o, const TilingOptions& tiling) {
   compiled::SessionOptions so;
   TP_ASSIGN_OR_RETURN(so.policy.base, compiled::parse_layer_policy(o.policy));
   TP_ASSIGN_OR_RETURN(so.policy.keep_fp32, compiled::parse_keep_fp32(o.keep_fp32));
@@ -27,10 +27,10 @@ Expected<PathChoice> compiled_cpu_path(const CompiledOptions& o) {
   auto session = std::make_shared<compiled::Session>(so);
   std::string description = "compiled:cpu (emulated kernels, " + so.policy.to_string() + ", shapes " + so.shapes.to_string();
   if (!so.faults.empty()) description += ", INJECTED FAULTS " + so.faults.to_string();
-  return PathChoice{[session, o](const Model& m, Pipeline p, const Tensor& in) -> Expected<NamedTensors> {
+  return PathChoice{[session, o, tiling](const Model& m, Pipeline p, const Tensor& in) -> Expected<NamedTensors> {
                       if (!o.load_plan.empty() && session->stats().loaded == 0)
                         TP_RETURN_IF_ERROR(compiled::load_plans(*session, m, o.load_plan));
-                      TP_ASSIGN_OR_RETURN(NamedTensors out, compiled::run_compiled_pipeline(*session, m, p, in));
+                      TP_ASSIGN_OR_RETURN(NamedTensors out, compiled::run_compiled_pipeline(*session, m, p, in, tiling));
                       if (!o.save_plan.empty()) TP_RETURN_IF_ERROR(compiled::save_plans(*session, o.save_plan));
                       return out;
                     },
@@ -41,11 +41,11 @@ Expected<PathChoice> compiled_cpu_path(const CompiledOptions& o) {
 
 bool is_compiled_path(const std::string& name) { return name.rfind("compiled:", 0) == 0; }
 
-Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled) {
+Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled, const TilingOptions& tiling) {
   if (name == "reference" || name == "reference:fp64") {
     const DType dt = name == "reference" ? DType::kF32 : DType::kF64;
     return graph_path([dt](const Graph& g, const Weights& w, const NamedTensors& in) { return ref::run_graph(g, w, in, dt); },
-                      std::string("reference (") + dtype_name(dt) + ")");
+                      std::string("reference (") + dtype_name(dt) + ")", tiling);
   }
   if (name == "torch" || name == "torch:fp64") {
 #ifdef TWINPATH_HAVE_TORCH
@@ -56,13 +56,13 @@ Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& c
           for (const auto& [n, t] : in) TP_RETURN_IF_ERROR(ref::check_input_fits(g, t.shape()));
           return torch_path::run_graph(g, w, in, dt);
         },
-        std::string("torch (") + dtype_name(dt) + ", LibTorch CPU ops)");
+        std::string("torch (") + dtype_name(dt) + ", LibTorch CPU ops)", tiling);
 #else
     return Error("this twinpath was built without LibTorch, so the torch path is missing; install "
                  "libtorch-dev (tools/install-deps.sh) and rebuild");
 #endif
   }
-  if (name == "compiled:cpu") return compiled_cpu_path(compiled);
+  if (name == "compiled:cpu") return compiled_cpu_path(compiled, tiling);
   if (name == "compiled:cuda")
     return Error(std::string("compiled:cuda: this build has no CUDA kernels for the compiled path yet (") +
                  (cuda_device_count() > 0 ? "device: " + cuda_device_description(0) : "and no CUDA device is visible") +

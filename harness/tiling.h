@@ -1,0 +1,43 @@
+// Tiled encode/decode with diffusers' exact semantics (AutoencoderKL: tiles cropped and blended
+// in place with linear ramps; AutoencoderTiny: mask blending into a zero-initialised fp32
+// output). This is the plain implementation the reference paths use; the compiled path has its
+// own (compiled/tiling.cpp), so a wrong threshold or blend in either shows up as a diff.
+#pragma once
+
+#include <string>
+
+#include "harness/pipeline.h"
+
+namespace tp {
+
+// Tile sizes in image pixels. Zero means diffusers' default: AutoencoderKL min = the config's
+// sample_size and overlap factor 0.25; AutoencoderTiny min 512 and overlap factor 0.125.
+// A stride expresses video-VAE style (min, stride) pairs: the blend is min - stride.
+struct TilingOptions {
+  bool enabled = false;
+  int64_t sample_min = 0;
+  int64_t sample_stride = 0;
+};
+
+// Everything tiling needs, derived in one place from the config and options (the lesson of
+// field report 4: threshold and loop sizes come from the same numbers).
+struct TileGeometry {
+  bool tiny = false;
+  int64_t ratio = 8;                  // image pixels per latent pixel
+  int64_t sample_min = 0, latent_min = 0;
+  int64_t encode_stride = 0;          // pixels between encode tiles
+  int64_t decode_stride = 0;          // latents between decode tiles
+  int64_t encode_blend = 0;           // latents blended between encode tiles (Tiny: pixels)
+  int64_t decode_blend = 0;           // pixels blended between decode tiles (Tiny: latents)
+};
+Expected<TileGeometry> tile_geometry(const VaeConfig& config, const TilingOptions& options);
+
+// Whether diffusers tiles this input: KL when the image exceeds sample_min (encode) or the
+// latent exceeds latent_min (decode) in either dimension, strictly; Tiny whenever enabled.
+bool tiling_engages(const TileGeometry& g, Pipeline stage, const Shape& input);
+
+// vae.encode / vae.decode / vae.roundtrip with tiling per `options`, each tile run by `run`.
+Expected<NamedTensors> run_tiled_pipeline(const Model& model, Pipeline p, const Tensor& input, const GraphRunner& run,
+                                          const TilingOptions& options);
+
+}  // namespace tp
