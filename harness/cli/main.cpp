@@ -5,6 +5,7 @@
 #include <iostream>
 #include <new>
 
+#include "compiled/faults.h"
 #include "harness/cli/commands.h"
 
 namespace {
@@ -42,7 +43,9 @@ int main(int argc, char** argv) {
                    "[,scale=channel|tensor][,sat=satfinite|nonsat]")
       ->capture_default_str();
   exec->add_option("--keep-fp32", ex.compiled.keep_fp32, "module globs kept in fp32, comma-separated (e.g. 'decoder.up_blocks.3.*')");
-  exec->add_option("--inject", ex.compiled.inject, "deliberate faults, comma-separated (see `twinpath faults`)");
+  std::string faults_help = "deliberate faults in the compiled path, comma-separated:";
+  for (const tp::compiled::FaultInfo& f : tp::compiled::all_faults()) faults_help += std::string("\n  ") + f.name + ": " + f.description;
+  exec->add_option("--inject", ex.compiled.inject, faults_help);
   exec->add_option("--tiling", ex.tiling, "on | off: diffusers' tiled encode/decode (enable_tiling)")->capture_default_str();
   exec->add_option("--tile-min", ex.tile_min, "tile size in image pixels (default: the config's sample_size; 512 for Tiny)");
   exec->add_option("--tile-stride", ex.tile_stride, "pixels between tiles (default: from diffusers' overlap factor)");
