@@ -65,7 +65,7 @@ Expected<Layout> layout_for(const VaeConfig& c, const TilingOptions& o, const Fa
 Expected<Tile> run_tile(Session& s, const Graph& g, const Weights& w, const Tensor& x, int64_t y, int64_t xo, int64_t size,
                         const std::string& out, DType* dtype) {
   const int64_t h = std::min(size, x.dim(2) - y), wd = std::min(size, x.dim(3) - xo);
-  const Tensor f = x.to(DType::kF32);
+  const Tensor& f = x;  // converted to f32 once per stage
   Tensor tile = Tensor::uninitialized(DType::kF32, {x.dim(0), x.dim(1), h, wd});
   for (int64_t n = 0; n < x.dim(0) * x.dim(1); ++n)
     for (int64_t r = 0; r < h; ++r)
@@ -173,8 +173,9 @@ Expected<Tensor> tiny_tiles(Session& s, const Graph& g, const Weights& w, const 
   return out;
 }
 
-Expected<NamedTensors> tiled_stage(Session& s, const Model& m, Pipeline stage, const Tensor& x, const Layout& l) {
+Expected<NamedTensors> tiled_stage(Session& s, const Model& m, Pipeline stage, const Tensor& input, const Layout& l) {
   const VaeConfig& c = m.config;
+  const Tensor x = input.to(DType::kF32);
   const bool dec = stage == Pipeline::kDecode;
   const bool engage = l.tiny || (dec ? (x.dim(2) > l.decode_threshold_h || x.dim(3) > l.decode_threshold_w)
                                      : (x.dim(2) > l.smin || x.dim(3) > l.smin));

@@ -13,9 +13,9 @@
 namespace tp {
 namespace {
 
-// t[:, :, y:y+h, x:x+w] (clipped), as f64.
+// t[:, :, y:y+h, x:x+w] (clipped), of an f64 tensor.
 Tensor crop(const Tensor& t, int64_t y, int64_t x, int64_t h, int64_t w) {
-  const Tensor src = t.to(DType::kF64);
+  const Tensor& src = t;
   const int64_t b = t.dim(0), c = t.dim(1), H = t.dim(2), W = t.dim(3);
   h = std::min(h, H - y);
   w = std::min(w, W - x);
@@ -109,8 +109,9 @@ Expected<Tensor> tiny_tiled(const Tensor& x, const Graph& g, const Weights& w, c
   return out;
 }
 
-Expected<NamedTensors> tiled_stage(const Model& m, Pipeline stage, const Tensor& x, const GraphRunner& run, const TileGeometry& g) {
+Expected<NamedTensors> tiled_stage(const Model& m, Pipeline stage, const Tensor& input, const GraphRunner& run, const TileGeometry& g) {
   const VaeConfig& c = m.config;
+  const Tensor x = input.to(DType::kF64);
   if (!tiling_engages(g, stage, x.shape())) {
     const Graph graph = stage == Pipeline::kDecode ? build_decoder_graph(c) : build_encoder_graph(c);
     return run(graph, m.weights, {{graph.inputs[0].first, x}});

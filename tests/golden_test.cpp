@@ -34,7 +34,6 @@ std::string fixture_dir(const std::string& model) {
 // Runs `pipeline` on `input_name` and compares each output against io[<prefix><stage>.<out>].
 void check_pipeline(const Model& model, const SafetensorsFile& io, const PathChoice& path, Pipeline p,
                     const std::string& prefix, double max_rel_l2) {
-  // Tiled fixtures: the input is <prefix>image / <prefix>latent, outputs <prefix><stage>.<out>.
   const std::string input_name = prefix + (p == Pipeline::kDecode ? "latent" : "image");
   auto input = io.read(input_name);
   ASSERT_TRUE(input.ok()) << input.error().message();
@@ -54,21 +53,23 @@ void check_pipeline(const Model& model, const SafetensorsFile& io, const PathCho
   }
 }
 
-TEST_P(GoldenTest, MatchesDiffusers) {
-  const GoldenCase& c = GetParam();
+// Encode, decode and (KL) roundtrip of the fixture's <prefix>image / <prefix>latent.
+void check_model(const GoldenCase& c, const TilingOptions& tiling, const std::string& prefix) {
   auto model = load_model(fixture_dir(c.model));
   ASSERT_TRUE(model.ok()) << model.error().message();
   auto io = SafetensorsFile::open(fixture_dir(c.model) + "/io.safetensors");
   ASSERT_TRUE(io.ok()) << io.error().message();
   CompiledOptions compiled;
   if (!c.policy.empty()) compiled.policy = c.policy;
-  auto path = make_path(c.path, compiled);
+  auto path = make_path(c.path, compiled, tiling);
   ASSERT_TRUE(path.ok()) << path.error().message();
-  check_pipeline(model.value(), io.value(), path.value(), Pipeline::kEncode, "", c.max_rel_l2);
-  check_pipeline(model.value(), io.value(), path.value(), Pipeline::kDecode, "", c.max_rel_l2);
+  check_pipeline(model.value(), io.value(), path.value(), Pipeline::kEncode, prefix, c.max_rel_l2);
+  check_pipeline(model.value(), io.value(), path.value(), Pipeline::kDecode, prefix, c.max_rel_l2);
   if (model->config.kind == VaeConfig::Kind::kKl)
-    check_pipeline(model.value(), io.value(), path.value(), Pipeline::kRoundtrip, "", c.max_rel_l2 * c.roundtrip_factor);
+    check_pipeline(model.value(), io.value(), path.value(), Pipeline::kRoundtrip, prefix, c.max_rel_l2 * c.roundtrip_factor);
 }
+
+TEST_P(GoldenTest, MatchesDiffusers) { check_model(GetParam(), TilingOptions{}, ""); }
 
 // The bar: fp32 within 1e-5 relative L2 of diffusers' float64; fp64 tighter still.
 // diffusers' float64 runs its attention softmax in float32 (torch 1.13, AttnProcessor), so
@@ -93,21 +94,7 @@ std::vector<GoldenCase> golden_cases() {
 // 512 px tile): the reference's plain tiling and the compiled path's own.
 class TiledGoldenTest : public GoldenTest {};
 
-TEST_P(TiledGoldenTest, MatchesDiffusers) {
-  const GoldenCase& c = GetParam();
-  auto model = load_model(fixture_dir(c.model));
-  ASSERT_TRUE(model.ok()) << model.error().message();
-  auto io = SafetensorsFile::open(fixture_dir(c.model) + "/io.safetensors");
-  ASSERT_TRUE(io.ok()) << io.error().message();
-  CompiledOptions compiled;
-  if (!c.policy.empty()) compiled.policy = c.policy;
-  auto path = make_path(c.path, compiled, TilingOptions{true, 0, 0});
-  ASSERT_TRUE(path.ok()) << path.error().message();
-  check_pipeline(model.value(), io.value(), path.value(), Pipeline::kEncode, "tiled.", c.max_rel_l2);
-  check_pipeline(model.value(), io.value(), path.value(), Pipeline::kDecode, "tiled.", c.max_rel_l2);
-  if (model->config.kind == VaeConfig::Kind::kKl)
-    check_pipeline(model.value(), io.value(), path.value(), Pipeline::kRoundtrip, "tiled.", c.max_rel_l2 * c.roundtrip_factor);
-}
+TEST_P(TiledGoldenTest, MatchesDiffusers) { check_model(GetParam(), TilingOptions{true, 0, 0}, "tiled."); }
 
 std::vector<GoldenCase> tiled_cases() {  // the models whose fixtures hold tiled outputs
   std::vector<GoldenCase> cases;
