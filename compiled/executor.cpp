@@ -9,20 +9,15 @@ namespace {
 
 namespace em = emulated;
 
-// NCHW <-> NHWC for element sizes 1..8, by bytes.
-void to_channels_last(const std::byte* src, std::byte* dst, const Shape& s, std::size_t elem) {
+// NCHW <-> NHWC by bytes (any element size): `to_last` reads NCHW and writes NHWC.
+void transpose_channels(const std::byte* src, std::byte* dst, const Shape& s, std::size_t elem, bool to_last) {
   const int64_t b = s[0], c = s[1], hw = s[2] * s[3];
   for (int64_t n = 0; n < b; ++n)
     for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p)
-        std::memcpy(dst + std::size_t((n * hw + p) * c + ch) * elem, src + std::size_t((n * c + ch) * hw + p) * elem, elem);
-}
-void to_channels_first(const std::byte* src, std::byte* dst, const Shape& s, std::size_t elem) {
-  const int64_t b = s[0], c = s[1], hw = s[2] * s[3];
-  for (int64_t n = 0; n < b; ++n)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p)
-        std::memcpy(dst + std::size_t((n * c + ch) * hw + p) * elem, src + std::size_t((n * hw + p) * c + ch) * elem, elem);
+      for (int64_t p = 0; p < hw; ++p) {
+        const std::size_t first = std::size_t((n * c + ch) * hw + p) * elem, last = std::size_t((n * hw + p) * c + ch) * elem;
+        std::memcpy(dst + (to_last ? last : first), src + (to_last ? first : last), elem);
+      }
 }
 
 Shape nhwc(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
@@ -108,7 +103,7 @@ class GroupRun {
 Tensor read_value(const Plan& plan, const std::byte* arena, int value, const Shape& shape) {
   const Buffer& b = plan.buffers.at(value);
   Tensor out = Tensor::uninitialized(b.dtype, shape);
-  to_channels_first(arena + b.offset, out.raw(), shape, dtype_size(b.dtype));
+  transpose_channels(arena + b.offset, out.raw(), shape, dtype_size(b.dtype), false);
   return out;
 }
 
@@ -140,7 +135,7 @@ Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>&
     if (b == plan.buffers.end()) continue;  // an input no group reads
     // One rounding from the file's dtype into the activation dtype, then channels-last.
     const Tensor rounded = in.tensor->to(b->second.dtype);
-    to_channels_last(rounded.raw(), arena + b->second.offset, rounded.shape(), dtype_size(b->second.dtype));
+    transpose_channels(rounded.raw(), arena + b->second.offset, rounded.shape(), dtype_size(b->second.dtype), true);
   }
   GroupRun run(plan, arena, shapes, views);
   for (const Group& grp : plan.groups) {

@@ -87,16 +87,14 @@ GroupKind kind_of(OpKind k) {
 
 // Orders groups so each runs after the groups producing its inputs (a residual add fused into
 // conv2 needs the shortcut conv, which the graph lists later), ties broken by first op.
-std::vector<Group> schedule(std::vector<Group> groups, const Graph& g, const std::vector<int>& assigned) {
+std::vector<Group> schedule(std::vector<Group> groups, const Graph& g, const GraphIndex& ix, const std::vector<int>& assigned) {
   const std::size_t n = groups.size();
   std::vector<std::set<int>> deps(n);
   std::vector<std::vector<int>> users(n);
   for (std::size_t gi = 0; gi < n; ++gi)
     for (int op : groups[gi].ops)
       for (int v : g.ops[std::size_t(op)].inputs) {
-        int producer = -1;
-        for (std::size_t j = 0; j < g.ops.size() && producer < 0; ++j)
-          if (g.ops[j].output == v) producer = int(j);
+        const int producer = ix.producer[std::size_t(v)];
         if (producer >= 0 && assigned[std::size_t(producer)] != int(gi)) deps[gi].insert(assigned[std::size_t(producer)]);
       }
   std::vector<int> pending(n);
@@ -173,7 +171,7 @@ std::vector<Group> partition_into_groups(const Graph& g) {
       grp.checkpoints.push_back(name);
     }
   }
-  return schedule(std::move(groups), g, assigned);
+  return schedule(std::move(groups), g, ix, assigned);
 }
 
 Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
@@ -239,8 +237,10 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
   for (Group& grp : plan->groups) {
     // A group runs in fp32 when any of its ops is kept (a kept layer's epilogue stays with it).
     grp.policy = r.policy.base;
-    for (int o : grp.ops)
-      if (!(r.policy.for_layer(g.ops[std::size_t(o)].name) == r.policy.base)) grp.policy = r.policy.for_layer(g.ops[std::size_t(o)].name);
+    for (int o : grp.ops) {
+      const LayerPolicy layer = r.policy.for_layer(g.ops[std::size_t(o)].name);
+      if (!(layer == r.policy.base)) grp.policy = layer;
+    }
   }
   TP_RETURN_IF_ERROR(prepare_params(*plan, *r.weights, store));
   // Buffers: graph inputs (in their first reader's activation dtype) and group outputs.
