@@ -9,17 +9,6 @@ namespace {
 
 namespace em = emulated;
 
-// NCHW <-> NHWC by bytes (any element size): `to_last` reads NCHW and writes NHWC.
-void transpose_channels(const std::byte* src, std::byte* dst, const Shape& s, std::size_t elem, bool to_last) {
-  const int64_t b = s[0], c = s[1], hw = s[2] * s[3];
-  for (int64_t n = 0; n < b; ++n)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t p = 0; p < hw; ++p) {
-        const std::size_t first = std::size_t((n * c + ch) * hw + p) * elem, last = std::size_t((n * hw + p) * c + ch) * elem;
-        std::memcpy(dst + (to_last ? last : first), src + (to_last ? first : last), elem);
-      }
-}
-
 Shape nhwc(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
 
 class GroupRun {
@@ -100,6 +89,74 @@ class GroupRun {
 
 }  // namespace
 
+void transpose_channels(const std::byte* src, std::byte* dst, const Shape& s, std::size_t elem, bool to_last) {
+  const int64_t b = s[0], c = s[1], hw = s[2] * s[3];
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < hw; ++p) {
+        const std::size_t first = std::size_t((n * c + ch) * hw + p) * elem, last = std::size_t((n * hw + p) * c + ch) * elem;
+        std::memcpy(dst + (to_last ? last : first), src + (to_last ? first : last), elem);
+      }
+}
+
+Expected<BoundInputs> bind_inputs(const Plan& plan, const std::vector<PlanInput>& inputs) {
+  const Graph& g = *plan.graph;
+  TP_CHECK(inputs.size() == g.inputs.size(), "plan inputs");
+  const PlanInput& first = inputs[0];
+  const Shape in_shape = first.tensor ? first.tensor->shape() : first.view.shape;
+  const Shape& cap = plan.capacity_shape;
+  if (in_shape.size() != 4 || in_shape[0] != cap[0] || in_shape[1] != cap[1] || in_shape[2] > cap[2] || in_shape[3] > cap[3])
+    return Error("input " + shape_string(in_shape) + " does not fit the plan compiled for " + shape_string(cap));
+  BoundInputs bound;
+  TP_ASSIGN_OR_RETURN(bound.shapes, infer_shapes(g, in_shape));
+  for (const PlanInput& in : inputs) {
+    int v = -1;
+    for (const auto& [name, id] : g.inputs)
+      if (name == in.name) v = id;
+    TP_CHECK(v >= 0, "graph " + g.name + " has no input " + in.name);
+    if (!in.tensor)
+      bound.views[v] = in.view;
+    else if (plan.buffers.count(v))  // else an input no group reads
+      bound.uploads.emplace_back(v, in.tensor);
+  }
+  return bound;
+}
+
+Expected<std::vector<Shape>> bind_group_inputs(const Plan& plan, int index, const Shape& input_shape,
+                                               const std::map<int, Tensor>& values) {
+  TP_CHECK(index >= 0 && index < int(plan.groups.size()), "group index");
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(*plan.graph, input_shape));
+  for (int v : plan.groups[std::size_t(index)].inputs) {
+    auto it = values.find(v);
+    const std::string& name = plan.graph->value_names[std::size_t(v)];
+    if (it == values.end()) return Error("group " + std::to_string(index) + " reads " + name + ", which was not given");
+    if (it->second.shape() != shapes[std::size_t(v)])
+      return Error("group " + std::to_string(index) + " reads " + name + " as " + shape_string(shapes[std::size_t(v)]) +
+                   " but it was given as " + shape_string(it->second.shape()));
+  }
+  return shapes;
+}
+
+void stage_input(const Tensor& t, DType dtype, std::byte* dst) {
+  const Tensor rounded = t.to(dtype);
+  transpose_channels(rounded.raw(), dst, rounded.shape(), dtype_size(dtype), true);
+}
+
+Expected<std::vector<Tensor>> execute_group(const Plan& plan, std::byte* arena, int index, const Shape& input_shape,
+                                            const std::map<int, Tensor>& values) {
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, bind_group_inputs(plan, index, input_shape, values));
+  const Group& grp = plan.groups[std::size_t(index)];
+  for (int v : grp.inputs) {
+    const Buffer& b = plan.buffers.at(v);
+    stage_input(values.at(v), b.dtype, arena + b.offset);
+  }
+  const std::map<int, BufferView> no_views;
+  GroupRun(plan, arena, shapes, no_views).run(grp);
+  std::vector<Tensor> out;
+  for (int v : grp.outputs) out.push_back(read_value(plan, arena, v, shapes[std::size_t(v)]));
+  return out;
+}
+
 Tensor read_value(const Plan& plan, const std::byte* arena, int value, const Shape& shape) {
   const Buffer& b = plan.buffers.at(value);
   Tensor out = Tensor::uninitialized(b.dtype, shape);
@@ -113,37 +170,18 @@ BufferView view_value(const Plan& plan, const std::byte* arena, int value, const
 }
 
 Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
-  const Graph& g = *plan.graph;
-  TP_CHECK(inputs.size() == g.inputs.size(), "plan inputs");
-  const PlanInput& first = inputs[0];
-  const Shape in_shape = first.tensor ? first.tensor->shape() : first.view.shape;
-  const Shape& cap = plan.capacity_shape;
-  if (in_shape.size() != 4 || in_shape[0] != cap[0] || in_shape[1] != cap[1] || in_shape[2] > cap[2] || in_shape[3] > cap[3])
-    return Error("input " + shape_string(in_shape) + " does not fit the plan compiled for " + shape_string(cap));
-  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(g, in_shape));
-  std::map<int, BufferView> views;
-  for (const PlanInput& in : inputs) {
-    int v = -1;
-    for (const auto& [name, id] : g.inputs)
-      if (name == in.name) v = id;
-    TP_CHECK(v >= 0, "graph " + g.name + " has no input " + in.name);
-    if (!in.tensor) {
-      views[v] = in.view;
-      continue;
-    }
-    auto b = plan.buffers.find(v);
-    if (b == plan.buffers.end()) continue;  // an input no group reads
-    // One rounding from the file's dtype into the activation dtype, then channels-last.
-    const Tensor rounded = in.tensor->to(b->second.dtype);
-    transpose_channels(rounded.raw(), arena + b->second.offset, rounded.shape(), dtype_size(b->second.dtype), true);
+  TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
+  for (const auto& [v, t] : bound.uploads) {
+    const Buffer& b = plan.buffers.at(v);
+    stage_input(*t, b.dtype, arena + b.offset);  // one rounding from the file's dtype, then channels-last
   }
-  GroupRun run(plan, arena, shapes, views);
+  GroupRun run(plan, arena, bound.shapes, bound.views);
   for (const Group& grp : plan.groups) {
     run.run(grp);
     if (!observe) continue;
     NamedTensors stored;
     for (std::size_t i = 0; i < grp.outputs.size(); ++i)
-      stored.emplace_back(grp.checkpoints[i], read_value(plan, arena, grp.outputs[i], shapes[std::size_t(grp.outputs[i])]));
+      stored.emplace_back(grp.checkpoints[i], read_value(plan, arena, grp.outputs[i], bound.shapes[std::size_t(grp.outputs[i])]));
     observe(grp, stored);
   }
   return Status();

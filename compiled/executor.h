@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 
 #include "compiled/plan.h"
 #include "harness/safetensors.h"
@@ -26,9 +27,34 @@ struct PlanInput {
 // named by checkpoint. Watching copies out; it never changes what runs or how.
 using GroupObserver = std::function<void(const Group& group, const NamedTensors& checkpoints)>;
 
+// NCHW <-> NHWC by bytes (any element size): `to_last` reads NCHW `nchw` and writes NHWC.
+void transpose_channels(const std::byte* src, std::byte* dst, const Shape& nchw, std::size_t elem, bool to_last);
+
+// A plan's inputs checked against it, before any group runs: the actual value shapes, the
+// views read in place, and the tensors to round (once) into their input buffers.
+struct BoundInputs {
+  std::vector<Shape> shapes;               // per value, NCHW, at the actual input shape
+  std::map<int, BufferView> views;         // by value id
+  std::vector<std::pair<int, const Tensor*>> uploads;  // value id, tensor
+};
+Expected<BoundInputs> bind_inputs(const Plan& plan, const std::vector<PlanInput>& inputs);
+// `t` rounded once into `dtype` and written channels-last at `dst`.
+void stage_input(const Tensor& t, DType dtype, std::byte* dst);
+
+// Checks a lone group run (execute_group): value shapes at `input_shape`, and every input value
+// of group `index` given in `values` at its shape.
+Expected<std::vector<Shape>> bind_group_inputs(const Plan& plan, int index, const Shape& input_shape,
+                                               const std::map<int, Tensor>& values);
+
 // Runs `plan` in `arena` (plan.stats.arena_bytes). Input shapes may be smaller than the
 // plan's capacity shape (bucketed plans); kernels then run on the actual extent only.
 Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs, const GroupObserver& observe = {});
+
+// Runs group `index` alone on `values` (its input values by id, NCHW, each rounded once into its
+// buffer's dtype) and returns its outputs in group.outputs order: how a layer's local error is
+// measured, and how two backends are compared on the same inputs.
+Expected<std::vector<Tensor>> execute_group(const Plan& plan, std::byte* arena, int index, const Shape& input_shape,
+                                            const std::map<int, Tensor>& values);
 
 // A value after execute(), as an NCHW tensor in its storage dtype, and as a view for chaining.
 Tensor read_value(const Plan& plan, const std::byte* arena, int value, const Shape& shape);

@@ -64,7 +64,7 @@ struct Plan {
   Shape capacity_shape;        // input shape the arena is sized for (>= actual shapes under bucketing)
   DTypePolicy policy;
   FaultSet faults;
-  std::string device;          // "cpu-emulated"
+  std::string device;          // the backend it runs on: "cpu-emulated" or "cuda"
   std::vector<Group> groups;   // in execution order
   std::map<int, Buffer> buffers;  // by value id
   std::map<std::string, std::shared_ptr<const PreparedParam>> params;  // by parameter key

@@ -64,7 +64,7 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const Model& model
   plan->capacity_shape = j.at("capacity_shape").get<Shape>();
   plan->policy = session.options().policy;
   plan->faults = session.options().faults;
-  plan->device = "cpu-emulated";
+  plan->device = session.backend().device();
   const int n_ops = int(graph.ops.size()), n_values = int(graph.value_names.size());
   auto bad = [&](const std::string& what) { return Error(file + ": is corrupt (" + what + "); make a new plan file with --save-plan"); };
   if (plan->capacity_shape.size() != 4) return bad("capacity shape");
@@ -132,7 +132,7 @@ Status save_plans(const Session& session, const std::string& path) {
   json plans = json::array();
   for (const Plan* p : session.plans()) plans.push_back(plan_to_json(*p));
   const SessionOptions& o = session.options();
-  const json body = {{"tool_version", TWINPATH_VERSION}, {"device", "cpu-emulated"},
+  const json body = {{"tool_version", TWINPATH_VERSION}, {"device", session.backend().device()},
                      {"policy", o.policy.to_string()}, {"faults", o.faults.to_string()},
                      {"shapes", o.shapes.to_string()}, {"plans", plans}};
   const std::string text = body.dump();
@@ -161,8 +161,10 @@ Status load_plans(Session& session, const Model& model, const std::string& path)
     if (j.at("tool_version") != TWINPATH_VERSION)
       return Error(path + ": was made by twinpath " + std::string(j.at("tool_version")) + ", this is " + TWINPATH_VERSION +
                    "; make a new plan file with --save-plan");
-    if (j.at("device") != "cpu-emulated")
-      return Error(path + ": was made for device " + std::string(j.at("device")) + ", this run is on cpu-emulated; make a plan file on this device");
+    const std::string device = session.backend().device();
+    if (j.at("device") != device)
+      return Error(path + ": was made for device " + std::string(j.at("device")) + ", this run is on " + device +
+                   "; make a plan file on this device");
     const SessionOptions& o = session.options();
     for (const auto& [field, want] : {std::pair<const char*, std::string>{"policy", o.policy.to_string()},
                                       {"faults", o.faults.to_string()}, {"shapes", o.shapes.to_string()}})

@@ -230,7 +230,7 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
   plan->capacity_shape = r.capacity_shape;
   plan->policy = r.policy;
   plan->faults = r.faults;
-  plan->device = "cpu-emulated";
+  plan->device = r.device;
   plan->groups = partition_into_groups(g);
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(g, r.capacity_shape));
 

@@ -14,6 +14,7 @@ struct PlanRequest {
   Shape capacity_shape;  // the input shape the arena is sized for
   DTypePolicy policy;
   FaultSet faults;
+  std::string device = "cpu-emulated";  // the backend the plan will run on (Backend::device())
 };
 
 // Groups the ops, assigns each group its layer policy (refusing unsupported combinations by

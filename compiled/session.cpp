@@ -2,7 +2,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 
 namespace tp::compiled {
 
@@ -19,17 +18,13 @@ Expected<ShapePolicy> parse_shape_policy(std::string_view text) {
   return Error("shape policy '" + std::string(text) + "' is unknown; use exact or bucket:N with N a positive size in pixels (e.g. bucket:64)");
 }
 
-int64_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return int64_t(1) << 62;  // unknown: do not refuse
-}
+Session::Session(SessionOptions options, std::unique_ptr<Backend> backend)
+    : options_(std::move(options)), backend_(std::move(backend)) {}
 
-Session::Session(SessionOptions options) : options_(std::move(options)) {}
+Session::~Session() {
+  for (auto& [plan, a] : arenas_) backend_->release(a.bytes);
+  backend_->release(shared_arena_.bytes);
+}
 
 uint64_t Session::identity_of(const Weights& weights) {
   auto it = identities_.find(&weights);
@@ -52,7 +47,7 @@ std::string Session::key_for(const Graph& graph, uint64_t identity, const Shape&
     key += hashes;
   }
   return key + " shape=" + shape_string(capacity) + " policy=" + options_.policy.to_string() +
-         " faults=" + options_.faults.to_string() + " device=cpu-emulated";
+         " faults=" + options_.faults.to_string() + " device=" + backend_->device();
 }
 
 Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weights, const Shape& input_shape) {
@@ -64,7 +59,7 @@ Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weigh
     ++stats_.hits;
     return it->second.get();
   }
-  PlanRequest request{&graph, &weights, identity, capacity, options_.policy, options_.faults};
+  PlanRequest request{&graph, &weights, identity, capacity, options_.policy, options_.faults, backend_->device()};
   TP_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compile_plan(request, store_));
   plan->key = key;
   ++stats_.compilations;
@@ -88,29 +83,39 @@ Expected<std::byte*> Session::arena_for(const Plan& plan) {
   const bool shared = options_.faults.has(Fault::kArenaAlias);
   Arena& a = shared ? shared_arena_ : arenas_[&plan];
   const int64_t need = plan.stats.arena_bytes;
-  if (a.size >= need && a.bytes) return a.bytes.get();
-  const int64_t limit = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : available_memory_bytes();
+  if (a.size >= need && a.bytes) return a.bytes;
+  const int64_t limit = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : backend_->available_bytes();
   if (need > limit) {
     char msg[256];
-    std::snprintf(msg, sizeof msg, "needs %.2f GiB of activation memory at input %s but %.2f GiB is available",
-                  double(need) / (1 << 30), shape_string(plan.capacity_shape).c_str(), double(limit) / (1 << 30));
+    std::snprintf(msg, sizeof msg, "needs %.2f GiB of activation memory at input %s but %.2f GiB is available on %s",
+                  double(need) / (1 << 30), shape_string(plan.capacity_shape).c_str(), double(limit) / (1 << 30),
+                  backend_->device().c_str());
     return Error(plan.graph->name + ": " + msg + "; use a smaller resolution or batch, or tiling (--tiling on)");
   }
-  a.bytes.reset(new std::byte[std::size_t(std::max<int64_t>(need, 1))]);
-  // Poisoned with NaN (0xFF bytes in f32, f16 and bf16) so a value never written shows.
-  std::memset(a.bytes.get(), 0xFF, std::size_t(need));
+  backend_->release(a.bytes);
+  a = Arena{};
+  TP_ASSIGN_OR_RETURN(a.bytes, backend_->allocate(need));
   a.size = need;
-  return a.bytes.get();
+  return a.bytes;
 }
 
 Expected<NamedTensors> Session::run_plan(const Plan& plan, const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
   TP_ASSIGN_OR_RETURN(std::byte * arena, arena_for(plan));
-  TP_RETURN_IF_ERROR(execute(plan, arena, inputs, observe));
+  TP_RETURN_IF_ERROR(backend_->execute(plan, arena, inputs, observe));
   const Shape in = inputs[0].tensor ? inputs[0].tensor->shape() : inputs[0].view.shape;
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(*plan.graph, in));
   NamedTensors out;
-  for (const auto& [name, v] : plan.graph->outputs) out.emplace_back(name, read_value(plan, arena, v, shapes[std::size_t(v)]));
+  for (const auto& [name, v] : plan.graph->outputs) {
+    TP_ASSIGN_OR_RETURN(Tensor t, backend_->read(plan, arena, v, shapes[std::size_t(v)]));
+    out.emplace_back(name, std::move(t));
+  }
   return out;
+}
+
+Expected<std::vector<Tensor>> Session::run_group(const Plan& plan, int index, const Shape& input_shape,
+                                                 const std::map<int, Tensor>& values) {
+  TP_ASSIGN_OR_RETURN(std::byte * arena, arena_for(plan));
+  return backend_->run_group(plan, arena, index, input_shape, values);
 }
 
 Expected<NamedTensors> Session::run(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
@@ -134,11 +139,14 @@ Expected<NamedTensors> Session::run_chained(const Graph& first, const Graph& sec
   // arena-alias they are one allocation, grown to the larger plan first).
   TP_RETURN_IF_ERROR(arena_for(*b));
   TP_ASSIGN_OR_RETURN(std::byte * arena_a, arena_for(*a));
-  TP_RETURN_IF_ERROR(execute(*a, arena_a, {PlanInput{first.inputs[0].first, &inputs[0].second, {}}}));
+  TP_RETURN_IF_ERROR(backend_->execute(*a, arena_a, {PlanInput{first.inputs[0].first, &inputs[0].second, {}}}, {}));
   const BufferView view = view_value(*a, arena_a, v, mid);
   TP_ASSIGN_OR_RETURN(NamedTensors out, run_plan(*b, {PlanInput{second.inputs[0].first, nullptr, view}}, {}));
   // The first plan's outputs are read after the second ran, as a caller holding them would.
-  for (const auto& [name, id] : first.outputs) out.emplace_back(name, read_value(*a, arena_a, id, shapes[std::size_t(id)]));
+  for (const auto& [name, id] : first.outputs) {
+    TP_ASSIGN_OR_RETURN(Tensor t, backend_->read(*a, arena_a, id, shapes[std::size_t(id)]));
+    out.emplace_back(name, std::move(t));
+  }
   return out;
 }
 

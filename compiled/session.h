@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "compiled/executor.h"
+#include "compiled/backend.h"
 #include "compiled/planner.h"
 
 namespace tp::compiled {
@@ -38,8 +38,13 @@ struct CacheStats {
 
 class Session {
  public:
-  explicit Session(SessionOptions options);
+  // Plans run on `backend`: the CPU emulation unless given another (make_cuda_backend()).
+  explicit Session(SessionOptions options, std::unique_ptr<Backend> backend = make_emulated_backend());
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
   const SessionOptions& options() const { return options_; }
+  Backend& backend() const { return *backend_; }
 
   // The plan for `graph` over `weights` at `input_shape`: cached, or compiled now. Refuses a
   // shape whose arena does not fit in memory before allocating it.
@@ -53,6 +58,11 @@ class Session {
   // Returns the second graph's outputs, then the first's (read after the second ran).
   Expected<NamedTensors> run_chained(const Graph& first, const Graph& second, const Weights& weights,
                                      const NamedTensors& inputs, const std::string& handoff);
+
+  // Runs group `index` of `plan` alone on given input values (Backend::run_group), in the plan's
+  // arena: a layer's local error, or two backends on the same inputs.
+  Expected<std::vector<Tensor>> run_group(const Plan& plan, int index, const Shape& input_shape,
+                                          const std::map<int, Tensor>& values);
 
   // Adds a plan made elsewhere (loaded from a file) under its key, and prepares its weights.
   void adopt(std::unique_ptr<Plan> plan);
@@ -73,10 +83,11 @@ class Session {
   Expected<NamedTensors> run_plan(const Plan& plan, const std::vector<PlanInput>& inputs, const GroupObserver& observe);
 
   struct Arena {
-    std::unique_ptr<std::byte[]> bytes;
+    std::byte* bytes = nullptr;  // from backend_
     int64_t size = 0;
   };
   SessionOptions options_;
+  std::unique_ptr<Backend> backend_;
   WeightStore store_;
   std::map<std::string, std::unique_ptr<Plan>> cache_;
   std::vector<const Plan*> order_;
@@ -86,8 +97,5 @@ class Session {
   CacheStats stats_;
   std::vector<std::string> tiling_;
 };
-
-// Bytes of memory the machine has available now (MemAvailable), for refusing plans up front.
-int64_t available_memory_bytes();
 
 }  // namespace tp::compiled

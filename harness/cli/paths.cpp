@@ -4,7 +4,6 @@
 
 #include "compiled/compiled_pipeline.h"
 #include "compiled/plan_file.h"
-#include "compiled/device.h"
 #include "reference/executor.h"
 #ifdef TWINPATH_HAVE_TORCH
 #include "reference/torch/torch_path.h"
@@ -18,14 +17,20 @@ PathChoice graph_path(GraphRunner runner, std::string description, const TilingO
                     std::move(description), {}};
 }
 
-Expected<PathChoice> compiled_cpu_path(const CompiledOptions& o, const TilingOptions& tiling) {
+// compiled:cpu (the emulation) or compiled:cuda.
+Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o, const TilingOptions& tiling) {
   compiled::SessionOptions so;
   TP_ASSIGN_OR_RETURN(so.policy.base, compiled::parse_layer_policy(o.policy));
   TP_ASSIGN_OR_RETURN(so.policy.keep_fp32, compiled::parse_keep_fp32(o.keep_fp32));
   TP_ASSIGN_OR_RETURN(so.faults, compiled::parse_faults(o.inject));
   TP_ASSIGN_OR_RETURN(so.shapes, compiled::parse_shape_policy(o.shape_policy));
-  auto session = std::make_shared<compiled::Session>(so);
-  std::string description = "compiled:cpu (emulated kernels, " + so.policy.to_string() + ", shapes " + so.shapes.to_string();
+  std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
+  if (cuda) {
+    TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
+  }
+  std::string description = cuda ? "compiled:cuda (" + backend->description() + ", " : std::string("compiled:cpu (emulated kernels, ");
+  auto session = std::make_shared<compiled::Session>(so, std::move(backend));
+  description += so.policy.to_string() + ", shapes " + so.shapes.to_string();
   if (!so.faults.empty()) description += ", INJECTED FAULTS " + so.faults.to_string();
   return PathChoice{[session, o, tiling](const Model& m, Pipeline p, const Tensor& in) -> Expected<NamedTensors> {
                       if (!o.load_plan.empty() && session->stats().loaded == 0)
@@ -62,12 +67,8 @@ Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& c
                  "libtorch-dev (tools/install-deps.sh) and rebuild");
 #endif
   }
-  if (name == "compiled:cpu") return compiled_cpu_path(compiled, tiling);
-  if (name == "compiled:cuda")
-    return Error(std::string("compiled:cuda: this build has no CUDA kernels for the compiled path yet (") +
-                 (cuda_device_count() > 0 ? "device: " + cuda_device_description(0) : "and no CUDA device is visible") +
-                 "); use compiled:cpu, which runs the same plans under the same numerics contract");
-  return Error("unknown path '" + name + "'; use reference, reference:fp64, torch, torch:fp64 or compiled:cpu");
+  if (name == "compiled:cpu" || name == "compiled:cuda") return compiled_path(name == "compiled:cuda", compiled, tiling);
+  return Error("unknown path '" + name + "'; use reference, reference:fp64, torch, torch:fp64, compiled:cpu or compiled:cuda");
 }
 
 }  // namespace tp

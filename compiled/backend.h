@@ -1,0 +1,37 @@
+// Where plans run: the CPU emulation or a CUDA device. A backend owns the memory arenas live
+// in, runs a plan group by group, and reads values back as NCHW host tensors. Both backends
+// run the same plans under the same numerics contract (fp32 inside a group, one rounding at
+// each group output), so their outputs differ only by summation order.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiled/executor.h"
+
+namespace tp::compiled {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string device() const = 0;       // "cpu-emulated" or "cuda": part of plan keys and plan files
+  virtual std::string description() const = 0;  // for humans: "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
+  virtual int64_t available_bytes() const = 0;  // memory an arena may take now
+  // An arena of `bytes`, poisoned with NaN so a value never written shows.
+  virtual Expected<std::byte*> allocate(int64_t bytes) = 0;
+  virtual void release(std::byte* arena) = 0;
+  virtual Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs,
+                         const GroupObserver& observe) = 0;
+  // One group alone on given input values (see execute_group in executor.h).
+  virtual Expected<std::vector<Tensor>> run_group(const Plan& plan, std::byte* arena, int index, const Shape& input_shape,
+                                                  const std::map<int, Tensor>& values) = 0;
+  virtual Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value, const Shape& shape) = 0;
+};
+
+std::unique_ptr<Backend> make_emulated_backend();
+// The CUDA backend on device 0; an error sentence when this build has no CUDA or no device is
+// visible.
+Expected<std::unique_ptr<Backend>> make_cuda_backend();
+
+}  // namespace tp::compiled

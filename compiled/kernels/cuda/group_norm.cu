@@ -1,0 +1,114 @@
+// GroupNorm (+ the group's SiLU runs after it as a pointwise kernel) with statistics wider than
+// fp32: each (b, group) is split over kSplits blocks whose double partial sums are combined in
+// a fixed order, so results do not depend on scheduling.
+#include "compiled/kernels/cuda/device_io.cuh"
+
+namespace tp::compiled::cuda {
+namespace {
+
+constexpr int kSplits = 64;
+
+struct Layout {
+  int64_t pixels, c, cpg;
+  int groups;
+};
+
+__device__ double block_sum(double v) {
+  __shared__ double partial[kThreads];
+  partial[threadIdx.x] = v;
+  __syncthreads();
+  for (int step = kThreads / 2; step > 0; step /= 2) {
+    if (int(threadIdx.x) < step) partial[threadIdx.x] += partial[threadIdx.x + step];
+    __syncthreads();
+  }
+  return partial[0];
+}
+
+// blockIdx.y = b * groups + g, blockIdx.x = split. With `sums` (the first pass's partials) the
+// block sums squared deviations from the mean instead of values.
+__global__ void partial_sums(Src x, Layout l, const double* sums, double* out) {
+  const int64_t bg = blockIdx.y, n = bg / l.groups, g = bg % l.groups;
+  const double count = double(l.pixels * l.cpg);
+  double mean = 0;
+  if (sums) {
+    for (int s = 0; s < kSplits; ++s) mean += sums[bg * kSplits + s];
+    mean /= count;
+  }
+  const int64_t per = (l.pixels + kSplits - 1) / kSplits, p0 = blockIdx.x * per, p1 = min(l.pixels, p0 + per);
+  const int64_t elements = (p1 > p0 ? p1 - p0 : 0) * l.cpg;
+  double acc = 0;
+  for (int64_t e = threadIdx.x; e < elements; e += blockDim.x) {
+    const int64_t p = p0 + e / l.cpg, j = e % l.cpg;
+    const double v = load(x, (n * l.pixels + p) * l.c + g * l.cpg + j);
+    acc += sums ? (v - mean) * (v - mean) : v;
+  }
+  const double total = block_sum(acc);
+  if (threadIdx.x == 0) out[bg * kSplits + blockIdx.x] = total;
+}
+
+__global__ void finalize(const double* sums, const double* squares, Layout l, double eps, int64_t bgs, float* stats) {
+  const int64_t bg = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (bg >= bgs) return;
+  const double count = double(l.pixels * l.cpg);
+  double s = 0, ss = 0;
+  for (int i = 0; i < kSplits; ++i) s += sums[bg * kSplits + i];
+  for (int i = 0; i < kSplits; ++i) ss += squares[bg * kSplits + i];
+  stats[2 * bg] = float(s / count);
+  stats[2 * bg + 1] = float(1.0 / sqrt(ss / count + eps));
+}
+
+// The groupnorm-f16-accum fault: one thread per (b, group) sums in f16, in the emulation's order.
+__global__ void f16_statistics(Src x, Layout l, double eps, int64_t bgs, float* stats) {
+  const int64_t bg = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (bg >= bgs) return;
+  const int64_t n = bg / l.groups, g = bg % l.groups;
+  const double count = double(l.pixels * l.cpg);
+  float s = 0, ss = 0;
+  for (int64_t p = 0; p < l.pixels; ++p)
+    for (int64_t j = 0; j < l.cpg; ++j) {
+      const float v = load(x, (n * l.pixels + p) * l.c + g * l.cpg + j);
+      s = round_to(Storage::kF16, s + v);
+      ss = round_to(Storage::kF16, ss + round_to(Storage::kF16, v * v));
+    }
+  const float mean = float(s / count);
+  stats[2 * bg] = mean;
+  stats[2 * bg + 1] = 1.0f / sqrtf(float(ss / count) - mean * mean + float(eps));
+}
+
+__global__ void normalize(Src x, Layout l, int64_t total, const float* stats, const float* gamma, const float* beta, float* out) {
+  TP_GRID_STRIDE(i, total) {
+    const int64_t ch = i % l.c, n = i / (l.pixels * l.c);
+    const int64_t bg = n * l.groups + ch / l.cpg;
+    out[i] = (load(x, i) - stats[2 * bg]) * stats[2 * bg + 1] * gamma[ch] + beta[ch];
+  }
+}
+
+}  // namespace
+
+std::size_t group_norm_workspace_bytes(int64_t b, int groups) {
+  const std::size_t bgs = std::size_t(b) * std::size_t(groups);
+  return 2 * bgs * kSplits * sizeof(double) + 2 * bgs * sizeof(float);
+}
+
+cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma, const float* beta, bool f16_accumulation,
+                       void* workspace, float* out, cudaStream_t stream) {
+  const Layout l{xs.h * xs.w, xs.c, xs.c / groups, groups};
+  const int64_t bgs = xs.b * groups;
+  double* sums = static_cast<double*>(workspace);
+  double* squares = sums + bgs * kSplits;
+  float* stats = reinterpret_cast<float*>(squares + bgs * kSplits);
+  const unsigned per_group_blocks = unsigned((bgs + kThreads - 1) / kThreads);
+  if (f16_accumulation) {
+    f16_statistics<<<per_group_blocks, kThreads, 0, stream>>>(x, l, eps, bgs, stats);
+  } else {
+    const dim3 grid(kSplits, unsigned(bgs));
+    partial_sums<<<grid, kThreads, 0, stream>>>(x, l, nullptr, sums);
+    partial_sums<<<grid, kThreads, 0, stream>>>(x, l, sums, squares);
+    finalize<<<per_group_blocks, kThreads, 0, stream>>>(sums, squares, l, eps, bgs, stats);
+  }
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  normalize<<<blocks_for(xs.numel()), kThreads, 0, stream>>>(x, l, xs.numel(), stats, gamma, beta, out);
+  return cudaGetLastError();
+}
+
+}  // namespace tp::compiled::cuda

@@ -1,0 +1,187 @@
+// The CUDA kernels against the CPU emulation, on the same plan and the same inputs (label
+// `gpu`; every test skips where no CUDA device is visible).
+//  - Group by group: each group runs alone on both backends, fed the emulation's stored values
+//    for its inputs; its outputs must agree within a few units in the last place of their
+//    storage dtype (the kernels differ from the emulation only in summation order).
+//  - Whole pipelines (encode, decode, roundtrip with the decoder reading the encoder's latents
+//    in device memory): relative L2 between the two backends, far inside the policy's bar
+//    against the fp32 reference.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "compiled/compiled_pipeline.h"
+#include "compiled/device.h"
+#include "harness/rng.h"
+#include "harness/vae_graphs.h"
+#include "tests/support/compare.h"
+#include "tests/support/fixtures.h"
+
+namespace tp {
+namespace {
+
+using compiled::Session;
+using compiled::SessionOptions;
+
+struct GpuCase {
+  const char* model;  // "tiny-kl" (committed fixture) or "sd-kl" (seeded random weights)
+  const char* policy;
+  double pipeline_bar;  // CUDA vs emulation, relative L2 of each pipeline output
+};
+
+std::ostream& operator<<(std::ostream& os, const GpuCase& c) { return os << c.model << " " << c.policy; }
+
+const Model& model_for(const std::string& name) {
+  static std::map<std::string, Model> models;
+  auto it = models.find(name);
+  if (it != models.end()) return it->second;
+  if (name != "sd-kl") return models[name] = testing::fixture_model(name);
+  const auto dir = std::filesystem::temp_directory_path() / ("tp_gpu_sdkl_" + std::to_string(::getpid()));
+  if (!init_model("sd-kl", 1, dir.string()).ok()) throw std::runtime_error("sd-kl init failed");
+  auto m = load_model(dir.string());
+  std::filesystem::remove_all(dir);
+  if (!m.ok()) throw std::runtime_error(m.error().message());
+  return models[name] = std::move(m).value();
+}
+
+Tensor random_input(Shape shape, const std::string& stream, double scale) {
+  Tensor t(DType::kF32, shape);
+  Rng rng(7, stream);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(rng.uniform(-scale, scale));
+  return t;
+}
+
+// |a - b| in units of the last place of `dt` at max(|a|, |b|, floor): the floor keeps values that
+// cancelled to near zero from counting as many ulps.
+double ulps(double a, double b, DType dt, double floor) {
+  const double m = std::max({std::abs(a), std::abs(b), floor});
+  return std::abs(a - b) / (dtype_epsilon(dt) * std::exp2(std::floor(std::log2(m))));
+}
+
+struct UlpStats {
+  double max = 0;
+  double over_one = 0;  // fraction of elements more than 1 ulp apart
+  int64_t mismatched_non_finite = 0;
+};
+
+UlpStats compare_ulps(const Tensor& got, const Tensor& want) {
+  const Tensor a = got.to(DType::kF64), b = want.to(DType::kF64);
+  double sum_sq = 0;
+  for (int64_t i = 0; i < b.numel(); ++i)
+    if (std::isfinite(b.data<double>()[i])) sum_sq += b.data<double>()[i] * b.data<double>()[i];
+  const double floor = std::max(1e-30, 1e-2 * std::sqrt(sum_sq / double(std::max<int64_t>(1, b.numel()))));
+  UlpStats s;
+  int64_t over = 0;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    const double x = a.data<double>()[i], y = b.data<double>()[i];
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
+      s.mismatched_non_finite += same ? 0 : 1;
+      continue;
+    }
+    const double d = ulps(x, y, want.dtype(), floor);
+    s.max = std::max(s.max, d);
+    over += d > 1 ? 1 : 0;
+  }
+  s.over_one = double(over) / double(std::max<int64_t>(1, b.numel()));
+  return s;
+}
+
+class GpuCompiledTest : public ::testing::TestWithParam<GpuCase> {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device on this machine";
+  }
+  static SessionOptions options(const char* policy) {
+    SessionOptions o;
+    o.policy.base = compiled::parse_layer_policy(policy).value();
+    return o;
+  }
+  static std::unique_ptr<compiled::Backend> cuda() {
+    auto b = compiled::make_cuda_backend();
+    if (!b.ok()) throw std::runtime_error(b.error().message());
+    return std::move(b).value();
+  }
+  // Images of 64x64 (sd-kl) or 32x32, and latents of the matching size: small enough for the
+  // emulation, non-square so rows and columns cannot be swapped unnoticed.
+  static Tensor input_for(const Model& m, Pipeline p) {
+    const int64_t h = std::string(GetParam().model) == "sd-kl" ? 64 : 32, w = h + 2 * m.config.downscale();
+    if (p == Pipeline::kDecode)
+      return random_input({1, m.config.latent_channels(), h / m.config.downscale(), w / m.config.downscale()}, "latent", 2);
+    return random_input({1, m.config.image_channels(), h, w}, "image", 1);
+  }
+};
+
+TEST_P(GpuCompiledTest, EveryGroupMatchesTheEmulationOnTheSameInputs) {
+  const Model& m = model_for(GetParam().model);
+  for (Pipeline p : {Pipeline::kEncode, Pipeline::kDecode}) {
+    const Graph graph = p == Pipeline::kEncode ? build_encoder_graph(m.config) : build_decoder_graph(m.config);
+    const Tensor input = input_for(m, p);
+    Session emulated(options(GetParam().policy)), device(options(GetParam().policy), cuda());
+    auto plan = emulated.plan_for(graph, m.weights, input.shape());
+    ASSERT_TRUE(plan.ok()) << plan.error().message();
+    std::map<int, Tensor> values{{graph.inputs[0].second, input}};
+    auto run = emulated.run(graph, m.weights, {{graph.inputs[0].first, input}},
+                            [&](const compiled::Group& g, const NamedTensors& stored) {
+                              for (std::size_t i = 0; i < g.outputs.size(); ++i) values[g.outputs[i]] = stored[i].second;
+                            });
+    ASSERT_TRUE(run.ok()) << run.error().message();
+    const compiled::Plan& pl = *plan.value();
+    for (int i = 0; i < int(pl.groups.size()); ++i) {
+      const compiled::Group& g = pl.groups[std::size_t(i)];
+      std::map<int, Tensor> inputs;
+      for (int v : g.inputs) inputs[v] = values.at(v);
+      auto got = device.run_group(pl, i, input.shape(), inputs);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      for (std::size_t o = 0; o < g.outputs.size(); ++o) {
+        const UlpStats s = compare_ulps(got.value()[o], values.at(g.outputs[o]));
+        EXPECT_EQ(s.mismatched_non_finite, 0) << g.checkpoints[o];
+        EXPECT_LE(s.max, 8.0) << pipeline_name(p) << " group " << i << " " << g.label() << " " << g.checkpoints[o];
+        EXPECT_LE(s.over_one, 0.01) << pipeline_name(p) << " group " << i << " " << g.label() << " " << g.checkpoints[o];
+      }
+    }
+  }
+}
+
+TEST_P(GpuCompiledTest, PipelinesMatchTheEmulation) {
+  const Model& m = model_for(GetParam().model);
+  for (Pipeline p : {Pipeline::kEncode, Pipeline::kDecode, Pipeline::kRoundtrip}) {
+    const Tensor input = input_for(m, p);
+    Session emulated(options(GetParam().policy)), device(options(GetParam().policy), cuda());
+    auto want = compiled::run_compiled_pipeline(emulated, m, p, input);
+    auto got = compiled::run_compiled_pipeline(device, m, p, input);
+    ASSERT_TRUE(want.ok()) << want.error().message();
+    ASSERT_TRUE(got.ok()) << got.error().message();
+    for (const auto& [name, t] : got.value()) {
+      const double err = testing::relative_l2(t, *find_tensor(want.value(), name));
+      EXPECT_LE(err, GetParam().pipeline_bar) << pipeline_name(p) << " " << name;
+      char figure[32];
+      std::snprintf(figure, sizeof figure, "%.3e", err);
+      RecordProperty(std::string(pipeline_name(p)) + "." + name, figure);
+    }
+  }
+}
+
+// Bars: a tenth of the emulation's own bar against the fp32 reference (5e-3 f16, 3e-2 bf16).
+INSTANTIATE_TEST_SUITE_P(Policies, GpuCompiledTest,
+                         ::testing::Values(GpuCase{"tiny-kl", "w=f16,a=f16,acc=f32", 5e-4},
+                                           GpuCase{"tiny-kl", "w=bf16,a=bf16,acc=f32", 3e-3},
+                                           GpuCase{"tiny-kl", "w=f8e4m3,a=bf16,acc=f32", 3e-3},
+                                           GpuCase{"tiny-kl", "w=f8e5m2,a=f16,acc=f32,scale=tensor", 5e-4},
+                                           GpuCase{"tiny-kl", "w=f32,a=f32,acc=f32", 1e-5},
+                                           GpuCase{"sd-kl", "w=f16,a=f16,acc=f32", 5e-4},
+                                           GpuCase{"sd-kl", "w=bf16,a=bf16,acc=f32", 3e-3},
+                                           GpuCase{"sd-kl", "w=f8e4m3,a=f16,acc=f32", 5e-4}));
+
+TEST(GpuCompiled, RefusesClearlyWithoutADevice) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  auto b = compiled::make_cuda_backend();
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message().find("compiled:cpu"), std::string::npos) << b.error().message();
+}
+
+}  // namespace
+}  // namespace tp
