@@ -1,6 +1,7 @@
 #include "reference/torch/torch_path.h"
 
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <cstring>
 #include <map>
@@ -8,15 +9,22 @@
 namespace tp::torch_path {
 namespace {
 
-torch::Dtype torch_dtype(DType dt) { return dt == DType::kF64 ? torch::kFloat64 : torch::kFloat32; }
+torch::Dtype torch_dtype(DType dt) {
+  switch (dt) {
+    case DType::kF64: return torch::kFloat64;
+    case DType::kF16: return torch::kFloat16;
+    case DType::kBF16: return torch::kBFloat16;
+    default: return torch::kFloat32;
+  }
+}
 
-torch::Tensor to_torch(const Tensor& t, DType compute) {
+torch::Tensor to_torch(const Tensor& t, DType compute, const torch::Device& device) {
   Tensor converted = t.to(compute);
-  return torch::from_blob(converted.raw(), t.shape(), torch_dtype(compute)).clone();
+  return torch::from_blob(converted.raw(), t.shape(), torch_dtype(compute)).to(device, /*non_blocking=*/false, /*copy=*/true);
 }
 
 Tensor from_torch(const torch::Tensor& t, DType compute) {
-  torch::Tensor c = t.contiguous().to(torch_dtype(compute));
+  torch::Tensor c = t.contiguous().to(torch::kCPU).to(torch_dtype(compute));
   Tensor out = Tensor::uninitialized(compute, Shape(c.sizes().begin(), c.sizes().end()));
   std::memcpy(out.raw(), c.data_ptr(), out.nbytes());
   return out;
@@ -47,6 +55,10 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
     case OpKind::kLinear: return from_tokens(torch::linear(to_tokens(in[0]), w, b), in[0]);
     case OpKind::kAttention: {
       torch::Tensor q = to_tokens(in[0]), k = to_tokens(in[1]), v = to_tokens(in[2]);
+#if TORCH_VERSION_MAJOR >= 2
+      if (q.is_cuda())  // what diffusers' AttnProcessor2_0 runs on a GPU (flash / memory-efficient kernels)
+        return from_tokens(torch::scaled_dot_product_attention(q, k, v, {}, 0.0, false, a.scale), in[0]);
+#endif
       torch::Tensor p = torch::softmax(torch::matmul(q, k.transpose(1, 2)) * a.scale, -1);
       return from_tokens(torch::matmul(p, v), in[0]);
     }
@@ -57,46 +69,78 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
   return {};
 }
 
+class TorchRunner final : public Runner {
+ public:
+  TorchRunner(const Weights& weights, DType compute, torch::Device device)
+      : weights_(weights), compute_(compute), device_(device) {}
+
+  Expected<NamedTensors> run(const Graph& graph, const NamedTensors& inputs) override {
+    torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> values(graph.value_names.size());
+    const std::vector<int> last = graph.last_uses();
+    std::vector<bool> keep(values.size(), false);
+    for (const auto& [name, id] : graph.outputs) keep[std::size_t(id)] = true;
+    NamedTensors out;
+    try {
+      for (const auto& [name, id] : graph.inputs) {
+        const Tensor* found = find_tensor(inputs, name);
+        if (found == nullptr) return Error("graph " + graph.name + " needs an input named '" + name + "'");
+        values[std::size_t(id)] = to_torch(*found, compute_, device_);
+      }
+      for (std::size_t i = 0; i < graph.ops.size(); ++i) {
+        const Op& op = graph.ops[i];
+        std::vector<torch::Tensor> in;
+        for (int v : op.inputs) in.push_back(values[std::size_t(v)]);
+        values[std::size_t(op.output)] = run_op(op, in, param(op.weight), param(op.bias));
+        for (int v : op.inputs)
+          if (last[std::size_t(v)] == int(i) && !keep[std::size_t(v)]) values[std::size_t(v)] = torch::Tensor();
+      }
+      for (const auto& [name, id] : graph.outputs) out.emplace_back(name, from_torch(values[std::size_t(id)], compute_));
+    } catch (const c10::Error& e) {
+      return Error(std::string("LibTorch failed: ") + e.what_without_backtrace(), ErrorKind::kInternal);
+    }
+    return out;
+  }
+
+ private:
+  torch::Tensor param(const std::string& key) {
+    if (key.empty()) return torch::Tensor();
+    auto it = params_.find(key);
+    if (it != params_.end()) return it->second;
+    return params_[key] = to_torch(weights_.at(key), compute_, device_);
+  }
+
+  const Weights& weights_;
+  DType compute_;
+  torch::Device device_;
+  std::map<std::string, torch::Tensor> params_;
+};
+
 }  // namespace
 
 void set_num_threads(int threads) { torch::set_num_threads(threads); }
 
+bool cuda_available() { return torch::cuda::is_available(); }
+
+Expected<std::unique_ptr<Runner>> Runner::create(const Weights& weights, DType compute, bool cuda) {
+  if (cuda && !cuda_available())
+    return Error("this LibTorch has no CUDA device (it was built without CUDA, or none is visible); use the CPU torch path");
+  const bool ok = cuda ? (compute == DType::kF32 || compute == DType::kF16 || compute == DType::kBF16)
+                       : (compute == DType::kF32 || compute == DType::kF64);
+  if (!ok)
+    return Error(std::string("the torch path computes in ") + (cuda ? "f32, f16 or bf16 on CUDA" : "f32 or f64 on the CPU") +
+                 ", not " + dtype_name(compute));
+  if (cuda) {  // fp32 means fp32: no TF32 in cuDNN convolutions or cuBLAS products
+    at::globalContext().setAllowTF32CuDNN(false);
+    at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  return std::unique_ptr<Runner>(new TorchRunner(weights, compute, cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU)));
+}
+
 Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
                                  DType compute) {
-  if (compute != DType::kF32 && compute != DType::kF64)
-    return Error(std::string("the torch path computes in f32 or f64, not ") + dtype_name(compute));
-  torch::NoGradGuard no_grad;
-  std::vector<torch::Tensor> values(graph.value_names.size());
-  for (const auto& [name, id] : graph.inputs) {
-    const Tensor* found = find_tensor(inputs, name);
-    if (found == nullptr) return Error("graph " + graph.name + " needs an input named '" + name + "'");
-    values[std::size_t(id)] = to_torch(*found, compute);
-  }
-  std::map<std::string, torch::Tensor> params;
-  auto param = [&](const std::string& key) {
-    if (key.empty()) return torch::Tensor();
-    auto it = params.find(key);
-    if (it != params.end()) return it->second;
-    return params[key] = to_torch(weights.at(key), compute);
-  };
-  const std::vector<int> last = graph.last_uses();
-  std::vector<bool> keep(values.size(), false);
-  for (const auto& [name, id] : graph.outputs) keep[std::size_t(id)] = true;
-  try {
-    for (std::size_t i = 0; i < graph.ops.size(); ++i) {
-      const Op& op = graph.ops[i];
-      std::vector<torch::Tensor> in;
-      for (int v : op.inputs) in.push_back(values[std::size_t(v)]);
-      values[std::size_t(op.output)] = run_op(op, in, param(op.weight), param(op.bias));
-      for (int v : op.inputs)
-        if (last[std::size_t(v)] == int(i) && !keep[std::size_t(v)]) values[std::size_t(v)] = torch::Tensor();
-    }
-  } catch (const c10::Error& e) {
-    return Error(std::string("LibTorch failed: ") + e.what_without_backtrace(), ErrorKind::kInternal);
-  }
-  NamedTensors out;
-  for (const auto& [name, id] : graph.outputs) out.emplace_back(name, from_torch(values[std::size_t(id)], compute));
-  return out;
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, Runner::create(weights, compute, false));
+  return runner->run(graph, inputs);
 }
 
 }  // namespace tp::torch_path

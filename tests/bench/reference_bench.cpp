@@ -4,20 +4,21 @@
 // machine's measured FLOP/s ceiling. All use the same number of threads.
 #include <benchmark/benchmark.h>
 #include <omp.h>
-#include <unistd.h>
 
 #include <Eigen/Core>
-#include <filesystem>
 
 #include "compiled/compiled_pipeline.h"
-#include "harness/model.h"
+#include "tests/bench/bench_support.h"
 #include "harness/pipeline.h"
-#include "harness/rng.h"
 #include "reference/executor.h"
 #include "reference/torch/torch_path.h"
 
 namespace tp {
 namespace {
+
+using bench::decoder_flops;
+using bench::random_f32;
+using bench::sd_kl;
 
 struct ConvShape {
   const char* where;  // the diffusers module it stands for, at a 256x256 image
@@ -36,13 +37,6 @@ const ConvShape kShapes[] = {
     {"decoder.conv_out", 128, 3, 3, 1, 256, 256, false},
     {"encoder.down_blocks.0.downsamplers.0.conv", 128, 128, 3, 2, 256, 256, true},
 };
-
-Tensor random_f32(const Shape& shape, const std::string& stream) {
-  Tensor t(DType::kF32, shape);
-  Rng rng(1, stream);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(rng.uniform(-1, 1));
-  return t;
-}
 
 Graph conv_graph(const ConvShape& s) {
   GraphBuilder b("bench.conv");
@@ -74,38 +68,6 @@ void BM_ConvReference(benchmark::State& state) { conv_bench(state, false); }
 void BM_ConvTorch(benchmark::State& state) { conv_bench(state, true); }
 BENCHMARK(BM_ConvReference)->DenseRange(0, std::size(kShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ConvTorch)->DenseRange(0, std::size(kShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-const Model& sd_kl() {
-  static const Model model = [] {
-    const std::string dir = (std::filesystem::temp_directory_path() / ("tp_bench_sdkl_" + std::to_string(::getpid()))).string();
-    if (!init_model("sd-kl", 0, dir).ok()) std::abort();
-    Model m = load_model(dir).value();
-    std::filesystem::remove_all(dir);
-    return m;
-  }();
-  return model;
-}
-
-// SD/SDXL KL decoder at 256x256: conv + linear + attention matmul work (vae_flops.py).
-double decoder_flops(int image) {
-  const double h = image / 8.0;
-  const auto conv = [](double ci, double co, double k, double px) { return ci * co * k * k * px; };
-  const auto res = [&](double ci, double co, double px) {
-    return conv(ci, co, 3, px) + conv(co, co, 3, px) + (ci != co ? conv(ci, co, 1, px) : 0);
-  };
-  double px = h * h, macs = conv(4, 4, 1, px) + conv(4, 512, 3, px) + 2 * res(512, 512, px) + 4 * 512 * 512 * px + 2 * px * px * 512;
-  const int rev[] = {512, 512, 256, 128};
-  int prev = 512;
-  for (int i = 0; i < 4; ++i) {
-    for (int j = 0; j < 3; ++j) macs += res(j == 0 ? prev : rev[i], rev[i], px);
-    prev = rev[i];
-    if (i < 3) {
-      px *= 4;
-      macs += conv(rev[i], rev[i], 3, px);
-    }
-  }
-  return 2 * (macs + conv(128, 3, 3, px));
-}
 
 void decode_bench(benchmark::State& state, bool torch) {
   const Model& m = sd_kl();
