@@ -15,6 +15,7 @@
 
 #include "compiled/compiled_pipeline.h"
 #include "compiled/device.h"
+#include "harness/compare.h"
 #include "harness/rng.h"
 #include "harness/vae_graphs.h"
 #include "tests/support/compare.h"
@@ -57,8 +58,7 @@ Tensor random_input(Shape shape, const std::string& stream, double scale) {
 // |a - b| in units of the last place of `dt` at max(|a|, |b|, floor): the floor keeps values that
 // cancelled to near zero from counting as many ulps.
 double ulps(double a, double b, DType dt, double floor) {
-  const double m = std::max({std::abs(a), std::abs(b), floor});
-  return std::abs(a - b) / (dtype_epsilon(dt) * std::exp2(std::floor(std::log2(m))));
+  return std::abs(a - b) / ulp_at(std::max({std::abs(a), std::abs(b), floor}), dt);
 }
 
 struct UlpStats {

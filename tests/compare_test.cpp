@@ -1,0 +1,109 @@
+// Checkpoint comparison metrics (harness/compare.*): each metric on tensors whose answer is
+// known by construction.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness/compare.h"
+#include "harness/rng.h"
+
+namespace tp {
+namespace {
+
+Tensor ramp(Shape shape) {
+  Tensor t(DType::kF32, shape);
+  Rng rng(3, "ramp");
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(rng.uniform(0.5, 1.0)) * (i % 2 ? 1.0f : -1.0f);
+  return t;
+}
+
+TEST(Compare, IdenticalTensorsHaveNoError) {
+  const Tensor a = ramp({1, 2, 4, 4});
+  auto m = compare_tensors(a, a, DType::kF16);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->count, 32);
+  EXPECT_EQ(m->max_abs, 0);
+  EXPECT_EQ(m->rel_l2, 0);
+  EXPECT_DOUBLE_EQ(m->cosine, 1);
+  EXPECT_EQ(m->ulp_max, 0);
+  EXPECT_EQ(m->non_finite_new, 0);
+}
+
+TEST(Compare, PlantedErrorIsMeasuredInUlpsAndLocated) {
+  const Tensor want = ramp({1, 2, 4, 4});
+  Tensor got = want.to(DType::kF16).to(DType::kF32);  // within half an f16 ulp everywhere
+  // Element [0, 1, 2, 3] moved by exactly 3 f16 ulps of its value, 1.5 <= |x| < 2 after scaling.
+  const int64_t flat = ((0 * 2 + 1) * 4 + 2) * 4 + 3;
+  const float base = 1.75f;
+  Tensor w2 = want;
+  w2.data<float>()[flat] = base;
+  got.data<float>()[flat] = base + 3 * float(0x1p-10);  // f16 ulp in [1, 2) is 2^-10
+  auto m = compare_tensors(got, w2, DType::kF16);
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(m->ulp_max, 3.0);
+  EXPECT_LE(m->ulp_median, 0.5);
+  ASSERT_FALSE(m->worst.empty());
+  EXPECT_EQ(m->worst[0].index, (Shape{0, 1, 2, 3}));
+  EXPECT_DOUBLE_EQ(m->worst[0].abs_error, 3 * 0x1p-10);
+  EXPECT_DOUBLE_EQ(m->max_abs, 3 * 0x1p-10);
+  EXPECT_EQ(m->worst.size(), 5u);
+  EXPECT_GE(m->worst[0].abs_error, m->worst[4].abs_error);
+  EXPECT_GT(m->rel_l2, 0);
+  EXPECT_LT(m->cosine, 1);
+}
+
+TEST(Compare, NonFiniteValuesAreCountedPerSide) {
+  Tensor want = ramp({1, 1, 2, 4}), got = want;
+  got.data<float>()[1] = NAN;        // new: the reference is finite there
+  want.data<float>()[2] = INFINITY;  // the same inf on both sides is not new
+  got.data<float>()[2] = INFINITY;
+  want.data<float>()[5] = NAN;       // NaN in both: not new
+  got.data<float>()[5] = NAN;
+  auto m = compare_tensors(got, want, DType::kF16);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->non_finite_got, 3);
+  EXPECT_EQ(m->non_finite_want, 2);
+  EXPECT_EQ(m->non_finite_new, 1);
+  EXPECT_EQ(m->count, 5);
+  EXPECT_EQ(m->max_abs, 0);
+}
+
+TEST(Compare, HeadroomIsTheDtypeMaxOverTheReferenceMax) {
+  Tensor want(DType::kF32, {1, 1, 1, 2});
+  want.data<float>()[0] = 32752.0f;
+  want.data<float>()[1] = -1.0f;
+  auto m = compare_tensors(want, want, DType::kF16);
+  ASSERT_TRUE(m.ok());
+  EXPECT_DOUBLE_EQ(m->headroom, 2.0);
+  auto zero = compare_tensors(Tensor(DType::kF32, {4}), Tensor(DType::kF32, {4}), DType::kF16);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_TRUE(std::isinf(zero->headroom));
+  EXPECT_EQ(zero->rel_l2, 0);
+}
+
+TEST(Compare, NearZeroReferenceValuesUseTheFloor) {
+  Tensor want(DType::kF32, {3}), got(DType::kF32, {3});
+  want.data<float>()[0] = 100.0f;
+  got.data<float>()[0] = 100.0f;
+  want.data<float>()[1] = 1e-9f;  // tiny: its relative error is measured against 1e-3 * 100
+  got.data<float>()[1] = 1e-2f;
+  auto m = compare_tensors(got, want, DType::kF32);
+  ASSERT_TRUE(m.ok());
+  EXPECT_NEAR(m->max_rel, (1e-2 - 1e-9) / 0.1, 1e-6);
+}
+
+TEST(Compare, RefusesMismatchedShapes) {
+  auto m = compare_tensors(Tensor(DType::kF32, {1, 3, 4, 4}), Tensor(DType::kF32, {1, 3, 4, 5}), DType::kF16);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().message(), "shape [1, 3, 4, 4] does not match the reference's [1, 3, 4, 5]");
+}
+
+TEST(Compare, UlpSpacingFollowsTheDtype) {
+  EXPECT_DOUBLE_EQ(ulp_at(1.0, DType::kF16), 0x1p-10);
+  EXPECT_DOUBLE_EQ(ulp_at(1.5, DType::kBF16), 0x1p-7);
+  EXPECT_DOUBLE_EQ(ulp_at(0.0, DType::kF16), 0x1p-24);  // subnormal spacing
+  EXPECT_DOUBLE_EQ(ulp_at(-1024.0, DType::kF32), 0x1p-13);
+}
+
+}  // namespace
+}  // namespace tp
