@@ -56,7 +56,8 @@ Tensor random_input(Shape shape, const std::string& stream, double scale) {
 }
 
 // |a - b| in units of the last place of `dt` at max(|a|, |b|, floor): the floor keeps values that
-// cancelled to near zero from counting as many ulps.
+// cancelled to near zero from counting as many ulps. (compare_tensors measures against the
+// reference alone, without a floor; two compiled backends need the symmetric, floored form.)
 double ulps(double a, double b, DType dt, double floor) {
   return std::abs(a - b) / ulp_at(std::max({std::abs(a), std::abs(b), floor}), dt);
 }
