@@ -13,13 +13,17 @@ Shape nhwc(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
 
 class GroupRun {
  public:
-  GroupRun(const Plan& plan, std::byte* arena, const std::vector<Shape>& shapes, const std::map<int, BufferView>& views)
-      : plan_(plan), g_(*plan.graph), arena_(arena), shapes_(shapes), views_(views) {}
+  GroupRun(const Plan& plan, std::byte* arena, const std::vector<Shape>& shapes, const std::map<int, BufferView>& views,
+           const FaultSet* faults = nullptr)
+      : plan_(plan), g_(*plan.graph), arena_(arena), shapes_(shapes), views_(views), faults_(faults ? *faults : plan.faults) {}
+
+  // The group's values after run(): inputs as read (fp32) and every op output before rounding.
+  const std::map<int, Tensor>& values() const { return local_; }
 
   void run(const Group& grp) {
     local_.clear();
     const LayerPolicy& pol = grp.policy;
-    const FaultSet& f = plan_.faults;
+    const FaultSet& f = faults_;
     for (int o : grp.ops) {
       const Op& op = g_.ops[std::size_t(o)];
       Tensor out;
@@ -84,6 +88,7 @@ class GroupRun {
   std::byte* arena_;
   const std::vector<Shape>& shapes_;
   const std::map<int, BufferView>& views_;
+  const FaultSet faults_;
   std::map<int, Tensor> local_;
 };
 
@@ -155,6 +160,34 @@ Expected<std::vector<Tensor>> execute_group(const Plan& plan, std::byte* arena, 
   std::vector<Tensor> out;
   for (int v : grp.outputs) out.push_back(read_value(plan, arena, v, shapes[std::size_t(v)]));
   return out;
+}
+
+Expected<GroupReplay> replay_group(const Plan& plan, int index, const Shape& input_shape, const std::map<int, Tensor>& values,
+                                   const FaultSet& faults) {
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, bind_group_inputs(plan, index, input_shape, values));
+  const Group& grp = plan.groups[std::size_t(index)];
+  std::vector<std::byte> arena(std::size_t(plan.stats.arena_bytes));
+  for (int v : grp.inputs) {
+    const Buffer& b = plan.buffers.at(v);
+    stage_input(values.at(v), b.dtype, arena.data() + b.offset);
+  }
+  const std::map<int, BufferView> no_views;
+  GroupRun run(plan, arena.data(), shapes, no_views, &faults);
+  run.run(grp);
+  auto to_nchw = [&](int v) {
+    Tensor out = Tensor::uninitialized(DType::kF32, shapes[std::size_t(v)]);
+    transpose_channels(run.values().at(v).raw(), out.raw(), out.shape(), sizeof(float), false);
+    return out;
+  };
+  GroupReplay replay;
+  for (int v : grp.inputs)
+    if (run.values().count(v)) replay.inputs.emplace(v, to_nchw(v));
+  for (int o : grp.ops) {
+    const int v = plan.graph->ops[std::size_t(o)].output;
+    if (run.values().count(v)) replay.ops.emplace_back(o, to_nchw(v));
+  }
+  for (int v : grp.outputs) replay.stored.push_back(read_value(plan, arena.data(), v, shapes[std::size_t(v)]));
+  return replay;
 }
 
 Tensor read_value(const Plan& plan, const std::byte* arena, int value, const Shape& shape) {

@@ -56,6 +56,17 @@ Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>&
 Expected<std::vector<Tensor>> execute_group(const Plan& plan, std::byte* arena, int index, const Shape& input_shape,
                                             const std::map<int, Tensor>& values);
 
+// One group replayed op by op on the emulated kernels (the numerics contract, whatever backend
+// the plan was made for), on `values` as execute_group takes them, with `faults` in place of the
+// plan's: NaN provenance replays with and without them to tell an injected fault from the data.
+struct GroupReplay {
+  std::map<int, Tensor> inputs;              // value id -> NCHW f32, as the group read them (rounded to storage)
+  std::vector<std::pair<int, Tensor>> ops;   // op index -> NCHW f32 output, before any rounding
+  std::vector<Tensor> stored;                // per group output, NCHW, as stored (rounded)
+};
+Expected<GroupReplay> replay_group(const Plan& plan, int index, const Shape& input_shape, const std::map<int, Tensor>& values,
+                                   const FaultSet& faults);
+
 // A value after execute(), as an NCHW tensor in its storage dtype, and as a view for chaining.
 Tensor read_value(const Plan& plan, const std::byte* arena, int value, const Shape& shape);
 BufferView view_value(const Plan& plan, const std::byte* arena, int value, const Shape& shape);

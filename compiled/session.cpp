@@ -99,9 +99,17 @@ Expected<std::byte*> Session::arena_for(const Plan& plan) {
   return a.bytes;
 }
 
+GroupObserver Session::observer_for(const Plan& plan, const GroupObserver& observe) const {
+  if (!watcher_) return observe;
+  return [this, &plan, observe](const Group& group, const NamedTensors& checkpoints) {
+    if (observe) observe(group, checkpoints);
+    watcher_(plan, int(&group - plan.groups.data()), checkpoints);
+  };
+}
+
 Expected<NamedTensors> Session::run_plan(const Plan& plan, const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
   TP_ASSIGN_OR_RETURN(std::byte * arena, arena_for(plan));
-  TP_RETURN_IF_ERROR(backend_->execute(plan, arena, inputs, observe));
+  TP_RETURN_IF_ERROR(backend_->execute(plan, arena, inputs, observer_for(plan, observe)));
   const Shape in = inputs[0].tensor ? inputs[0].tensor->shape() : inputs[0].view.shape;
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(*plan.graph, in));
   NamedTensors out;
@@ -139,7 +147,7 @@ Expected<NamedTensors> Session::run_chained(const Graph& first, const Graph& sec
   // arena-alias they are one allocation, grown to the larger plan first).
   TP_RETURN_IF_ERROR(arena_for(*b));
   TP_ASSIGN_OR_RETURN(std::byte * arena_a, arena_for(*a));
-  TP_RETURN_IF_ERROR(backend_->execute(*a, arena_a, {PlanInput{first.inputs[0].first, &inputs[0].second, {}}}, {}));
+  TP_RETURN_IF_ERROR(backend_->execute(*a, arena_a, {PlanInput{first.inputs[0].first, &inputs[0].second, {}}}, observer_for(*a, {})));
   const BufferView view = view_value(*a, arena_a, v, mid);
   TP_ASSIGN_OR_RETURN(NamedTensors out, run_plan(*b, {PlanInput{second.inputs[0].first, nullptr, view}}, {}));
   // The first plan's outputs are read after the second ran, as a caller holding them would.

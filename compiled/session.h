@@ -3,6 +3,7 @@
 // policy, faults, device); the cache counts hits, compilations and compile time.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +22,9 @@ struct ShapePolicy {
   std::string to_string() const;
 };
 Expected<ShapePolicy> parse_shape_policy(std::string_view text);
+
+// Sees every group's stored outputs of every plan the session runs (the harness's capture).
+using PlanObserver = std::function<void(const Plan& plan, int group, const NamedTensors& checkpoints)>;
 
 struct SessionOptions {
   DTypePolicy policy;
@@ -64,6 +68,9 @@ class Session {
   Expected<std::vector<Tensor>> run_group(const Plan& plan, int index, const Shape& input_shape,
                                           const std::map<int, Tensor>& values);
 
+  // Capture for every later run (run, run_chained, pipelines and tiles): copies out only.
+  void watch(PlanObserver observer) { watcher_ = std::move(observer); }
+
   // Adds a plan made elsewhere (loaded from a file) under its key, and prepares its weights.
   void adopt(std::unique_ptr<Plan> plan);
   Status prepare_params(Plan& plan, const Weights& weights) { return compiled::prepare_params(plan, weights, store_); }
@@ -81,6 +88,7 @@ class Session {
   Shape capacity_for(const Shape& input_shape) const;
   Expected<std::byte*> arena_for(const Plan& plan);
   Expected<NamedTensors> run_plan(const Plan& plan, const std::vector<PlanInput>& inputs, const GroupObserver& observe);
+  GroupObserver observer_for(const Plan& plan, const GroupObserver& observe) const;
 
   struct Arena {
     std::byte* bytes = nullptr;  // from backend_
@@ -96,6 +104,7 @@ class Session {
   std::map<const Weights*, uint64_t> identities_;
   CacheStats stats_;
   std::vector<std::string> tiling_;
+  PlanObserver watcher_;
 };
 
 }  // namespace tp::compiled

@@ -9,8 +9,7 @@
 
 namespace tp {
 
-Status write_file_atomically(const std::string& path,
-                             const std::function<Status(std::ostream&)>& write) {
+Status write_path_atomically(const std::string& path, const std::function<Status(const std::string& tmp)>& write) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   struct RemoveOnExit {
     const std::string& file;
@@ -19,7 +18,18 @@ Status write_file_atomically(const std::string& path,
       if (!keep) std::remove(file.c_str());
     }
   } guard{tmp};
-  {
+  TP_RETURN_IF_ERROR(write(tmp));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return Error("cannot move the finished file into place at " + path + ": " +
+                 std::strerror(errno));
+  }
+  guard.keep = true;
+  return Status();
+}
+
+Status write_file_atomically(const std::string& path,
+                             const std::function<Status(std::ostream&)>& write) {
+  return write_path_atomically(path, [&](const std::string& tmp) -> Status {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
       return Error("cannot write " + path + ": " + std::strerror(errno) +
@@ -28,13 +38,8 @@ Status write_file_atomically(const std::string& path,
     TP_RETURN_IF_ERROR(write(out));
     out.flush();
     if (!out) return Error("writing " + path + " failed (disk full?): " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return Error("cannot move the finished file into place at " + path + ": " +
-                 std::strerror(errno));
-  }
-  guard.keep = true;
-  return Status();
+    return Status();
+  });
 }
 
 }  // namespace tp

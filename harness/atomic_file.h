@@ -14,4 +14,8 @@ namespace tp {
 Status write_file_atomically(const std::string& path,
                              const std::function<Status(std::ostream&)>& write);
 
+// The same for writers that take a file name (HDF5): `write` fills `tmp`, which then replaces
+// `path` in one rename.
+Status write_path_atomically(const std::string& path, const std::function<Status(const std::string& tmp)>& write);
+
 }  // namespace tp

@@ -152,4 +152,29 @@ int GraphBuilder::clamp(const std::string& name, int x, double lo, double hi) {
 
 Graph GraphBuilder::finish() { return std::move(g_); }
 
+Graph subgraph(const Graph& g, const std::vector<int>& ops) {
+  Graph sub;
+  sub.name = g.name + "[group]";
+  sub.value_names = g.value_names;
+  std::vector<bool> produced(g.value_names.size(), false), read(g.value_names.size(), false);
+  for (int o : ops) {
+    const Op& op = g.ops[std::size_t(o)];
+    for (int v : op.inputs)
+      if (!produced[std::size_t(v)] && !read[std::size_t(v)]) {
+        read[std::size_t(v)] = true;
+        sub.inputs.emplace_back(g.value_names[std::size_t(v)], v);
+      }
+    produced[std::size_t(op.output)] = true;
+    sub.ops.push_back(op);
+    sub.outputs.emplace_back(op.name, op.output);
+  }
+  for (const ParamSpec& p : g.params)
+    for (const Op& op : sub.ops)
+      if (p.key == op.weight || p.key == op.bias) {
+        sub.params.push_back(p);
+        break;
+      }
+  return sub;
+}
+
 }  // namespace tp

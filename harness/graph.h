@@ -71,6 +71,11 @@ struct Graph {
   std::vector<int> last_uses() const;
 };
 
+// The ops `ops` (indices, in order) of `g` as a graph of their own, with the same value ids:
+// its inputs are the values they read from outside (named by value name), its outputs every
+// op's output (named by op name). How one fused group is run again on the reference.
+Graph subgraph(const Graph& g, const std::vector<int>& ops);
+
 // Records ops while a model builder walks the architecture.
 class GraphBuilder {
  public:

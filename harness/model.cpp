@@ -60,9 +60,8 @@ Tensor random_param(const ParamSpec& spec, const std::vector<ParamSpec>& all, ui
   return t;
 }
 
-}  // namespace
-
-Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir) {
+// The config.json of a built-in name or a file, parsed.
+Expected<std::pair<nlohmann::json, VaeConfig>> read_config(const std::string& config_name_or_path) {
   std::string text;
   if (fs::exists(config_name_or_path) && !fs::is_directory(config_name_or_path)) {
     std::ifstream in(config_name_or_path);
@@ -74,17 +73,33 @@ Status init_model(const std::string& config_name_or_path, uint64_t seed, const s
   if (j.is_discarded()) return Error(config_name_or_path + ": not valid JSON");
   TP_ASSIGN_OR_RETURN(VaeConfig config, parse_vae_config(j, config_name_or_path));
   j["_class_name"] = config.class_name();
+  return std::make_pair(std::move(j), std::move(config));
+}
 
+}  // namespace
+
+Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed) {
+  TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));
+  Model m;
+  m.dir = config_name_or_path;
+  m.config = std::move(parsed.second);
+  const std::vector<ParamSpec> specs = model_param_specs(m.config);
+  for (const ParamSpec& s : specs) m.weights.emplace(s.key, random_param(s, specs, seed));
+  return m;
+}
+
+Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir) {
+  TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));
+  TP_ASSIGN_OR_RETURN(Model m, make_model(config_name_or_path, seed));
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return Error("cannot create " + out_dir + ": " + ec.message());
-  const std::vector<ParamSpec> specs = model_param_specs(config);
   NamedTensors tensors;
-  for (const ParamSpec& s : specs) tensors.emplace_back(s.key, random_param(s, specs, seed));
+  for (const ParamSpec& s : model_param_specs(m.config)) tensors.emplace_back(s.key, m.weights.at(s.key));
   TP_RETURN_IF_ERROR(write_safetensors((fs::path(out_dir) / "diffusion_pytorch_model.safetensors").string(),
                                        tensors, {{"format", "pt"}, {"twinpath_seed", std::to_string(seed)}}));
   return write_file_atomically((fs::path(out_dir) / "config.json").string(), [&](std::ostream& out) {
-    out << j.dump(2) << "\n";
+    out << parsed.first.dump(2) << "\n";
     return Status();
   });
 }

@@ -22,6 +22,8 @@ Expected<Model> load_model(const std::string& dir);
 // config.json path. Conv/linear weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (torch's
 // default init); GroupNorm weight ~ 1 + U(-0.1, 0.1), bias ~ U(-0.1, 0.1). Each tensor's values
 // depend only on (seed, key).
+// The same model in memory (m.dir holds the config name), without writing files.
+Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed);
 Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir);
 
 }  // namespace tp

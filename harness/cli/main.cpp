@@ -56,6 +56,23 @@ int main(int argc, char** argv) {
   exec->add_option("--input", ex.input, "input .safetensors or .npy (image in [-1,1] or latent)")->required();
   exec->add_option("--output", ex.output, "output .safetensors (or .npy for one tensor)")->required();
 
+  CLI::App* run = app.add_subcommand("run", "Run cases on the reference and compiled paths, compare, and report");
+  tp::RunCommandOptions ro;
+  run->add_option("--case", ro.cases, "a case line (repeatable), e.g. 'vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32'");
+  run->add_option("--suite", ro.suite, "a file of case lines, one per line, # comments");
+  run->add_option("--filter", ro.filter, "run only cases whose id matches this regular expression");
+  run->add_option("--model", ro.model, "run every case on this model (built-in name or diffusers folder)");
+  run->add_option("--device", ro.device, "cpu (the compiled path's emulated kernels) | cuda")->capture_default_str();
+  run->add_option("--inject", ro.inject, "faults added to every case, comma-separated (see `exec --help`)");
+  run->add_option("--shard", ro.shard, "K/N: run every N-th case from the K-th (0 <= K < N); default from GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
+  run->add_option("--report", ro.report, "write the HDF5 report here (atomically)");
+  run->add_option("--junit", ro.junit, "write JUnit XML here (atomically)");
+  run->add_option("--baseline", ro.baseline, "an earlier report: flag error growth and new non-finite values against it");
+  run->add_option("--growth", ro.growth, "with --baseline: the error growth ratio flagged")->capture_default_str();
+  run->add_option("--dump", ro.dump, "none | failing | all: store checkpoint tensors in the report")->capture_default_str();
+  run->add_flag("--search", ro.search, "for failing cases, search the smallest --keep-fp32 list that passes");
+  run->add_flag("--json", ro.json, "print one JSON object on stdout (progress goes to stderr)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -65,6 +82,12 @@ int main(int argc, char** argv) {
   try {
     if (init->parsed()) return report(tp::model_init_command(config, seed, out_dir));
     if (exec->parsed()) return report(tp::exec_command(ex));
+    if (run->parsed()) {
+      std::string line = "twinpath";
+      for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
+      auto code = tp::run_command(ro, line);
+      return code.ok() ? *code : report(code.error());
+    }
   } catch (const tp::InternalError& e) {
     std::cerr << "twinpath: internal error (a bug; please report it): " << e.what() << "\n";
     return 3;

@@ -1,0 +1,166 @@
+#include "cases/case.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "harness/dtype.h"
+#include "harness/rng.h"
+#include "harness/vae_config.h"
+
+namespace tp {
+namespace {
+
+struct Token {
+  std::string_view text;
+  std::size_t column;  // 1-based
+};
+
+std::vector<Token> split(std::string_view line) {
+  std::vector<Token> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) out.push_back({line.substr(start, i - start), start + 1});
+  }
+  return out;
+}
+
+std::vector<std::string> split_plus(std::string_view v) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= v.size()) {
+    const std::size_t end = std::min(v.find('+', start), v.size());
+    if (end > start) out.emplace_back(v.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string join_plus(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : "+") + p;
+  return out;
+}
+
+bool parse_int(std::string_view s, int64_t& out) {
+  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  out = std::strtoll(std::string(s).c_str(), nullptr, 10);
+  return true;
+}
+
+bool parse_double(std::string_view s, double& out) {
+  const std::string str(s);
+  char* end = nullptr;
+  out = std::strtod(str.c_str(), &end);
+  return !str.empty() && end == str.c_str() + str.size();
+}
+
+std::string format_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+}  // namespace
+
+bool Case::model_is_builtin() const {
+  const auto& names = builtin_config_names();
+  return std::find(names.begin(), names.end(), model) != names.end();
+}
+
+std::string Case::policy_text() const {
+  std::string p = "w=" + weight + ",a=" + activation + ",acc=" + accumulation;
+  if (!scale.empty()) p += ",scale=" + scale;
+  if (!saturation.empty()) p += ",sat=" + saturation;
+  return p;
+}
+
+std::string Case::id() const {
+  std::string s = pipeline + " model=" + model + " res=" + std::to_string(height) + "x" + std::to_string(width) +
+                  " w=" + weight + " a=" + activation + " acc=" + accumulation;
+  if (!scale.empty()) s += " scale=" + scale;
+  if (!saturation.empty()) s += " sat=" + saturation;
+  if (!keep_fp32.empty()) s += " keep=" + join_plus(keep_fp32);
+  if (tiling) s += " tiling=on";
+  if (tile_min || tile_stride) s += " tile=" + std::to_string(tile_min) + ":" + std::to_string(tile_stride);
+  if (input != "normal") s += " input=" + input;
+  if (!boost_layer.empty()) s += " boost=" + boost_layer + "*" + format_double(boost_factor);
+  if (!inject.empty()) s += " inject=" + join_plus(inject);
+  if (reference != "f32") s += " ref=" + reference;
+  return s;
+}
+
+uint64_t Case::seed() const { return hash_name(id()); }
+
+std::string repro_command(const Case& c) { return "twinpath run --case '" + c.id() + "'"; }
+
+Expected<Case> parse_case(std::string_view line) {
+  const std::vector<Token> tokens = split(line);
+  if (tokens.empty()) return Error("empty case line; a case starts with its pipeline (vae.encode, vae.decode, vae.roundtrip)");
+  Case c;
+  auto bad = [&](const Token& t, const std::string& what) {
+    return Error("column " + std::to_string(t.column) + ": '" + std::string(t.text) + "': " + what);
+  };
+  const Token& first = tokens[0];
+  if (first.text != "vae.encode" && first.text != "vae.decode" && first.text != "vae.roundtrip")
+    return bad(first, "a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
+  c.pipeline = std::string(first.text);
+  for (std::size_t i = 1; i < tokens.size(); ++i) {
+    const Token& t = tokens[i];
+    const std::size_t eq = t.text.find('=');
+    if (eq == std::string_view::npos || eq == 0) return bad(t, "expected key=value");
+    const std::string_view key = t.text.substr(0, eq), v = t.text.substr(eq + 1);
+    if (v.empty()) return bad(t, "the value is empty");
+    if (key == "model") {
+      c.model = std::string(v);
+    } else if (key == "res") {
+      const std::size_t x = v.find('x');
+      if (x == std::string_view::npos || !parse_int(v.substr(0, x), c.height) || !parse_int(v.substr(x + 1), c.width) ||
+          c.height <= 0 || c.width <= 0)
+        return bad(t, "expected res=HEIGHTxWIDTH in pixels, e.g. res=64x64");
+    } else if (key == "w" || key == "a" || key == "acc" || key == "ref") {
+      auto dt = parse_dtype(v);
+      if (!dt.ok()) return bad(t, dt.error().message());
+      (key == "w" ? c.weight : key == "a" ? c.activation : key == "acc" ? c.accumulation : c.reference) = std::string(v);
+      if (key == "ref" && v != "f32" && v != "f64") return bad(t, "the reference runs in f32 or f64");
+    } else if (key == "scale") {
+      if (v != "channel" && v != "tensor") return bad(t, "expected scale=channel or scale=tensor");
+      c.scale = std::string(v);
+    } else if (key == "sat") {
+      if (v != "satfinite" && v != "nonsat") return bad(t, "expected sat=satfinite or sat=nonsat");
+      c.saturation = std::string(v);
+    } else if (key == "keep") {
+      c.keep_fp32 = split_plus(v);
+    } else if (key == "tiling") {
+      if (v != "on" && v != "off") return bad(t, "expected tiling=on or tiling=off");
+      c.tiling = v == "on";
+    } else if (key == "tile") {
+      const std::size_t colon = v.find(':');
+      if (colon == std::string_view::npos || !parse_int(v.substr(0, colon), c.tile_min) ||
+          !parse_int(v.substr(colon + 1), c.tile_stride))
+        return bad(t, "expected tile=MIN:STRIDE in pixels, e.g. tile=64:48");
+    } else if (key == "input") {
+      c.input = std::string(v);
+      double sigma = 0;
+      if (v.rfind("normal*", 0) == 0 && (!parse_double(v.substr(7), sigma) || !(sigma > 0)))
+        return bad(t, "expected input=normal*SIGMA with a positive SIGMA");
+    } else if (key == "boost") {
+      const std::size_t star = v.rfind('*');
+      if (star == std::string_view::npos || star == 0 || !parse_double(v.substr(star + 1), c.boost_factor))
+        return bad(t, "expected boost=LAYER*FACTOR, e.g. boost=decoder.up_blocks.0.resnets.0.conv1*1000");
+      c.boost_layer = std::string(v.substr(0, star));
+    } else if (key == "inject") {
+      c.inject = split_plus(v);
+    } else {
+      return bad(t, "unknown option; a case takes model, res, w, a, acc, scale, sat, keep, tiling, tile, input, boost, "
+                    "inject and ref");
+    }
+  }
+  if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
+  return c;
+}
+
+}  // namespace tp

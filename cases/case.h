@@ -1,0 +1,51 @@
+// A case: one pipeline x model x input x resolution x dtype policy x configuration. Its
+// canonical one-line text is its id, its repro (`twinpath run --case 'LINE'`) and the source of
+// its seed. A line is whitespace-separated: the pipeline first, then key=value options.
+//   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
+//     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
+//     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [inject=FAULT+FAULT] [ref=f64]
+// `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
+// are res / the model's downscale. `model` is a built-in config name (weights seeded from the
+// name, so every case on it shares one model) or a diffusers model folder. `boost` multiplies
+// one layer's weights (and bias) by FACTOR: the SDXL-VAE f16 overflow, or 0 for a constant output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "harness/status.h"
+
+namespace tp {
+
+struct Case {
+  std::string pipeline = "vae.decode";
+  std::string model = "tiny-kl";
+  int64_t height = 64, width = 64;
+  std::string weight = "f16", activation = "f16", accumulation = "f32";
+  std::string scale, saturation;        // empty: the policy's default
+  std::vector<std::string> keep_fp32;   // module globs
+  bool tiling = false;
+  int64_t tile_min = 0, tile_stride = 0;  // 0: the model config's
+  std::string input = "normal";
+  std::string boost_layer;
+  double boost_factor = 1;
+  std::vector<std::string> inject;      // fault names
+  std::string reference = "f32";        // f32 | f64
+
+  // The canonical line (options in a fixed order, defaults left out): the case id.
+  std::string id() const;
+  uint64_t seed() const;                // from the id only
+  // `w=..,a=..,acc=..[,scale=..][,sat=..]`, the compiled path's policy syntax.
+  std::string policy_text() const;
+  bool model_is_builtin() const;
+};
+
+// Parses one case line; errors name the token (by its column) and what was expected.
+Expected<Case> parse_case(std::string_view line);
+
+// The one-line repro of a case.
+std::string repro_command(const Case& c);
+
+}  // namespace tp

@@ -1,0 +1,139 @@
+// `twinpath run`: cases on both paths, verdicts, the terminal summary, and the reports.
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <regex>
+
+#include "harness/cli/commands.h"
+#include "harness/run/case_runner.h"
+#include "reports/h5_report.h"
+#include "reports/json_report.h"
+#include "reports/report_tools.h"
+
+namespace tp {
+namespace {
+
+// Case lines of a suite file: one per line, `#` starts a comment.
+Expected<std::vector<std::string>> suite_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error(path + ": cannot read the suite file; pass an existing file of case lines");
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
+  }
+  return lines;
+}
+
+Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
+  std::vector<std::string> lines = o.cases;
+  if (!o.suite.empty()) {
+    TP_ASSIGN_OR_RETURN(std::vector<std::string> s, suite_lines(o.suite));
+    lines.insert(lines.end(), s.begin(), s.end());
+  }
+  if (lines.empty()) return Error("no cases to run; give --case 'LINE' or --suite FILE");
+  std::regex filter;
+  try {
+    filter = std::regex(o.filter.empty() ? ".*" : o.filter);
+  } catch (const std::regex_error& e) {
+    return Error("--filter '" + o.filter + "' is not a valid regular expression: " + e.what());
+  }
+  std::vector<Case> cases;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    auto c = parse_case(lines[i]);
+    if (!c.ok())
+      return Error((i < o.cases.size() ? "--case '" + lines[i] + "'" : o.suite + ": case " + std::to_string(i + 1 - o.cases.size())) +
+                   ": " + c.error().message());
+    if (!o.model.empty()) c->model = o.model;
+    if (!o.inject.empty())
+      for (std::size_t start = 0; start <= o.inject.size();) {
+        const std::size_t end = std::min(o.inject.find(',', start), o.inject.size());
+        if (end > start) c->inject.push_back(o.inject.substr(start, end - start));
+        start = end + 1;
+      }
+    if (std::regex_search(c->id(), filter)) cases.push_back(std::move(c).value());
+  }
+  if (cases.empty()) return Error("--filter '" + o.filter + "' matches none of the " + std::to_string(lines.size()) + " cases");
+  return cases;
+}
+
+}  // namespace
+
+Expected<Shard> parse_shard(const std::string& flag) {
+  Shard s;
+  std::string text = flag;
+  const char* total = std::getenv("GTEST_TOTAL_SHARDS");
+  const char* index = std::getenv("GTEST_SHARD_INDEX");
+  if (text.empty() && total && index) text = std::string(index) + "/" + total;
+  if (text.empty()) return s;
+  const std::size_t slash = text.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("no slash");
+    std::size_t used = 0;
+    s.index = std::stoi(text.substr(0, slash), &used);
+    if (used != slash) throw std::invalid_argument("index");
+    s.total = std::stoi(text.substr(slash + 1), &used);
+    if (used != text.size() - slash - 1) throw std::invalid_argument("total");
+  } catch (const std::exception&) {
+    return Error("shard '" + text + "' is not K/N; use --shard K/N with 0 <= K < N (as GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS)");
+  }
+  if (s.total < 1 || s.index < 0 || s.index >= s.total)
+    return Error("shard " + text + " is out of range; K counts from 0 and must be below N");
+  return s;
+}
+
+Expected<int> run_command(const RunCommandOptions& o, const std::string& command_line) {
+  if (o.device != "cpu" && o.device != "cuda") return Error("--device " + o.device + " is unknown; use cpu or cuda");
+  DumpPolicy dump = DumpPolicy::kNone;
+  if (o.dump == "failing") dump = DumpPolicy::kFailing;
+  else if (o.dump == "all") dump = DumpPolicy::kAll;
+  else if (o.dump != "none") return Error("--dump " + o.dump + " is unknown; use none, failing or all");
+  TP_ASSIGN_OR_RETURN(Shard shard, parse_shard(o.shard));
+  TP_ASSIGN_OR_RETURN(std::vector<Case> cases, selected_cases(o));
+  // Read the baseline first: a wrong path should not cost a whole run.
+  RunReport baseline;
+  if (!o.baseline.empty()) {
+    TP_ASSIGN_OR_RETURN(baseline, read_h5_report(o.baseline));
+  }
+
+  RunReport report;
+  report.tool_version = TWINPATH_VERSION_STRING;
+  report.git_commit = TWINPATH_GIT_COMMIT_STRING;
+  report.command_line = command_line;
+  report.host = host_name();
+  report.device = o.device == "cuda" ? "cuda" : "cpu-emulated";
+  report.utc_time = utc_now();
+  if (shard.total > 1) report.shard = std::to_string(shard.index) + "/" + std::to_string(shard.total);
+
+  std::ostream& progress = o.json ? std::cerr : std::cout;
+  RunOptions options;
+  options.device = o.device;
+  options.dump = dump;
+  options.search = o.search;
+  ModelCache models;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (int(i % std::size_t(shard.total)) != shard.index) continue;
+    CaseResult r = run_case(cases[i], options, models);
+    r.ordinal = int64_t(i);
+    progress << case_lines(r) << std::flush;
+    report.cases.push_back(std::move(r));
+  }
+  if (!o.report.empty()) TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
+  if (!o.junit.empty()) TP_RETURN_IF_ERROR(write_junit(o.junit, report));
+  bool regressed = false;
+  if (!o.baseline.empty()) {
+    const auto findings = diff_reports(baseline, report, DiffOptions{o.growth});
+    for (const DiffFinding& f : findings)
+      progress << "GREW        " << f.case_id << (f.checkpoint.empty() ? "" : " @ " + f.checkpoint) << "\n    " << f.what << "\n";
+    progress << findings.size() << " regressions against " << o.baseline << "\n";
+    regressed = !findings.empty();
+  }
+  if (!o.report.empty()) progress << "report: " << o.report << "\n";
+  if (!o.junit.empty()) progress << "junit: " << o.junit << "\n";
+  if (o.json) std::cout << run_json(report).dump(2) << "\n";
+  progress << outcome_counts(report.cases) << "\n";
+  return any_failure(report.cases) || regressed ? 1 : 0;
+}
+
+}  // namespace tp

@@ -1,0 +1,218 @@
+#include "harness/run/case_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "compiled/backend.h"
+#include "compiled/compiled_pipeline.h"
+#include "harness/rng.h"
+#include "harness/run/runs.h"
+#include "harness/tensor_io.h"
+#include "harness/vae_graphs.h"
+
+namespace tp {
+namespace {
+
+// A model is seeded from its name: every case on `tiny-kl` shares its weights.
+uint64_t model_seed(const std::string& name) { return hash_name("model:" + name); }
+
+// Seeded inputs: decode latents ~ N(0, sigma^2); encode images ~ U(-1, 1) * sigma (already in
+// the image processor's [-1, 1]).
+Tensor generated_input(const Case& c, const VaeConfig& config, Pipeline p, double sigma) {
+  const bool latents = p == Pipeline::kDecode;
+  const int64_t ds = latents ? config.downscale() : 1;
+  const Shape shape{1, latents ? config.latent_channels() : config.image_channels(), c.height / ds, c.width / ds};
+  Tensor t(DType::kF32, shape);
+  Rng rng(c.seed(), "input");
+  float* d = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (latents) {
+      const double u1 = 1 - rng.uniform(), u2 = rng.uniform();  // Box-Muller, u1 in (0, 1]
+      d[i] = float(sigma * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+    } else {
+      d[i] = float(sigma * rng.uniform(-1, 1));
+    }
+  }
+  return t;
+}
+
+Expected<Tensor> case_input(const Case& c, const Model& m, Pipeline p) {
+  const int64_t ds = m.config.downscale();
+  if (c.input == "normal" || c.input.rfind("normal*", 0) == 0) {
+    if (p == Pipeline::kDecode && (c.height % ds || c.width % ds))
+      return Error("res=" + std::to_string(c.height) + "x" + std::to_string(c.width) + " is not a multiple of the model's " +
+                   std::to_string(ds) + "x downscale, so it has no latent size; use a multiple of " + std::to_string(ds));
+    const double sigma = c.input == "normal" ? 1.0 : std::stod(c.input.substr(7));
+    return generated_input(c, m.config, p, sigma);
+  }
+  TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(c.input));
+  TP_ASSIGN_OR_RETURN(Tensor t, select_pipeline_input(p, file, c.input));
+  const int64_t scale = p == Pipeline::kDecode ? ds : 1;
+  if (t.rank() != 4 || t.dim(2) * scale != c.height || t.dim(3) * scale != c.width)
+    return Error(c.input + " holds " + shape_string(t.shape()) + ", not res=" + std::to_string(c.height) + "x" +
+                 std::to_string(c.width) + "; give the case the input's resolution");
+  return t.to(DType::kF32);
+}
+
+Expected<Model> boosted(const Model& m, const Case& c) {
+  Model out = m;
+  bool found = false;
+  for (const char* suffix : {".weight", ".bias"}) {
+    auto it = out.weights.find(c.boost_layer + suffix);
+    if (it == out.weights.end()) continue;
+    found = true;
+    Tensor f = it->second.to(DType::kF32);
+    for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = float(f.data<float>()[i] * c.boost_factor);
+    it->second = f.to(it->second.dtype());
+  }
+  if (!found)
+    return Error("boost=" + c.boost_layer + ": the model has no layer of that name with weights; name it by its diffusers "
+                 "path, e.g. decoder.up_blocks.0.resnets.0.conv1");
+  return out;
+}
+
+struct Refusal {
+  Outcome outcome;
+  std::string reason;
+};
+
+// The case made concrete; a refusal says which outcome it is (ERROR, UNSUPPORTED, SKIPPED).
+Expected<PreparedCase> prepare(const Case& c, const RunOptions& o, ModelCache& models, Refusal& refusal) {
+  PreparedCase p;
+  p.c = c;
+  p.device = o.device;
+  refusal = {Outcome::kError, ""};
+  TP_ASSIGN_OR_RETURN(p.pipeline, parse_pipeline(c.pipeline));
+  TP_ASSIGN_OR_RETURN(p.model, models.get(c.model));
+  if (!c.boost_layer.empty()) {
+    TP_ASSIGN_OR_RETURN(Model m, boosted(*p.model, c));
+    p.model = std::make_shared<const Model>(std::move(m));
+  }
+  TP_ASSIGN_OR_RETURN(p.input, case_input(c, *p.model, p.pipeline));
+  p.reference = c.reference == "f64" ? DType::kF64 : DType::kF32;
+  p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};
+  std::string faults;
+  for (const std::string& f : c.inject) faults += (faults.empty() ? "" : ",") + f;
+  TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(faults));
+  p.session.policy.keep_fp32 = c.keep_fp32;
+  refusal.outcome = Outcome::kUnsupported;
+  TP_ASSIGN_OR_RETURN(p.session.policy.base, compiled::parse_layer_policy(c.policy_text()));
+  for (const Graph& g : {build_encoder_graph(p.model->config), build_decoder_graph(p.model->config)})
+    for (const Op& op : g.ops)
+      if (op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear)
+        TP_RETURN_IF_ERROR(compiled::check_supported(op.name, p.session.policy.for_layer(op.name)));
+  if (o.device == "cuda") {
+    refusal.outcome = Outcome::kSkipped;
+    TP_ASSIGN_OR_RETURN(auto backend, compiled::make_cuda_backend());
+  }
+  refusal.outcome = Outcome::kError;
+  return p;
+}
+
+void dump(CaseResult& r, const std::string& name, const Tensor& got, const Tensor& want) {
+  r.dumps.emplace_back(name + "/compiled", got.to(DType::kF32));
+  r.dumps.emplace_back(name + "/reference", want.to(DType::kF32));
+}
+
+void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref, const CompiledRun& run) {
+  if (o.dump == DumpPolicy::kNone || (o.dump == DumpPolicy::kFailing && r.outcome == Outcome::kPassed)) return;
+  std::map<std::string, bool> failing;
+  for (const CheckpointRecord& c : r.checkpoints) failing[c.name] = !c.passed;
+  for (const GroupCapture& g : run.groups) {
+    const compiled::Group& grp = g.plan->groups[std::size_t(g.group)];
+    for (std::size_t i = 0; i < grp.outputs.size(); ++i)
+      if (o.dump == DumpPolicy::kAll || failing[grp.checkpoints[i]])
+        dump(r, grp.checkpoints[i], g.stored[i].second, ref.values.at(g.plan->graph->name).at(grp.outputs[i]));
+  }
+  for (const auto& [name, got] : run.outputs)
+    if (const Tensor* want = find_tensor(ref.outputs, name)) dump(r, "output:" + name, got, *want);
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_or_dir) {
+  auto it = models_.find(name_or_dir);
+  if (it != models_.end()) return it->second;
+  const auto& names = builtin_config_names();
+  Expected<Model> m = std::find(names.begin(), names.end(), name_or_dir) != names.end()
+                          ? make_model(name_or_dir, model_seed(name_or_dir))
+                          : load_model(name_or_dir);
+  if (!m.ok()) return m.error();
+  auto shared = std::make_shared<const Model>(std::move(m).value());
+  models_[name_or_dir] = shared;
+  return shared;
+}
+
+CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
+  CaseResult r;
+  r.id = c.id();
+  r.seed = c.seed();
+  r.repro = repro_command(c);
+  r.device = o.device == "cuda" ? "cuda" : "cpu-emulated";
+  auto finish = [&](Outcome outcome, std::string reason) {
+    r.outcome = outcome;
+    r.reason = std::move(reason);
+    return r;
+  };
+  Refusal refusal;
+  auto prepared = prepare(c, o, models, refusal);
+  if (!prepared.ok()) return finish(refusal.outcome, prepared.error().message());
+  const PreparedCase& p = *prepared;
+
+  auto run = run_compiled(p, p.session.policy, true);
+  if (!run.ok()) return finish(Outcome::kError, "compiled path: " + run.error().message());
+  r.compiled_seconds = run->seconds;
+  r.plan_stats = compiled::describe_session(*run->session);
+  auto ref = run_reference(p, checkpoint_values(*run->session));
+  if (!ref.ok()) return finish(Outcome::kError, "reference path: " + ref.error().message());
+  r.reference_seconds = ref->seconds;
+
+  Evaluation e = evaluate(p, *ref, *run, o.local_error && !p.tiling.enabled);
+  r.checkpoints = e.checkpoints;
+  if (e.non_finite) r.provenance = locate_non_finite(p, *ref, *run);
+  if (e.failed) {
+    r.outcome = Outcome::kFailed;
+    r.reason = e.reason;
+    if (r.provenance.found) r.reason = "first non-finite value: " + r.provenance.detail;
+    if (o.search) {
+      const SearchResult s = search_keep_fp32(p, *ref, *run, e, r.provenance);
+      r.searched = true;
+      r.keep_fp32 = s.keep_fp32;
+      r.search_note = s.note;
+      r.search_runs = s.runs;
+    }
+  } else if (e.mistrusted) {
+    r.outcome = Outcome::kMistrusted;
+    r.reason = e.mistrust_reason;
+  } else {
+    r.outcome = Outcome::kPassed;
+    r.reason = "every checkpoint within tolerance";
+  }
+  add_dumps(r, o, *ref, *run);
+  return r;
+}
+
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::kPassed: return "PASSED";
+    case Outcome::kFailed: return "FAILED";
+    case Outcome::kMistrusted: return "MISTRUSTED";
+    case Outcome::kSkipped: return "SKIPPED";
+    case Outcome::kUnsupported: return "UNSUPPORTED";
+    case Outcome::kError: return "ERROR";
+  }
+  return "?";
+}
+
+bool parse_outcome(const std::string& name, Outcome& out) {
+  for (Outcome o : {Outcome::kPassed, Outcome::kFailed, Outcome::kMistrusted, Outcome::kSkipped, Outcome::kUnsupported,
+                    Outcome::kError})
+    if (name == outcome_name(o)) {
+      out = o;
+      return true;
+    }
+  return false;
+}
+
+}  // namespace tp

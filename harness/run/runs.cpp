@@ -1,0 +1,111 @@
+#include "harness/run/runs.h"
+
+#include <chrono>
+#include <set>
+
+#include "compiled/compiled_pipeline.h"
+#include "reference/executor.h"
+
+namespace tp {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Expected<ReferenceRun> run_reference(const PreparedCase& p, const std::map<std::string, std::vector<int>>& wanted) {
+  ReferenceRun r;
+  const GraphRunner runner = [&](const Graph& g, const Weights& w, const NamedTensors& in) -> Expected<NamedTensors> {
+    auto it = wanted.find(g.name);
+    if (it == wanted.end() || p.tiling.enabled) return ref::run_graph(g, w, in, p.reference);
+    const std::set<int> want(it->second.begin(), it->second.end());
+    std::map<int, Tensor>& store = r.values[g.name];
+    for (const auto& [name, id] : g.inputs)
+      if (const Tensor* t = find_tensor(in, name)) store[id] = t->to(p.reference);
+    return ref::run_graph(g, w, in, p.reference, [&](const Op& op, const Tensor& value) {
+      if (want.count(op.output)) store[op.output] = value;  // a copy: the run goes on unchanged
+    });
+  };
+  const auto start = std::chrono::steady_clock::now();
+  TP_ASSIGN_OR_RETURN(r.outputs, run_tiled_pipeline(*p.model, p.pipeline, p.input, runner, p.tiling));
+  r.seconds = seconds_since(start);
+  return r;
+}
+
+Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy, bool capture) {
+  compiled::SessionOptions options = p.session;
+  options.policy = policy;
+  std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
+  if (p.device == "cuda") {
+    TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
+  }
+  CompiledRun run;
+  run.session = std::make_unique<compiled::Session>(options, std::move(backend));
+  auto captured = std::make_shared<std::vector<GroupCapture>>();
+  if (capture && !p.tiling.enabled)
+    run.session->watch([captured](const compiled::Plan& plan, int group, const NamedTensors& stored) {
+      captured->push_back(GroupCapture{&plan, group, stored});
+    });
+  const auto start = std::chrono::steady_clock::now();
+  auto outputs = compiled::run_compiled_pipeline(*run.session, *p.model, p.pipeline, p.input, p.tiling);
+  run.seconds = seconds_since(start);
+  run.session->watch({});
+  if (!outputs.ok()) return outputs.error();
+  run.outputs = std::move(outputs).value();
+  run.groups = std::move(*captured);
+  return run;
+}
+
+std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session) {
+  std::map<std::string, std::vector<int>> out;
+  for (const compiled::Plan* plan : session.plans()) {
+    std::vector<int>& v = out[plan->graph->name];
+    for (const compiled::Group& g : plan->groups) {
+      v.insert(v.end(), g.inputs.begin(), g.inputs.end());
+      v.insert(v.end(), g.outputs.begin(), g.outputs.end());
+    }
+  }
+  return out;
+}
+
+std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const CompiledRun& run, const GroupCapture& g) {
+  // The latest stored value of `v` in `plan` before group `before`.
+  auto stored = [&](const compiled::Plan* plan, int v, const GroupCapture* before) -> const Tensor* {
+    const Tensor* found = nullptr;
+    for (const GroupCapture& c : run.groups) {
+      if (&c == before) break;
+      if (c.plan != plan) continue;
+      const compiled::Group& grp = plan->groups[std::size_t(c.group)];
+      for (std::size_t i = 0; i < grp.outputs.size(); ++i)
+        if (grp.outputs[i] == v) found = &c.stored[i].second;
+    }
+    return found;
+  };
+  std::map<int, Tensor> values;
+  const compiled::Plan& plan = *g.plan;
+  for (int v : plan.groups[std::size_t(g.group)].inputs) {
+    if (const Tensor* t = stored(&plan, v, &g)) {
+      values[v] = *t;
+      continue;
+    }
+    // The graph's input: the pipeline input, or in a roundtrip the decoder's latents, which the
+    // encoder plan stored.
+    const Tensor* handoff = nullptr;
+    if (p.pipeline == Pipeline::kRoundtrip && plan.graph->name == "vae.decoder")
+      for (const GroupCapture& c : run.groups)
+        if (c.plan->graph->name == "vae.encoder")
+          for (const auto& [name, id] : c.plan->graph->outputs)
+            if (name == "mean" || name == "latents")
+              if (const Tensor* t = stored(c.plan, id, nullptr)) handoff = t;
+    values[v] = handoff ? *handoff : p.input;
+  }
+  return values;
+}
+
+Shape plan_input_shape(const ReferenceRun& ref, const compiled::Plan& plan) {
+  return ref.values.at(plan.graph->name).at(plan.graph->inputs[0].second).shape();
+}
+
+}  // namespace tp

@@ -1,0 +1,91 @@
+// The pieces run_case is made of, shared by evaluation, NaN provenance and precision search:
+// a case made concrete (model, input, session options), one reference run and one compiled
+// run, each with its captured checkpoints.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cases/case.h"
+#include "compiled/session.h"
+#include "harness/model.h"
+#include "harness/pipeline.h"
+#include "harness/run/result.h"
+#include "harness/tiling.h"
+
+namespace tp {
+
+struct PreparedCase {
+  Case c;
+  std::shared_ptr<const Model> model;  // boosted when the case says so
+  Pipeline pipeline = Pipeline::kDecode;
+  Tensor input;                        // NCHW f32
+  TilingOptions tiling;
+  DType reference = DType::kF32;
+  compiled::SessionOptions session;
+  std::string device = "cpu";
+};
+
+struct ReferenceRun {
+  NamedTensors outputs;
+  // Per graph name: its input and every op output a compiled group reads or stores, by value id
+  // (not captured for tiled runs, whose graphs run once per tile).
+  std::map<std::string, std::map<int, Tensor>> values;
+  double seconds = 0;
+};
+
+struct GroupCapture {
+  const compiled::Plan* plan = nullptr;
+  int group = 0;
+  NamedTensors stored;  // per group output, NCHW in storage dtype
+};
+
+struct CompiledRun {
+  std::unique_ptr<compiled::Session> session;
+  NamedTensors outputs;
+  std::vector<GroupCapture> groups;  // execution order (empty for tiled runs)
+  double seconds = 0;
+};
+
+// Runs the reference, capturing the values `wanted` names per graph (empty: outputs only).
+Expected<ReferenceRun> run_reference(const PreparedCase& p, const std::map<std::string, std::vector<int>>& wanted);
+// Runs the compiled path under `policy` (the case's, or the precision search's variant).
+Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy, bool capture);
+// The values each graph's plans read or store: what the reference must capture.
+std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session);
+
+// A compiled group's input values in the compiled run, as it read them (NCHW, storage dtype):
+// earlier groups' stored outputs, or the pipeline input.
+std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const CompiledRun& run, const GroupCapture& g);
+// The input shape a plan's graph ran at.
+Shape plan_input_shape(const ReferenceRun& ref, const compiled::Plan& plan);
+
+struct Evaluation {
+  std::vector<CheckpointRecord> checkpoints;  // groups in execution order, then pipeline outputs
+  bool failed = false;
+  std::string reason;        // the first failed check
+  bool non_finite = false;   // a non-finite value where the reference is finite
+  bool mistrusted = false;
+  std::string mistrust_reason;
+};
+
+// Compares every captured checkpoint (with local error when `local`) and the outputs, against
+// the tolerance table.
+Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local);
+
+// The first group that made a non-finite value from finite inputs, replayed op by op.
+Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run);
+
+struct SearchResult {
+  bool found = false;
+  std::vector<std::string> keep_fp32;
+  std::string note;
+  int runs = 0;
+};
+// The smallest set of layers (module names) to keep in fp32 so the case passes.
+SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& failing,
+                              const Evaluation& failed, const Provenance& origin);
+
+}  // namespace tp

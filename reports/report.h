@@ -1,0 +1,38 @@
+// One run's report in memory: what the HDF5 file holds (docs/report-schema.md), and what
+// JUnit, the terminal summary, `report diff` and `report merge` are made from.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/run/result.h"
+
+namespace tp {
+
+constexpr int kReportSchemaVersion = 1;
+
+struct RunReport {
+  int schema_version = kReportSchemaVersion;
+  std::string tool_version, git_commit, command_line, host, device, utc_time;
+  std::string shard;  // "K/N" for a shard's report, "" for a whole run (or a merge)
+  std::vector<CaseResult> cases;
+};
+
+// Host name, UTC time (ISO 8601) for a new report.
+std::string host_name();
+std::string utc_now();
+
+// Counts per outcome: "12 passed, 1 failed, 1 mistrusted, 2 unsupported" -- always leading with
+// passed and failed, so every summary ends with `N passed, N failed` when nothing else happened.
+std::string outcome_counts(const std::vector<CaseResult>& cases);
+// The terminal lines for one case: its outcome and id, and for a non-passing case the reason,
+// the NaN origin, the suggested --keep-fp32 list and the repro.
+std::string case_lines(const CaseResult& r);
+// Whether a run with these cases exits 1 (a case failed, errored, or found a NaN).
+bool any_failure(const std::vector<CaseResult>& cases);
+
+// JUnit XML (one testsuite, a testcase per case; FAILED -> failure, ERROR -> error,
+// SKIPPED/UNSUPPORTED -> skipped), written atomically.
+Status write_junit(const std::string& path, const RunReport& report);
+
+}  // namespace tp

@@ -1,0 +1,130 @@
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <map>
+
+#include "harness/atomic_file.h"
+#include "reports/report.h"
+
+namespace tp {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string outcome_counts(const std::vector<CaseResult>& cases) {
+  std::map<Outcome, int> n;
+  for (const CaseResult& c : cases) ++n[c.outcome];
+  std::string s;
+  for (Outcome o : {Outcome::kMistrusted, Outcome::kSkipped, Outcome::kUnsupported, Outcome::kError})
+    if (n[o]) {
+      std::string name = outcome_name(o);
+      for (char& ch : name) ch = char(std::tolower(ch));
+      s += std::to_string(n[o]) + " " + name + ", ";
+    }
+  return s + std::to_string(n[Outcome::kPassed]) + " passed, " + std::to_string(n[Outcome::kFailed]) + " failed";
+}
+
+bool any_failure(const std::vector<CaseResult>& cases) {
+  for (const CaseResult& c : cases)
+    if (c.outcome == Outcome::kFailed || c.outcome == Outcome::kError) return true;
+  return false;
+}
+
+std::string case_lines(const CaseResult& r) {
+  char head[64];
+  std::snprintf(head, sizeof head, "%-11s ", outcome_name(r.outcome));
+  std::string s = head + r.id;
+  if (r.outcome == Outcome::kPassed) {
+    char t[64];
+    std::snprintf(t, sizeof t, "  (%.2f s ref, %.2f s compiled)", r.reference_seconds, r.compiled_seconds);
+    return s + t + "\n";
+  }
+  s += "\n    " + r.reason + "\n";
+  if (r.provenance.found && r.outcome == Outcome::kFailed) {
+    const Provenance& p = r.provenance;
+    std::string idx;
+    for (int64_t i : p.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
+    s += "    origin: " + p.layer + " (" + p.op + "), cause " + p.cause + ", element [" + idx + "]\n";
+  }
+  if (r.searched) {
+    std::string keep;
+    for (const std::string& k : r.keep_fp32) keep += (keep.empty() ? "" : ",") + k;
+    s += r.keep_fp32.empty() ? "    precision search: " + r.search_note + "\n"
+                             : "    passes with: --keep-fp32 '" + keep + "' (" + r.search_note + ")\n";
+  }
+  return s + "    repro: " + r.repro + "\n";
+}
+
+namespace {
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += ' ';
+        else out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status write_junit(const std::string& path, const RunReport& report) {
+  std::map<Outcome, int> n;
+  double total = 0;
+  for (const CaseResult& c : report.cases) {
+    ++n[c.outcome];
+    total += c.reference_seconds + c.compiled_seconds;
+  }
+  return write_file_atomically(path, [&](std::ostream& out) {
+    char buf[256];
+    out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+    std::snprintf(buf, sizeof buf, "<testsuites tests=\"%zu\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\">\n",
+                  report.cases.size(), n[Outcome::kFailed], n[Outcome::kError],
+                  n[Outcome::kSkipped] + n[Outcome::kUnsupported] + n[Outcome::kMistrusted], total);
+    out << buf;
+    out << "  <testsuite name=\"twinpath\" tests=\"" << report.cases.size() << "\" timestamp=\"" << xml_escape(report.utc_time)
+        << "\" hostname=\"" << xml_escape(report.host) << "\">\n";
+    for (const CaseResult& c : report.cases) {
+      std::snprintf(buf, sizeof buf, "%.3f", c.reference_seconds + c.compiled_seconds);
+      out << "    <testcase classname=\"twinpath." << xml_escape(c.device) << "\" name=\"" << xml_escape(c.id) << "\" time=\"" << buf
+          << "\">\n";
+      const std::string msg = xml_escape(std::string(outcome_name(c.outcome)) + ": " + c.reason);
+      const std::string body = xml_escape(case_lines(c));
+      switch (c.outcome) {
+        case Outcome::kPassed: break;
+        case Outcome::kFailed: out << "      <failure message=\"" << msg << "\">" << body << "</failure>\n"; break;
+        case Outcome::kError: out << "      <error message=\"" << msg << "\">" << body << "</error>\n"; break;
+        // A mistrusted case proved nothing either way: not a pass, not a breach (as in the exit code).
+        case Outcome::kMistrusted:
+        case Outcome::kSkipped:
+        case Outcome::kUnsupported: out << "      <skipped message=\"" << msg << "\"/>\n"; break;
+      }
+      out << "    </testcase>\n";
+    }
+    out << "  </testsuite>\n</testsuites>\n";
+    return Status();
+  });
+}
+
+}  // namespace tp
