@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -88,9 +89,33 @@ Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed
   return m;
 }
 
-Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir) {
+Status scale_layer(Model& model, const std::string& layer, double factor) {
+  bool found = false;
+  for (const char* suffix : {".weight", ".bias"}) {
+    auto it = model.weights.find(layer + suffix);
+    if (it == model.weights.end()) continue;
+    found = true;
+    Tensor f = it->second.to(DType::kF32);
+    for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = float(f.data<float>()[i] * factor);
+    it->second = f.to(it->second.dtype());
+  }
+  if (!found)
+    return Error("the model has no layer '" + layer + "' with weights; name it by its diffusers path, e.g. "
+                 "decoder.up_blocks.0.resnets.0.conv1");
+  return Status();
+}
+
+Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir, const std::string& scale) {
   TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));
   TP_ASSIGN_OR_RETURN(Model m, make_model(config_name_or_path, seed));
+  if (!scale.empty()) {
+    const std::size_t star = scale.rfind('*');
+    char* end = nullptr;
+    const double factor = star == std::string::npos ? 0 : std::strtod(scale.c_str() + star + 1, &end);
+    if (star == std::string::npos || star == 0 || end == scale.c_str() + star + 1 || *end != '\0')
+      return Error("--scale-layer '" + scale + "' is not LAYER*FACTOR, e.g. decoder.up_blocks.0.resnets.0.conv1*1e5");
+    TP_RETURN_IF_ERROR(scale_layer(m, scale.substr(0, star), factor));
+  }
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return Error("cannot create " + out_dir + ": " + ec.message());

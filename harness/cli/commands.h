@@ -44,7 +44,25 @@ Expected<Shard> parse_shard(const std::string& flag);
 // Returns the exit code: 0 every case passed (or was skipped), 1 a case failed or errored.
 Expected<int> run_command(const RunCommandOptions& options, const std::string& command_line);
 
-Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir);
+struct TriageOptions {
+  std::string model_dir, pipeline, input;
+  std::string policy = "w=f16,a=f16,acc=f32";
+  std::string keep_fp32, inject;
+  std::string tiling = "off";
+  std::string device = "cpu";
+  std::string report;
+  std::string repro = "twinpath-repro.safetensors";
+  bool json = false;
+};
+// Exit code 1 when the case fails (a NaN or a breach), 0 when it passes.
+Expected<int> triage_command(const TriageOptions& options);
+Expected<int> replay_command(const std::string& file, const std::string& device);
+
+Expected<int> report_show_command(const std::string& path, bool json);
+Expected<int> report_diff_command(const std::string& base, const std::string& next, double ratio);
+Expected<int> report_merge_command(const std::vector<std::string>& inputs, const std::string& out);
+
+Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir, const std::string& scale);
 Status exec_command(const ExecOptions& options);
 
 }  // namespace tp

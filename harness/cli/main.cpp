@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   uint64_t seed = 0;
   init->add_option("--config", config, "tiny-kl | tiny-taesd | sd-kl | sdxl-kl | path/to/config.json")->required();
   init->add_option("--seed", seed, "seed for the weights (same seed, same weights)")->capture_default_str();
+  std::string scale_layer;
+  init->add_option("--scale-layer", scale_layer, "LAYER*FACTOR: multiply one layer's weights (e.g. to overflow f16 as the SDXL VAE does)");
   init->add_option("--out", out_dir, "folder to write config.json and diffusion_pytorch_model.safetensors")->required();
 
   CLI::App* exec = app.add_subcommand("exec", "Run one pipeline on one path and write its output");
@@ -73,6 +75,44 @@ int main(int argc, char** argv) {
   run->add_flag("--search", ro.search, "for failing cases, search the smallest --keep-fp32 list that passes");
   run->add_flag("--json", ro.json, "print one JSON object on stdout (progress goes to stderr)");
 
+  CLI::App* triage = app.add_subcommand("triage", "Find where a user's NaN comes from, why, and which layers to keep in fp32");
+  tp::TriageOptions to;
+  triage->add_option("--model", to.model_dir, "the user's diffusers model folder")->required();
+  triage->add_option("--pipeline", to.pipeline, "vae.encode | vae.decode | vae.roundtrip")->required();
+  triage->add_option("--input", to.input, "the user's input: .png, .safetensors or .npy")->required();
+  triage->add_option("--policy", to.policy, "the user's dtype policy (as exec --policy)")->capture_default_str();
+  triage->add_option("--keep-fp32", to.keep_fp32, "module globs the user already keeps in fp32");
+  triage->add_option("--inject", to.inject, "deliberate faults (to rehearse a triage)");
+  triage->add_option("--tiling", to.tiling, "on | off")->capture_default_str();
+  triage->add_option("--device", to.device, "cpu | cuda: where the compiled path runs")->capture_default_str();
+  triage->add_option("--report", to.report, "also write an HDF5 report");
+  triage->add_option("--repro", to.repro, "where to write the origin group's minimal repro (for `twinpath replay`)")->capture_default_str();
+  triage->add_flag("--json", to.json, "print one JSON object: outcome, origin.layer/op/cause/index/reference_value, keep_fp32");
+
+  CLI::App* replay = app.add_subcommand("replay", "Run the minimal repro `triage` wrote: the origin group alone, op by op");
+  std::string replay_file, replay_device = "cpu";
+  replay->add_option("file", replay_file, "the repro .safetensors")->required();
+  replay->add_option("--device", replay_device, "cpu | cuda")->capture_default_str();
+
+  CLI::App* report_cmd = app.add_subcommand("report", "Read, compare and join HDF5 reports");
+  report_cmd->require_subcommand(1);
+  CLI::App* show = report_cmd->add_subcommand("show", "Print a report's cases and summary");
+  std::string show_file;
+  bool show_json = false;
+  show->add_option("file", show_file, "report .h5")->required();
+  show->add_flag("--json", show_json, "print one JSON object");
+  CLI::App* diff = report_cmd->add_subcommand("diff", "Flag error growth, new non-finite values and worse outcomes from BASE to NEW");
+  std::string diff_base, diff_new;
+  double diff_growth = 2;
+  diff->add_option("base", diff_base, "the baseline report")->required();
+  diff->add_option("new", diff_new, "the report to review")->required();
+  diff->add_option("--growth", diff_growth, "flag rel L2 that grew by more than this factor")->capture_default_str();
+  CLI::App* merge = report_cmd->add_subcommand("merge", "Join shard reports into one");
+  std::vector<std::string> merge_inputs;
+  std::string merge_out;
+  merge->add_option("inputs", merge_inputs, "shard reports")->required();
+  merge->add_option("--out", merge_out, "the merged report")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -80,13 +120,18 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   try {
-    if (init->parsed()) return report(tp::model_init_command(config, seed, out_dir));
+    if (init->parsed()) return report(tp::model_init_command(config, seed, out_dir, scale_layer));
     if (exec->parsed()) return report(tp::exec_command(ex));
+    auto exit_code = [](const tp::Expected<int>& code) { return code.ok() ? *code : report(code.error()); };
+    if (triage->parsed()) return exit_code(tp::triage_command(to));
+    if (replay->parsed()) return exit_code(tp::replay_command(replay_file, replay_device));
+    if (show->parsed()) return exit_code(tp::report_show_command(show_file, show_json));
+    if (diff->parsed()) return exit_code(tp::report_diff_command(diff_base, diff_new, diff_growth));
+    if (merge->parsed()) return exit_code(tp::report_merge_command(merge_inputs, merge_out));
     if (run->parsed()) {
       std::string line = "twinpath";
       for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
-      auto code = tp::run_command(ro, line);
-      return code.ok() ? *code : report(code.error());
+      return exit_code(tp::run_command(ro, line));
     }
   } catch (const tp::InternalError& e) {
     std::cerr << "twinpath: internal error (a bug; please report it): " << e.what() << "\n";

@@ -7,6 +7,7 @@
 #include "compiled/backend.h"
 #include "compiled/compiled_pipeline.h"
 #include "harness/rng.h"
+#include "harness/run/group_repro.h"
 #include "harness/run/runs.h"
 #include "harness/tensor_io.h"
 #include "harness/vae_graphs.h"
@@ -55,23 +56,6 @@ Expected<Tensor> case_input(const Case& c, const Model& m, Pipeline p) {
   return t.to(DType::kF32);
 }
 
-Expected<Model> boosted(const Model& m, const Case& c) {
-  Model out = m;
-  bool found = false;
-  for (const char* suffix : {".weight", ".bias"}) {
-    auto it = out.weights.find(c.boost_layer + suffix);
-    if (it == out.weights.end()) continue;
-    found = true;
-    Tensor f = it->second.to(DType::kF32);
-    for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = float(f.data<float>()[i] * c.boost_factor);
-    it->second = f.to(it->second.dtype());
-  }
-  if (!found)
-    return Error("boost=" + c.boost_layer + ": the model has no layer of that name with weights; name it by its diffusers "
-                 "path, e.g. decoder.up_blocks.0.resnets.0.conv1");
-  return out;
-}
-
 struct Refusal {
   Outcome outcome;
   std::string reason;
@@ -86,7 +70,8 @@ Expected<PreparedCase> prepare(const Case& c, const RunOptions& o, ModelCache& m
   TP_ASSIGN_OR_RETURN(p.pipeline, parse_pipeline(c.pipeline));
   TP_ASSIGN_OR_RETURN(p.model, models.get(c.model));
   if (!c.boost_layer.empty()) {
-    TP_ASSIGN_OR_RETURN(Model m, boosted(*p.model, c));
+    Model m = *p.model;
+    TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
     p.model = std::make_shared<const Model>(std::move(m));
   }
   TP_ASSIGN_OR_RETURN(p.input, case_input(c, *p.model, p.pipeline));
@@ -170,7 +155,14 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
 
   Evaluation e = evaluate(p, *ref, *run, o.local_error && !p.tiling.enabled);
   r.checkpoints = e.checkpoints;
-  if (e.non_finite) r.provenance = locate_non_finite(p, *ref, *run);
+  if (e.non_finite) {
+    r.provenance = locate_non_finite(p, *ref, *run);
+    if (r.provenance.found && r.provenance.group >= 0 && !o.repro_file.empty()) {
+      const Status written = write_group_repro(o.repro_file, p, *run, r.provenance);
+      r.repro_file = written.ok() ? o.repro_file : "";
+      if (!written.ok()) r.provenance.detail += " (repro not written: " + written.error().message() + ")";
+    }
+  }
   if (e.failed) {
     r.outcome = Outcome::kFailed;
     r.reason = e.reason;

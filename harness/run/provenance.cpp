@@ -83,6 +83,120 @@ std::string classify(OpKind kind, double value, const std::vector<std::pair<std:
 
 }  // namespace
 
+Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& input_shape,
+                         const std::map<int, Tensor>& inputs, const Weights* reference_weights,
+                         const std::map<int, Tensor>* reference_inputs) {
+  Provenance pr;
+  const compiled::Group& grp = plan.groups[std::size_t(group)];
+  pr.checkpoint = grp.checkpoints[0];
+  pr.graph = plan.graph->name;
+  pr.group = group;
+  auto replay = compiled::replay_group(plan, group, input_shape, inputs, plan.faults);
+  if (!replay.ok()) {
+    pr.detail = "replaying " + grp.checkpoints[0] + " failed: " + replay.error().message();
+    return pr;
+  }
+  const Graph& graph = *plan.graph;
+  // The op: the first whose fp32 output is non-finite, else the one whose output overflowed
+  // when stored in the activation dtype.
+  const Op* op = nullptr;
+  const Tensor* op_value = nullptr;
+  int64_t flat = -1;
+  bool at_store = false;
+  for (const auto& [o, t] : replay->ops)
+    if ((flat = first_non_finite(t)) >= 0) {
+      op = &graph.ops[std::size_t(o)];
+      op_value = &t;
+      break;
+    }
+  if (!op) {
+    for (std::size_t i = 0; i < grp.outputs.size() && !op; ++i)
+      if ((flat = first_non_finite(replay->stored[i])) >= 0)
+        for (const auto& [o, t] : replay->ops)
+          if (graph.ops[std::size_t(o)].output == grp.outputs[i]) {
+            op = &graph.ops[std::size_t(o)];
+            op_value = &t;
+            at_store = true;
+          }
+  }
+  if (!op) {
+    pr.detail = grp.checkpoints[0] + " stays finite when replayed alone on the emulated kernels: a kernel that depends on "
+                "more than its inputs (a race, a stale or aliased buffer), or a backend that differs from the emulation";
+    return pr;
+  }
+  pr.found = true;
+  pr.layer = op->name;
+  pr.op = op_kind_name(op->kind);
+  pr.index = unravel(flat, op_value->shape());
+  pr.value = at(*op_value, flat);
+
+  // The op's input values where they feed the element (pointwise ops), else their range.
+  auto value_of = [&](int v) -> const Tensor* {
+    if (auto it = replay->inputs.find(v); it != replay->inputs.end()) return &it->second;
+    for (const auto& [o, t] : replay->ops)
+      if (graph.ops[std::size_t(o)].output == v) return &t;
+    return nullptr;
+  };
+  const bool pointwise = op->kind != OpKind::kConv2d && op->kind != OpKind::kLinear && op->kind != OpKind::kAttention &&
+                         op->kind != OpKind::kGroupNorm && op->kind != OpKind::kUpsampleNearest2x;
+  for (int v : op->inputs)
+    if (const Tensor* t = value_of(v)) {
+      if (pointwise && t->shape() == op_value->shape())
+        pr.inputs.emplace_back(graph.value_names[std::size_t(v)], at(*t, flat));
+      else
+        pr.inputs.emplace_back("max|" + graph.value_names[std::size_t(v)] + "|", max_abs(*t));
+    }
+  if (!op->weight.empty())
+    if (auto it = plan.params.find(op->weight); it != plan.params.end()) {
+      double m = 0;
+      for (float w : it->second->values) m = std::max(m, double(std::fabs(w)));
+      double s = 1;
+      for (float x : it->second->scales) s = std::max(s, double(x));
+      pr.inputs.emplace_back("max|" + op->weight + "|", m * s);
+    }
+
+  // What the reference holds there: the group's ops again, on the reference's inputs.
+  std::string ref_text;
+  if (reference_weights && reference_inputs) {
+    NamedTensors ref_inputs;
+    const Graph sub = subgraph(graph, grp.ops);
+    for (const auto& [name, v] : sub.inputs) ref_inputs.emplace_back(name, reference_inputs->at(v));
+    auto ref_ops = ref::run_graph(sub, *reference_weights, ref_inputs, DType::kF64);
+    if (ref_ops.ok())
+      if (const Tensor* r = find_tensor(*ref_ops, op->name)) {
+        pr.reference_value = at(*r, flat);
+        pr.reference_max_abs = max_abs(*r);
+        ref_text = "; the reference holds " + num(pr.reference_value) + " there (max |ref| " + num(pr.reference_max_abs);
+      }
+  }
+
+  const DType stored = plan.buffers.count(op->output) ? plan.buffers.at(op->output).dtype : grp.policy.activation;
+  if (!plan.faults.empty()) {
+    auto clean = compiled::replay_group(plan, group, input_shape, inputs, compiled::FaultSet{});
+    if (clean.ok() && replay_finite(*clean)) {
+      pr.cause = "fault";
+      pr.detail = pr.layer + " (" + pr.op + ") makes " + num(pr.value) + " at " + index_string(pr.index) +
+                  " only with the injected fault(s) " + plan.faults.to_string() +
+                  ": replayed without them on the same inputs, the group stays finite" + (ref_text.empty() ? "" : ref_text + ")");
+      return pr;
+    }
+  }
+  if (at_store) {
+    pr.cause = "overflow";
+    pr.dtype_max = dtype_max_finite(stored);
+    if (!ref_text.empty()) ref_text += ", " + num(pr.reference_max_abs / pr.dtype_max) + "x " + dtype_name(stored) + "'s range)";
+    pr.detail = pr.layer + " (" + pr.op + ") computes " + num(pr.value) + " at " + index_string(pr.index) + " in fp32, past " +
+                dtype_name(stored) + "'s largest finite value " + num(pr.dtype_max) + ", so storing it gives " +
+                (pr.value > 0 ? "inf" : "-inf") + ref_text;
+    return pr;
+  }
+  pr.cause = classify(op->kind, pr.value, pr.inputs);
+  if (pr.cause == "overflow") pr.dtype_max = dtype_max_finite(DType::kF32);
+  pr.detail = pr.layer + " (" + pr.op + ") makes " + num(pr.value) + " at " + index_string(pr.index) +
+              " from finite inputs in fp32 (" + pr.cause + ")" + (ref_text.empty() ? "" : ref_text + ")");
+  return pr;
+}
+
 Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run) {
   Provenance pr;
   if (const int64_t i = first_non_finite(p.input); i >= 0) {
@@ -107,113 +221,7 @@ Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, con
     bool inputs_finite = true;
     for (const auto& [v, t] : inputs) inputs_finite = inputs_finite && first_non_finite(t) < 0;
     if (!inputs_finite) continue;  // carried in from an earlier group (one seen before this)
-
-    const Shape input_shape = plan_input_shape(ref, plan);
-    auto replay = compiled::replay_group(plan, g.group, input_shape, inputs, plan.faults);
-    if (!replay.ok()) {
-      pr.detail = "replaying " + grp.checkpoints[0] + " failed: " + replay.error().message();
-      return pr;
-    }
-    pr.found = true;
-    pr.checkpoint = grp.checkpoints[0];
-    pr.graph = plan.graph->name;
-    pr.group = g.group;
-    const Graph& graph = *plan.graph;
-    // The op: the first whose fp32 output is non-finite, else the one whose output overflowed
-    // when stored in the activation dtype.
-    const Op* op = nullptr;
-    const Tensor* op_value = nullptr;
-    int64_t flat = -1;
-    bool at_store = false;
-    for (const auto& [o, t] : replay->ops)
-      if ((flat = first_non_finite(t)) >= 0) {
-        op = &graph.ops[std::size_t(o)];
-        op_value = &t;
-        break;
-      }
-    if (!op) {
-      for (std::size_t i = 0; i < grp.outputs.size() && !op; ++i)
-        if ((flat = first_non_finite(replay->stored[i])) >= 0)
-          for (const auto& [o, t] : replay->ops)
-            if (graph.ops[std::size_t(o)].output == grp.outputs[i]) {
-              op = &graph.ops[std::size_t(o)];
-              op_value = &t;
-              at_store = true;
-            }
-    }
-    if (!op) {
-      pr.found = false;
-      pr.detail = grp.checkpoints[0] + " stored a non-finite value in the run but stays finite when replayed alone on "
-                  "the emulated kernels: a kernel that depends on more than its inputs (a race, a stale or aliased buffer)";
-      return pr;
-    }
-    pr.layer = op->name;
-    pr.op = op_kind_name(op->kind);
-    pr.index = unravel(flat, op_value->shape());
-    pr.value = at(*op_value, flat);
-
-    // The op's input values where they feed the element (pointwise ops), else their range.
-    auto value_of = [&](int v) -> const Tensor* {
-      if (auto it = replay->inputs.find(v); it != replay->inputs.end()) return &it->second;
-      for (const auto& [o, t] : replay->ops)
-        if (graph.ops[std::size_t(o)].output == v) return &t;
-      return nullptr;
-    };
-    const bool pointwise = op->kind != OpKind::kConv2d && op->kind != OpKind::kLinear && op->kind != OpKind::kAttention &&
-                           op->kind != OpKind::kGroupNorm && op->kind != OpKind::kUpsampleNearest2x;
-    for (int v : op->inputs)
-      if (const Tensor* t = value_of(v)) {
-        if (pointwise && t->shape() == op_value->shape())
-          pr.inputs.emplace_back(graph.value_names[std::size_t(v)], at(*t, flat));
-        else
-          pr.inputs.emplace_back("max|" + graph.value_names[std::size_t(v)] + "|", max_abs(*t));
-      }
-    if (!op->weight.empty())
-      if (auto it = plan.params.find(op->weight); it != plan.params.end()) {
-        double m = 0;
-        for (float w : it->second->values) m = std::max(m, double(std::fabs(w)));
-        double s = 1;
-        for (float x : it->second->scales) s = std::max(s, double(x));
-        pr.inputs.emplace_back("max|" + op->weight + "|", m * s);
-      }
-
-    // What the reference holds there: the group's ops again, on the reference's inputs.
-    NamedTensors ref_inputs;
-    const Graph sub = subgraph(graph, grp.ops);
-    for (const auto& [name, v] : sub.inputs) ref_inputs.emplace_back(name, want.at(v));
-    auto ref_ops = ref::run_graph(sub, p.model->weights, ref_inputs, DType::kF64);
-    if (ref_ops.ok())
-      if (const Tensor* r = find_tensor(*ref_ops, op->name)) {
-        pr.reference_value = at(*r, flat);
-        pr.reference_max_abs = max_abs(*r);
-      }
-
-    const DType stored = plan.buffers.count(op->output) ? plan.buffers.at(op->output).dtype : grp.policy.activation;
-    if (!plan.faults.empty()) {
-      auto clean = compiled::replay_group(plan, g.group, input_shape, inputs, compiled::FaultSet{});
-      if (clean.ok() && replay_finite(*clean)) {
-        pr.cause = "fault";
-        pr.detail = pr.layer + " (" + pr.op + ") makes " + num(pr.value) + " at " + index_string(pr.index) +
-                    " only with the injected fault(s) " + plan.faults.to_string() +
-                    ": replayed without them on the same inputs, the group stays finite";
-        return pr;
-      }
-    }
-    if (at_store) {
-      pr.cause = "overflow";
-      pr.dtype_max = dtype_max_finite(stored);
-      pr.detail = pr.layer + " (" + pr.op + ") computes " + num(pr.value) + " at " + index_string(pr.index) +
-                  " in fp32, past " + dtype_name(stored) + "'s largest finite value " + num(pr.dtype_max) +
-                  ", so storing it gives " + (pr.value > 0 ? "inf" : "-inf") +
-                  "; the reference holds " + num(pr.reference_value) + " there (max |ref| " + num(pr.reference_max_abs) +
-                  ", " + num(pr.reference_max_abs / pr.dtype_max) + "x the range)";
-      return pr;
-    }
-    pr.cause = classify(op->kind, pr.value, pr.inputs);
-    if (pr.cause == "overflow") pr.dtype_max = dtype_max_finite(DType::kF32);
-    pr.detail = pr.layer + " (" + pr.op + ") makes " + num(pr.value) + " at " + index_string(pr.index) +
-                " from finite inputs in fp32 (" + pr.cause + "); the reference holds " + num(pr.reference_value) + " there";
-    return pr;
+    return analyze_group(plan, g.group, plan_input_shape(ref, plan), inputs, &p.model->weights, &want);
   }
   pr.detail = run.groups.empty() ? "tiled runs capture only the pipeline outputs; rerun the case with tiling off to locate the origin"
                                  : "no group made a non-finite value from finite inputs";

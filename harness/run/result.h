@@ -62,6 +62,7 @@ struct CaseResult {
   std::vector<std::string> keep_fp32;  // the precision search's answer (empty: not found / not needed)
   std::string search_note;
   int search_runs = 0;
+  std::string repro_file;  // the origin group's minimal repro (triage), for `twinpath replay`
   NamedTensors dumps;   // "<checkpoint>/compiled", "<checkpoint>/reference" (with --dump)
 };
 

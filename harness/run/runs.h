@@ -75,6 +75,12 @@ struct Evaluation {
 // the tolerance table.
 Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local);
 
+// Group `group` of `plan` replayed op by op on `inputs` (as the compiled run read them): the op
+// and element that first went non-finite and why. With the reference's weights and its values
+// of the group's inputs, also what the reference holds there.
+Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& input_shape,
+                         const std::map<int, Tensor>& inputs, const Weights* reference_weights = nullptr,
+                         const std::map<int, Tensor>* reference_inputs = nullptr);
 // The first group that made a non-finite value from finite inputs, replayed op by op.
 Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run);
 

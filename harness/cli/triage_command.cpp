@@ -1,0 +1,121 @@
+// `twinpath triage`: a user's model, input and configuration in, a few lines out: the outcome,
+// where the first non-finite value came from and why, and the --keep-fp32 list that fixes it.
+// `twinpath replay`: the minimal repro triage writes, run alone.
+#include <iostream>
+
+#include "harness/cli/commands.h"
+#include "harness/run/case_runner.h"
+#include "harness/run/group_repro.h"
+#include "harness/tensor_io.h"
+#include "reports/h5_report.h"
+#include "reports/json_report.h"
+
+namespace tp {
+namespace {
+
+// The user's configuration as a case line (the input file's shape gives the resolution).
+Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
+  Case c;
+  TP_ASSIGN_OR_RETURN(Pipeline p, parse_pipeline(o.pipeline));
+  c.pipeline = pipeline_name(p);
+  c.model = o.model_dir;
+  c.input = o.input;
+  TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
+  TP_ASSIGN_OR_RETURN(Tensor input, select_pipeline_input(p, file, o.input));
+  TP_RETURN_IF_ERROR(check_pipeline_input(model, p, input));
+  const int64_t scale = p == Pipeline::kDecode ? model.config.downscale() : 1;
+  c.height = input.dim(2) * scale;
+  c.width = input.dim(3) * scale;
+  // The policy flag's fields become the case's.
+  for (std::size_t start = 0; start <= o.policy.size();) {
+    const std::size_t end = std::min(o.policy.find(',', start), o.policy.size());
+    const std::string field = o.policy.substr(start, end - start);
+    start = end + 1;
+    if (field.empty()) continue;
+    const std::size_t eq = field.find('=');
+    const std::string key = field.substr(0, eq), value = eq == std::string::npos ? "" : field.substr(eq + 1);
+    if (key == "w") c.weight = value;
+    else if (key == "a") c.activation = value;
+    else if (key == "acc") c.accumulation = value;
+    else if (key == "scale") c.scale = value;
+    else if (key == "sat") c.saturation = value;
+    else return Error("--policy field '" + field + "' is unknown; use w=, a=, acc=, scale= and sat=");
+  }
+  if (o.tiling != "on" && o.tiling != "off") return Error("--tiling " + o.tiling + " is unknown; use on or off");
+  c.tiling = o.tiling == "on";
+  for (const std::string* list : {&o.keep_fp32, &o.inject})
+    for (std::size_t start = 0; start <= list->size();) {
+      const std::size_t end = std::min(list->find(',', start), list->size());
+      if (end > start) (list == &o.keep_fp32 ? c.keep_fp32 : c.inject).push_back(list->substr(start, end - start));
+      start = end + 1;
+    }
+  // Round-trip through the parser: the triage case is exactly what its repro line runs.
+  return parse_case(c.id());
+}
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+Expected<int> triage_command(const TriageOptions& o) {
+  if (o.device != "cpu" && o.device != "cuda") return Error("--device " + o.device + " is unknown; use cpu or cuda");
+  TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
+  TP_ASSIGN_OR_RETURN(Case c, triage_case(o, model));
+  RunOptions options;
+  options.device = o.device;
+  options.search = true;
+  options.repro_file = o.repro;
+  ModelCache models;
+  const CaseResult r = run_case(c, options, models);
+  if (!o.report.empty()) {
+    RunReport report;
+    report.tool_version = TWINPATH_VERSION_STRING;
+    report.git_commit = TWINPATH_GIT_COMMIT_STRING;
+    report.command_line = "twinpath triage";
+    report.host = host_name();
+    report.device = r.device;
+    report.utc_time = utc_now();
+    report.cases.push_back(r);
+    TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
+  }
+  if (o.json) {
+    std::cout << case_json(r).dump(2) << "\n";
+  } else {
+    std::cout << outcome_name(r.outcome) << "  " << r.id << "\n";
+    const Provenance& p = r.provenance;
+    if (p.found) {
+      std::string idx;
+      for (int64_t i : p.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
+      std::cout << "  origin    " << p.layer << " (" << p.op << "), cause " << p.cause << ", element [" << idx << "]\n";
+      std::cout << "  values    compiled " << num(p.value) << ", reference " << num(p.reference_value);
+      if (p.dtype_max > 0) std::cout << "; max |ref| " << num(p.reference_max_abs) << " vs " << num(p.dtype_max) << " (headroom " << num(p.dtype_max / p.reference_max_abs) << ")";
+      std::cout << "\n";
+    } else if (r.outcome != Outcome::kPassed) {
+      std::cout << "  reason    " << r.reason << "\n";
+      if (!p.detail.empty()) std::cout << "  origin    " << p.detail << "\n";
+    }
+    if (r.searched) {
+      std::string keep;
+      for (const std::string& k : r.keep_fp32) keep += (keep.empty() ? "" : ",") + k;
+      std::cout << (r.keep_fp32.empty() ? "  fix       none found: " + r.search_note
+                                        : "  fix       --keep-fp32 '" + keep + "'  (passes; " + r.search_note + ")")
+                << "\n";
+    }
+    if (!r.repro_file.empty()) std::cout << "  repro     twinpath replay " << r.repro_file << "\n";
+    std::cout << "  case      " << r.repro << "\n";
+  }
+  return r.outcome == Outcome::kFailed || r.outcome == Outcome::kError ? 1 : 0;
+}
+
+Expected<int> replay_command(const std::string& file, const std::string& device) {
+  if (device != "cpu" && device != "cuda") return Error("--device " + device + " is unknown; use cpu or cuda");
+  TP_ASSIGN_OR_RETURN(ReplayOutcome out, replay_group_repro(file, device));
+  std::cout << out.text;
+  return out.non_finite ? 1 : 0;
+}
+
+}  // namespace tp
