@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "harness/atomic_file.h"
+#include "harness/png_io.h"
 
 namespace tp {
 namespace {
@@ -110,7 +111,13 @@ Expected<NamedTensors> read_tensor_file(const std::string& path) {
     out.emplace_back("", std::move(t));
     return out;
   }
-  return Error(path + ": unknown file type; inputs are .safetensors or .npy");
+  if (ends_with(path, ".png")) {
+    TP_ASSIGN_OR_RETURN(Tensor t, read_png(path));
+    NamedTensors out;
+    out.emplace_back("image", std::move(t));
+    return out;
+  }
+  return Error(path + ": unknown file type; inputs are .safetensors, .npy or .png");
 }
 
 Status check_output_path(const std::string& path, std::size_t count) {
@@ -121,12 +128,17 @@ Status check_output_path(const std::string& path, std::size_t count) {
                    "; write a .safetensors file instead");
     return Status();
   }
-  return Error(path + ": unknown output type; write .safetensors or .npy");
+  if (ends_with(path, ".png")) {
+    if (count != 1) return Error(path + ": a PNG holds one image but this output has " + std::to_string(count) + " tensors; write .safetensors");
+    return Status();
+  }
+  return Error(path + ": unknown output type; write .safetensors, .npy or .png");
 }
 
 Status write_tensor_file(const std::string& path, const NamedTensors& tensors) {
   TP_RETURN_IF_ERROR(check_output_path(path, tensors.size()));
   if (ends_with(path, ".npy")) return write_npy(path, tensors[0].second);
+  if (ends_with(path, ".png")) return write_png(path, tensors[0].second);
   return write_safetensors(path, tensors);
 }
 

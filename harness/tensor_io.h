@@ -1,5 +1,6 @@
 // Reading and writing tensors by file extension: .safetensors (any number of named tensors)
-// and .npy (one tensor; '<f8', '<f4', '<f2', C order).
+// .npy (one tensor; '<f8', '<f4', '<f2', C order) and .png (one RGB image, named "image", in
+// [-1, 1] as diffusers' image processor maps it).
 #pragma once
 
 #include <string>

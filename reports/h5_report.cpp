@@ -66,6 +66,7 @@ std::string get_string(hid_t obj, const char* name) {
   Handle attr(check_id(H5Aopen(obj, name, H5P_DEFAULT), name), H5Aclose);
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   check(H5Tset_size(type.get(), H5T_VARIABLE), "string type");
+  check(H5Tset_cset(type.get(), H5T_CSET_UTF8), "string charset");
   char* p = nullptr;
   check(H5Aread(attr.get(), type.get(), &p), name);
   std::string s = p ? p : "";

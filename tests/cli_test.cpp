@@ -7,31 +7,21 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "harness/safetensors.h"
 #include "harness/tensor_io.h"
+#include "tests/support/command.h"
 
 namespace tp {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CommandResult {
-  int code;
-  std::string output;  // stdout and stderr
-};
-
-CommandResult twinpath(const std::string& args) {
-  const std::string cmd = std::string(TWINPATH_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  CommandResult r{-1, ""};
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.output.append(buf, n);
-  const int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testing::CommandResult;
+using testing::twinpath;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -176,6 +166,56 @@ TEST_F(CliTest, PlanFilesReloadBitwiseInANewProcessAndRefuseMismatches) {
   expect_user_error(roundtrip + " --model " + p("kl") + out + p("image.npy"), "is not a twinpath plan file");
   expect_user_error(roundtrip + " --model " + p("kl") + out + p("missing.plan"), "cannot open the plan file");
   EXPECT_FALSE(fs::exists(p("x.npy")));
+}
+
+}  // namespace
+}  // namespace tp
+
+namespace tp {
+namespace {
+
+// Done-when of the harness: the SDXL-VAE failure (one layer's weights scaled past f16) triaged
+// from a user's model folder: layer, op, cause, and a --keep-fp32 list that makes it pass.
+TEST_F(CliTest, TriageNamesTheOverflowingLayerAndAFixThatPasses) {
+  const std::string layer = "decoder.up_blocks.0.resnets.0.conv1";
+  ASSERT_EQ(twinpath("model init --config tiny-kl --seed 4 --scale-layer '" + layer + "*1e5' --out " + p("sdxlish")).code, 0);
+  Tensor latent(DType::kF32, {1, 4, 16, 16});
+  for (int64_t i = 0; i < latent.numel(); ++i) latent.data<float>()[i] = float((i * 7919) % 200) / 100.0f - 1.0f;
+  ASSERT_TRUE(write_npy(p("user_latent.npy"), latent).ok());
+  const auto r = twinpath("triage --json --model " + p("sdxlish") + " --pipeline vae.decode --input " + p("user_latent.npy") +
+                          " --policy w=f16,a=f16,acc=f32 --repro " + p("repro.safetensors") + " 2>/dev/null");
+  EXPECT_EQ(r.code, 1) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["outcome"], "FAILED");
+  EXPECT_EQ(j["origin"]["layer"], layer);
+  EXPECT_EQ(j["origin"]["op"], "conv2d");
+  EXPECT_EQ(j["origin"]["cause"], "overflow");
+  EXPECT_EQ(j["origin"]["index"].size(), 4u);
+  EXPECT_GT(std::fabs(j["origin"]["reference_value"].get<double>()), 65504);
+  ASSERT_EQ(j["keep_fp32"], nlohmann::json::array({layer}));
+
+  // The suggested list makes the user's case pass.
+  const auto fixed = twinpath("triage --model " + p("sdxlish") + " --pipeline vae.decode --input " + p("user_latent.npy") +
+                              " --keep-fp32 " + layer + " --repro " + p("unused.safetensors"));
+  EXPECT_EQ(fixed.code, 0) << fixed.output;
+  EXPECT_NE(fixed.output.find("PASSED"), std::string::npos) << fixed.output;
+
+  // The minimal repro runs the origin group alone and finds the same op and cause.
+  const auto replay = twinpath("replay " + p("repro.safetensors"));
+  EXPECT_EQ(replay.code, 1) << replay.output;
+  EXPECT_NE(replay.output.find("origin: " + layer + " (conv2d), cause overflow"), std::string::npos) << replay.output;
+  const auto not_repro = twinpath("replay " + p("latent.safetensors"));
+  EXPECT_EQ(not_repro.code, 2);
+  EXPECT_NE(not_repro.output.find("is not a twinpath repro"), std::string::npos) << not_repro.output;
+}
+
+TEST_F(CliTest, TriageRefusesWrongInputsClearly) {
+  expect_user_error("triage --model " + p("nope") + " --pipeline vae.decode --input " + p("latent.safetensors"), "no such model folder");
+  expect_user_error("triage --model " + p("kl") + " --pipeline vae.decode --input " + p("image.npy"), "");
+  expect_user_error("triage --model " + p("kl") + " --pipeline vae.decode --input " + p("latent.safetensors") + " --policy w=f16,x=1",
+                    "--policy field 'x=1' is unknown");
+  expect_user_error("run --case 'vae.decod model=tiny-kl'", "column 1");
 }
 
 }  // namespace

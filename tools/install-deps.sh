@@ -8,6 +8,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libeigen3-dev            # reference path
   libhdf5-dev hdf5-tools   # reports (h5dump is the independent reader in tests)
+  libpng-dev               # .png inputs and outputs
   nlohmann-json3-dev       # config.json, safetensors headers
   libcli11-dev             # command line
   libgtest-dev libgmock-dev googletest

@@ -1,0 +1,50 @@
+// Case lines: canonical ids, seeds from ids, and errors that point at the bad token.
+#include <gtest/gtest.h>
+
+#include "cases/case.h"
+
+namespace tp {
+namespace {
+
+TEST(CaseLine, CanonicalIdRoundTripsAndOrdersOptions) {
+  auto c = parse_case("vae.decode   inject=softmax-no-max w=bf16 a=bf16 res=32x48 model=tiny-taesd keep=decoder.*+encoder.conv_in");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->id(), "vae.decode model=tiny-taesd res=32x48 w=bf16 a=bf16 acc=f32 keep=decoder.*+encoder.conv_in inject=softmax-no-max");
+  auto again = parse_case(c->id());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id(), c->id());
+  EXPECT_EQ(again->seed(), c->seed());
+  EXPECT_EQ(c->policy_text(), "w=bf16,a=bf16,acc=f32");
+  EXPECT_EQ(repro_command(*c), "twinpath run --case '" + c->id() + "'");
+}
+
+TEST(CaseLine, SeedComesFromTheIdOnly) {
+  auto a = parse_case("vae.decode model=tiny-kl res=64x64");
+  auto b = parse_case("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32");
+  auto c = parse_case("vae.decode model=tiny-kl res=64x68");
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(a->seed(), b->seed());
+  EXPECT_NE(a->seed(), c->seed());
+}
+
+TEST(CaseLine, ErrorsPointAtTheToken) {
+  struct Bad {
+    const char* line;
+    const char* fragment;
+  };
+  for (const Bad& b : {Bad{"vae.decod model=tiny-kl", "column 1: 'vae.decod'"},
+                       Bad{"vae.decode model=tiny-kl res=64by64", "column 26: 'res=64by64': expected res=HEIGHTxWIDTH"},
+                       Bad{"vae.decode w=f17", "column 12: 'w=f17'"},
+                       Bad{"vae.decode colour=red", "unknown option"},
+                       Bad{"vae.decode boost=decoder.conv_out", "expected boost=LAYER*FACTOR"},
+                       Bad{"vae.decode tile=64:48", "tile=MIN:STRIDE needs tiling=on"},
+                       Bad{"vae.decode ref=f16", "the reference runs in f32 or f64"},
+                       Bad{"", "empty case line"}}) {
+    auto c = parse_case(b.line);
+    ASSERT_FALSE(c.ok()) << b.line;
+    EXPECT_NE(c.error().message().find(b.fragment), std::string::npos) << b.line << " -> " << c.error().message();
+  }
+}
+
+}  // namespace
+}  // namespace tp

@@ -1,0 +1,187 @@
+// The harness's runner on the built-in tiny models: capture does not perturb, verdicts and
+// outcomes, local vs accumulated error, NaN provenance, precision search, and the tolerance
+// table against the measured fp32-vs-fp64 noise floor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "harness/compare.h"
+#include "harness/run/case_runner.h"
+#include "harness/run/runs.h"
+#include "harness/run/tolerance.h"
+#include "harness/vae_graphs.h"
+#include "reference/executor.h"
+
+namespace tp {
+namespace {
+
+Case case_of(const std::string& line) {
+  auto c = parse_case(line);
+  if (!c.ok()) throw std::runtime_error(c.error().message());
+  return *c;
+}
+
+CaseResult run(const std::string& line, RunOptions options = {}) {
+  static ModelCache models;
+  return run_case(case_of(line), options, models);
+}
+
+const CheckpointRecord* record(const CaseResult& r, const std::string& name) {
+  for (const CheckpointRecord& c : r.checkpoints)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+bool bitwise_equal(const NamedTensors& a, const NamedTensors& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i].first != b[i].first || a[i].second.shape() != b[i].second.shape() ||
+        std::memcmp(a[i].second.raw(), b[i].second.raw(), a[i].second.nbytes()) != 0)
+      return false;
+  return true;
+}
+
+// Instrumented (every group's outputs copied out) and plain runs give bitwise-equal outputs.
+TEST(HarnessRun, CaptureDoesNotPerturbTheCompiledRun) {
+  ModelCache models;
+  for (const char* line : {"vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32",
+                           "vae.roundtrip model=tiny-kl res=64x64 w=f8e4m3 a=bf16 acc=f32",
+                           "vae.encode model=tiny-taesd res=64x64 w=bf16 a=bf16 acc=f32",
+                           "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f16"}) {
+    PreparedCase p;
+    p.c = case_of(line);
+    p.model = *models.get(p.c.model);
+    p.pipeline = *parse_pipeline(p.c.pipeline);
+    const bool decode = p.pipeline == Pipeline::kDecode;
+    const int ds = decode ? p.model->config.downscale() : 1;
+    p.input = Tensor(DType::kF32, {1, decode ? p.model->config.latent_channels() : 3, 64 / ds, 64 / ds});
+    for (int64_t i = 0; i < p.input.numel(); ++i) p.input.data<float>()[i] = float(std::sin(double(i) * 0.37));
+    p.session.policy.base = *compiled::parse_layer_policy(p.c.policy_text());
+    auto watched = run_compiled(p, p.session.policy, true);
+    auto plain = run_compiled(p, p.session.policy, false);
+    ASSERT_TRUE(watched.ok() && plain.ok()) << line;
+    EXPECT_FALSE(watched->groups.empty()) << line;
+    EXPECT_TRUE(plain->groups.empty()) << line;
+    EXPECT_TRUE(bitwise_equal(watched->outputs, plain->outputs)) << line;
+  }
+}
+
+TEST(HarnessRun, CleanCasesPassOnEveryPolicy) {
+  for (const char* policy : {"w=f16 a=f16 acc=f32", "w=bf16 a=bf16 acc=f32", "w=f8e4m3 a=f16 acc=f32",
+                             "w=f8e5m2 a=bf16 acc=f32", "w=f32 a=f32 acc=f32", "w=f16 a=f16 acc=f16"})
+    for (const char* model : {"tiny-kl", "tiny-taesd"}) {
+      const CaseResult r = run(std::string("vae.roundtrip model=") + model + " res=64x64 " + policy);
+      EXPECT_EQ(r.outcome, Outcome::kPassed) << r.id << ": " << r.reason;
+      EXPECT_GT(r.checkpoints.size(), 20u) << r.id;
+      for (const CheckpointRecord& c : r.checkpoints) EXPECT_TRUE(c.passed) << r.id << " " << c.name;
+    }
+}
+
+TEST(HarnessRun, ConstantOutputIsMistrusted) {
+  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.conv_out*0");
+  EXPECT_EQ(r.outcome, Outcome::kMistrusted) << r.reason;
+  EXPECT_NE(r.reason.find("constant"), std::string::npos) << r.reason;
+  EXPECT_NE(r.repro.find("boost=decoder.conv_out*0"), std::string::npos);
+}
+
+TEST(HarnessRun, RefusalsAreOutcomesWithReasons) {
+  const CaseResult fp8_act = run("vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f8e4m3 acc=f32");
+  EXPECT_EQ(fp8_act.outcome, Outcome::kUnsupported);
+  EXPECT_NE(fp8_act.reason.find("fp8 is a weight dtype"), std::string::npos) << fp8_act.reason;
+  const CaseResult mixed = run("vae.decode model=tiny-kl res=64x64 w=bf16 a=f16 acc=f32");
+  EXPECT_EQ(mixed.outcome, Outcome::kUnsupported) << mixed.reason;
+  const CaseResult missing = run("vae.decode model=/no/such/model res=64x64 w=f16 a=f16 acc=f32");
+  EXPECT_EQ(missing.outcome, Outcome::kError);
+  EXPECT_NE(missing.reason.find("no such model folder"), std::string::npos) << missing.reason;
+  const CaseResult odd = run("vae.decode model=tiny-kl res=62x64 w=f16 a=f16 acc=f32");
+  EXPECT_EQ(odd.outcome, Outcome::kError);
+  EXPECT_NE(odd.reason.find("multiple of 4"), std::string::npos) << odd.reason;
+  const CaseResult no_layer = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.nope*2");
+  EXPECT_EQ(no_layer.outcome, Outcome::kError);
+  EXPECT_NE(no_layer.reason.find("no layer 'decoder.nope'"), std::string::npos) << no_layer.reason;
+}
+
+// The layer that creates error stands out by its local error; the layers after it carry the
+// error on (accumulated) while their own local error stays within tolerance.
+TEST(HarnessRun, LocalErrorNamesTheCulpritLayer) {
+  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 inject=upsample-off-by-one");
+  ASSERT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_NE(r.reason.find("decoder.up_blocks.0.upsamplers.0"), std::string::npos) << r.reason;
+  const CheckpointRecord* culprit = record(r, "decoder.up_blocks.0.upsamplers.0");
+  ASSERT_TRUE(culprit && culprit->has_local);
+  EXPECT_GT(culprit->local.rel_l2, 10 * culprit->tolerance_rel_l2);
+  const CheckpointRecord* after = record(r, "decoder.up_blocks.1.resnets.0.conv1");
+  ASSERT_TRUE(after && after->has_local);
+  EXPECT_LT(after->local.rel_l2, after->tolerance_rel_l2);
+  EXPECT_GT(after->accumulated.rel_l2, 10 * after->tolerance_rel_l2);
+  EXPECT_FALSE(r.provenance.found);  // no NaN: nothing to trace
+}
+
+// The SDXL-VAE failure: one layer's weights scaled so its output overflows f16.
+TEST(HarnessRun, OverflowIsTracedToItsLayerAndFixedByKeepingItInFp32) {
+  const std::string layer = "decoder.up_blocks.0.resnets.0.conv1";
+  const std::string line = "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=" + layer + "*100000";
+  RunOptions search;
+  search.search = true;
+  const CaseResult r = run(line, search);
+  ASSERT_EQ(r.outcome, Outcome::kFailed) << r.reason;
+  const Provenance& p = r.provenance;
+  ASSERT_TRUE(p.found) << p.detail;
+  EXPECT_EQ(p.layer, layer);
+  EXPECT_EQ(p.op, "conv2d");
+  EXPECT_EQ(p.cause, "overflow");
+  EXPECT_EQ(p.dtype_max, 65504);
+  EXPECT_GT(std::fabs(p.value), 65504);
+  EXPECT_GT(std::fabs(p.reference_value), 65504);
+  EXPECT_NEAR(p.value, p.reference_value, 1e-2 * std::fabs(p.reference_value));
+  ASSERT_EQ(p.index.size(), 4u);
+  ASSERT_TRUE(r.searched);
+  EXPECT_EQ(r.keep_fp32, std::vector<std::string>{layer}) << r.search_note;
+  const CaseResult fixed = run(line + " keep=" + layer);
+  EXPECT_EQ(fixed.outcome, Outcome::kPassed) << fixed.reason;
+}
+
+TEST(HarnessRun, InjectedKernelFaultIsNamedAsTheCause) {
+  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 input=normal*300 inject=groupnorm-f16-accum");
+  ASSERT_EQ(r.outcome, Outcome::kFailed);
+  ASSERT_TRUE(r.provenance.found) << r.provenance.detail;
+  EXPECT_EQ(r.provenance.op, "group_norm");
+  EXPECT_EQ(r.provenance.cause, "fault");
+  EXPECT_NE(r.provenance.detail.find("groupnorm-f16-accum"), std::string::npos) << r.provenance.detail;
+}
+
+TEST(HarnessRun, PrecisionSearchSaysWhenPrecisionIsNotTheProblem) {
+  RunOptions search;
+  search.search = true;
+  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 inject=upsample-off-by-one", search);
+  ASSERT_EQ(r.outcome, Outcome::kFailed);
+  EXPECT_TRUE(r.keep_fp32.empty());
+  EXPECT_NE(r.search_note.find("still fails"), std::string::npos) << r.search_note;
+}
+
+// The reference's own fp32 noise (against fp64), op by op, sits far below every low-precision
+// tolerance and inside the fp32 one: what the table is calibrated against.
+TEST(HarnessRun, ReferenceNoiseFloorIsBelowTheTolerances) {
+  ModelCache models;
+  for (const char* name : {"tiny-kl", "tiny-taesd"}) {
+    const Model& m = **models.get(name);
+    const Graph g = build_decoder_graph(m.config);
+    Tensor z(DType::kF32, {1, m.config.latent_channels(), 16, 16});
+    for (int64_t i = 0; i < z.numel(); ++i) z.data<float>()[i] = float(std::cos(double(i) * 0.71) * 1.5);
+    std::map<int, Tensor> f32, f64;
+    ASSERT_TRUE(ref::run_graph(g, m.weights, {{"latents", z}}, DType::kF32, [&](const Op& op, const Tensor& v) { f32[op.output] = v; }).ok());
+    ASSERT_TRUE(ref::run_graph(g, m.weights, {{"latents", z}}, DType::kF64, [&](const Op& op, const Tensor& v) { f64[op.output] = v; }).ok());
+    double worst = 0;
+    for (const auto& [v, t] : f32) worst = std::max(worst, compare_tensors(t, f64.at(v), DType::kF32)->rel_l2);
+    const ValuePath f16{{DType::kF16}, DType::kF32, 1, DType::kF32};
+    const ValuePath fp32{{DType::kF32}, DType::kF32, 1, DType::kF32};
+    EXPECT_LT(worst * kNoiseFloorMargin, local_tolerance(OpClass::kConv, f16).rel_l2) << name;
+    EXPECT_LT(worst, local_tolerance(OpClass::kConv, fp32).rel_l2 * 50) << name;  // 50: a whole graph's depth of f32 sums
+    RecordProperty(std::string("noise_floor_") + name, std::to_string(worst));
+    std::printf("%s decoder: max op-output rel L2 fp32 vs fp64 = %.3g\n", name, worst);
+  }
+}
+
+}  // namespace
+}  // namespace tp

@@ -1,0 +1,182 @@
+// Reports end to end: HDF5 read by independent readers (h5dump, h5py), JUnit, atomic writes
+// under a kill, shards merged into the unsharded report, and `report diff` catching a planted
+// error growth.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "reports/h5_report.h"
+#include "reports/report_tools.h"
+#include "tests/support/command.h"
+
+namespace tp {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::shell;
+using testing::twinpath;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class ReportTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("tp_report_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream suite(p("suite.txt"));
+    suite << "# three outcomes\n"
+          << "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32\n"
+          << "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.up_blocks.0.resnets.0.conv1*1e5\n"
+          << "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.conv_out*0\n"
+          << "vae.encode model=tiny-taesd res=64x64 w=bf16 a=bf16 acc=f32\n"
+          << "vae.roundtrip model=tiny-kl res=32x32 w=f8e4m3 a=f16 acc=f32\n"
+          << "vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f8e4m3 acc=f32\n";
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string p(const std::string& name) { return (dir_ / name).string(); }
+  static fs::path dir_;
+};
+fs::path ReportTest::dir_;
+
+TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
+  const auto r = twinpath("run --suite " + p("suite.txt") + " --report " + p("r.h5") + " --junit " + p("r.xml") + " --dump failing");
+  EXPECT_EQ(r.code, 1) << r.output;  // the overflow case fails
+  EXPECT_NE(r.output.find("1 mistrusted, 1 unsupported, 3 passed, 1 failed\n"), std::string::npos) << r.output;
+
+  const auto dump = shell("h5dump -H " + p("r.h5"));
+  ASSERT_EQ(dump.code, 0) << dump.output;
+  EXPECT_NE(dump.output.find("DATASET \"checkpoints\""), std::string::npos);
+  EXPECT_NE(dump.output.find("H5T_COMPOUND"), std::string::npos);
+  EXPECT_NE(dump.output.find("GROUP \"provenance\""), std::string::npos);
+
+  // h5py (Debian's python3-h5py) reads attributes, the compound table and the provenance.
+  const std::string script =
+      "import h5py, sys\n"
+      "f = h5py.File(sys.argv[1], 'r')\n"
+      "assert f.attrs['schema_version'] == 1\n"
+      "assert f.attrs['summary'].endswith('3 passed, 1 failed'), f.attrs['summary']\n"
+      "cases = [f['cases'][k] for k in sorted(f['cases'])]\n"
+      "outcomes = [c.attrs['outcome'] for c in cases]\n"
+      "assert outcomes == ['PASSED', 'FAILED', 'MISTRUSTED', 'PASSED', 'PASSED', 'UNSUPPORTED'], outcomes\n"
+      "t = cases[0]['checkpoints'][:]\n"
+      "local = t[t['has_local'] == 1]\n"
+      "assert len(t) > 20 and t['passed'].all() and len(local) > 20 and (local['local_rel_l2'] < local['tol_rel_l2']).all()\n"
+      "assert t[-1]['name'] == b'output:sample' and 0 < t[-1]['rel_l2'] < 0.01\n"
+      "pr = cases[1]['provenance']\n"
+      "assert pr.attrs['layer'] == 'decoder.up_blocks.0.resnets.0.conv1' and pr.attrs['cause'] == 'overflow'\n"
+      "assert 'dumps' in cases[1] and 'dumps' not in cases[0]\n"
+      "print('h5py ok', len(cases))\n";
+  std::ofstream(p("check.py")) << script;
+  const auto py = shell("/usr/bin/python3 " + p("check.py") + " " + p("r.h5"));
+  EXPECT_EQ(py.code, 0) << py.output;
+  EXPECT_NE(py.output.find("h5py ok 6"), std::string::npos) << py.output;
+
+  const std::string xml = read_text(p("r.xml"));
+  EXPECT_NE(xml.find("tests=\"6\" failures=\"1\" errors=\"0\" skipped=\"2\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<failure message=\"FAILED: first non-finite value"), std::string::npos);
+
+  // Our own reader sees what was written; `report show` prints it.
+  auto back = read_h5_report(p("r.h5"));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ASSERT_EQ(back->cases.size(), 6u);
+  EXPECT_EQ(back->cases[1].provenance.cause, "overflow");
+  EXPECT_EQ(back->cases[1].provenance.index.size(), 4u);
+  EXPECT_FALSE(back->cases[0].checkpoints[0].accumulated.worst.empty());
+  const auto show = twinpath("report show " + p("r.h5"));
+  EXPECT_EQ(show.code, 1);
+  EXPECT_NE(show.output.find("3 passed, 1 failed"), std::string::npos) << show.output;
+}
+
+TEST_F(ReportTest, KilledRunLeavesNoPartialReport) {
+  std::ofstream suite(p("long.txt"));
+  for (int i = 0; i < 40; ++i) suite << "vae.roundtrip model=tiny-kl res=" << 32 + 4 * i << "x64 w=f16 a=f16 acc=f32\n";
+  suite.close();
+  std::ofstream(p("old.h5")) << "an earlier report";
+  fs::copy_file(p("old.h5"), p("k.h5"));
+  const auto killed = shell("(" + std::string(TWINPATH_BINARY) + " run --suite " + p("long.txt") + " --report " + p("k.h5") +
+                            " --junit " + p("k.xml") + " > /dev/null & pid=$!; sleep 1; kill -9 $pid; wait $pid; echo killed $?)");
+  EXPECT_NE(killed.output.find("killed 137"), std::string::npos) << killed.output;
+  EXPECT_EQ(read_text(p("k.h5")), "an earlier report");  // untouched, not half-replaced
+  EXPECT_FALSE(fs::exists(p("k.xml")));
+}
+
+TEST_F(ReportTest, MergedShardsEqualTheUnshardedRun) {
+  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --report " + p("all.h5")).code, 1);
+  // Cases go round-robin: shard 1 holds cases 1 and 4, so the failing overflow case.
+  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --shard 0/3 --report " + p("s0.h5")).code, 0);
+  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --shard 1/3 --report " + p("s1.h5")).code, 1);
+  ASSERT_EQ(shell("GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=2 " + std::string(TWINPATH_BINARY) + " run --suite " + p("suite.txt") +
+                  " --report " + p("s2.h5")).code, 0);
+  const auto merged = twinpath("report merge " + p("s2.h5") + " " + p("s0.h5") + " " + p("s1.h5") + " --out " + p("merged.h5"));
+  ASSERT_EQ(merged.code, 0) << merged.output;
+  auto all = read_h5_report(p("all.h5"));
+  auto m = read_h5_report(p("merged.h5"));
+  ASSERT_TRUE(all.ok() && m.ok());
+  ASSERT_EQ(m->cases.size(), all->cases.size());
+  for (std::size_t i = 0; i < m->cases.size(); ++i) {
+    const CaseResult &a = all->cases[i], &b = m->cases[i];
+    EXPECT_EQ(b.id, a.id);
+    EXPECT_EQ(b.outcome, a.outcome) << a.id;
+    EXPECT_EQ(b.reason, a.reason) << a.id;
+    ASSERT_EQ(b.checkpoints.size(), a.checkpoints.size()) << a.id;
+    for (std::size_t k = 0; k < a.checkpoints.size(); ++k) EXPECT_EQ(b.checkpoints[k].accumulated.rel_l2, a.checkpoints[k].accumulated.rel_l2);
+  }
+  const auto twice = twinpath("report merge " + p("s0.h5") + " " + p("s0.h5") + " --out " + p("bad.h5"));
+  EXPECT_EQ(twice.code, 2);
+  EXPECT_NE(twice.output.find("is in both"), std::string::npos) << twice.output;
+  const auto bad_shard = twinpath("run --suite " + p("suite.txt") + " --shard 3/3");
+  EXPECT_EQ(bad_shard.code, 2);
+  EXPECT_NE(bad_shard.output.find("K counts from 0"), std::string::npos) << bad_shard.output;
+}
+
+TEST_F(ReportTest, DiffFlagsPlantedErrorGrowthAndNewNonFinite) {
+  const std::string line = "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32";
+  ASSERT_EQ(twinpath("run --case '" + line + "' --report " + p("base.h5")).code, 0);
+  // The same run again is no regression, inline (--baseline) or as a diff.
+  const auto same = twinpath("run --case '" + line + "' --report " + p("same.h5") + " --baseline " + p("base.h5"));
+  EXPECT_EQ(same.code, 0) << same.output;
+  EXPECT_NE(same.output.find("0 regressions"), std::string::npos) << same.output;
+  EXPECT_EQ(twinpath("report diff " + p("base.h5") + " " + p("same.h5")).code, 0);
+
+  // Plant: one layer's local error x3 (still under tolerance), another checkpoint grows a NaN.
+  auto planted = read_h5_report(p("base.h5"));
+  ASSERT_TRUE(planted.ok());
+  std::vector<CheckpointRecord>& records = planted->cases[0].checkpoints;
+  auto grown = std::find_if(records.begin(), records.end(), [](const CheckpointRecord& c) {
+    return c.has_local && c.local.rel_l2 > 0 && 3 * c.local.rel_l2 < c.tolerance_rel_l2;
+  });
+  ASSERT_NE(grown, records.end());
+  grown->local.rel_l2 *= 3;
+  records.back().accumulated.non_finite_new = 1;
+  ASSERT_TRUE(write_h5_report(p("planted.h5"), *planted).ok());
+  const auto diff = twinpath("report diff " + p("base.h5") + " " + p("planted.h5"));
+  EXPECT_EQ(diff.code, 1) << diff.output;
+  EXPECT_NE(diff.output.find(grown->name + "\n    local rel L2 grew"), std::string::npos) << diff.output;
+  EXPECT_NE(diff.output.find("1 non-finite values where the reference is finite (0 before)"), std::string::npos) << diff.output;
+  EXPECT_NE(diff.output.find("2 regressions"), std::string::npos) << diff.output;
+}
+
+TEST_F(ReportTest, ReadersRefuseWhatIsNotAReport) {
+  std::ofstream(p("junk.h5")) << "not hdf5";
+  const auto junk = twinpath("report show " + p("junk.h5"));
+  EXPECT_EQ(junk.code, 2);
+  EXPECT_NE(junk.output.find("is not an HDF5 file"), std::string::npos) << junk.output;
+  const auto missing = twinpath("report diff " + p("nope.h5") + " " + p("junk.h5"));
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.output.find("no such report"), std::string::npos) << missing.output;
+  const auto no_dir = twinpath("run --case 'vae.decode model=tiny-kl res=32x32' --report /no/such/dir/r.h5");
+  EXPECT_EQ(no_dir.code, 2);
+  EXPECT_NE(no_dir.output.find("cannot write the report"), std::string::npos) << no_dir.output;
+}
+
+}  // namespace
+}  // namespace tp

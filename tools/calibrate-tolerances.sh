@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Measures how close clean runs come to the tolerance table: every dtype policy x the built-in
+# tiny models x encode/decode/roundtrip, then the worst error/tolerance ratio per (policy, op
+# class) from the HDF5 report (local error for layers, accumulated for outputs). docs/tolerances.md
+# records its output; rerun it after changing a factor or a kernel.
+#   tools/calibrate-tolerances.sh [build-dir]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+for pol in "w=f16 a=f16 acc=f32" "w=bf16 a=bf16 acc=f32" "w=f8e4m3 a=f16 acc=f32" "w=f8e5m2 a=bf16 acc=f32" \
+           "w=f32 a=f32 acc=f32" "w=f16 a=f16 acc=f16"; do
+  for model in tiny-kl tiny-taesd; do
+    for pipeline in vae.decode vae.encode vae.roundtrip; do echo "$pipeline model=$model res=64x64 $pol"; done
+  done
+done > "$work/suite.txt"
+"$build/twinpath" run --suite "$work/suite.txt" --report "$work/calibration.h5" | tail -1
+/usr/bin/python3 - "$work/calibration.h5" <<'PY'
+import collections, sys, h5py
+worst = collections.defaultdict(float)
+with h5py.File(sys.argv[1], "r") as f:
+    for key in f["cases"]:
+        case = f["cases"][key]
+        policy = " ".join(t for t in case.attrs["id"].split() if t.split("=")[0] in ("w", "a", "acc"))
+        for r in case["checkpoints"][:]:
+            cls = r["op_class"].decode()
+            err = r["local_rel_l2"] if r["has_local"] else r["rel_l2"]
+            worst[(policy, cls)] = max(worst[(policy, cls)], err / r["tol_rel_l2"])
+print(f"{'policy':24} {'op class':12} worst error / tolerance")
+for (policy, cls), ratio in sorted(worst.items()):
+    print(f"{policy:24} {cls:12} {ratio:.3f}")
+PY
