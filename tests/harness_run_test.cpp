@@ -10,6 +10,7 @@
 #include "harness/run/case_runner.h"
 #include "harness/run/runs.h"
 #include "harness/run/tolerance.h"
+#include "harness/tensor_io.h"
 #include "harness/vae_graphs.h"
 #include "reference/executor.h"
 
@@ -149,6 +150,22 @@ TEST(HarnessRun, InjectedKernelFaultIsNamedAsTheCause) {
   EXPECT_EQ(r.provenance.op, "group_norm");
   EXPECT_EQ(r.provenance.cause, "fault");
   EXPECT_NE(r.provenance.detail.find("groupnorm-f16-accum"), std::string::npos) << r.provenance.detail;
+}
+
+TEST(HarnessRun, NonFiniteInputIsNamedAsTheOrigin) {
+  const std::string path = ::testing::TempDir() + "nan_latent.npy";
+  Tensor z(DType::kF32, {1, 4, 16, 16});
+  for (int64_t i = 0; i < z.numel(); ++i) z.data<float>()[i] = float(std::sin(double(i)));
+  z.data<float>()[3 * 256 + 5 * 16 + 7] = NAN;
+  ASSERT_TRUE(write_npy(path, z).ok());
+  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 input=" + path);
+  // Neither path is to blame: the case is an input error, and the origin is the input element.
+  EXPECT_EQ(r.outcome, Outcome::kError);
+  EXPECT_NE(r.reason.find("fix the input"), std::string::npos) << r.reason;
+  ASSERT_TRUE(r.provenance.found);
+  EXPECT_EQ(r.provenance.cause, "propagated-from-input");
+  EXPECT_EQ(r.provenance.index, (std::vector<int64_t>{0, 3, 5, 7}));
+  EXPECT_TRUE(std::isnan(r.provenance.value));
 }
 
 TEST(HarnessRun, PrecisionSearchSaysWhenPrecisionIsNotTheProblem) {

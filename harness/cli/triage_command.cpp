@@ -87,7 +87,9 @@ Expected<int> triage_command(const TriageOptions& o) {
   } else {
     std::cout << outcome_name(r.outcome) << "  " << r.id << "\n";
     const Provenance& p = r.provenance;
-    if (p.found) {
+    if (p.found && p.cause == "propagated-from-input") {
+      std::cout << "  origin    " << p.detail << "\n";
+    } else if (p.found) {
       std::string idx;
       for (int64_t i : p.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
       std::cout << "  origin    " << p.layer << " (" << p.op << "), cause " << p.cause << ", element [" << idx << "]\n";

@@ -144,6 +144,8 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   auto prepared = prepare(c, o, models, refusal);
   if (!prepared.ok()) return finish(refusal.outcome, prepared.error().message());
   const PreparedCase& p = *prepared;
+  r.provenance = input_provenance(p.input);
+  if (r.provenance.found) return finish(Outcome::kError, r.provenance.detail);
 
   auto run = run_compiled(p, p.session.policy, true);
   if (!run.ok()) return finish(Outcome::kError, "compiled path: " + run.error().message());

@@ -101,7 +101,7 @@ bool constant(const Tensor& t, double& value) {
     seen = true;
   }
   value = lo;
-  return lo == hi;
+  return seen && lo == hi;
 }
 
 }  // namespace

@@ -197,19 +197,24 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
   return pr;
 }
 
-Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run) {
+Provenance input_provenance(const Tensor& input) {
   Provenance pr;
-  if (const int64_t i = first_non_finite(p.input); i >= 0) {
-    pr.found = true;
-    pr.layer = "input";
-    pr.op = "input";
-    pr.cause = "propagated-from-input";
-    pr.index = unravel(i, p.input.shape());
-    pr.value = at(p.input, i);
-    pr.detail = "the pipeline input holds a non-finite value (" + num(pr.value) + " at " + index_string(pr.index) +
-                "); every later NaN follows from it: fix the input";
-    return pr;
-  }
+  const int64_t i = first_non_finite(input);
+  if (i < 0) return pr;
+  pr.found = true;
+  pr.layer = "input";
+  pr.op = "input";
+  pr.cause = "propagated-from-input";
+  pr.index = unravel(i, input.shape());
+  pr.value = at(input, i);
+  pr.detail = "the pipeline input holds a non-finite value (" + num(pr.value) + " at " + index_string(pr.index) +
+              "); both paths carry it into every later layer: fix the input";
+  return pr;
+}
+
+Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run) {
+  Provenance pr = input_provenance(p.input);
+  if (pr.found) return pr;
   for (const GroupCapture& g : run.groups) {
     const compiled::Plan& plan = *g.plan;
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];

@@ -81,6 +81,8 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
 Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& input_shape,
                          const std::map<int, Tensor>& inputs, const Weights* reference_weights = nullptr,
                          const std::map<int, Tensor>* reference_inputs = nullptr);
+// A non-finite value in the pipeline input itself (cause propagated-from-input), or not found.
+Provenance input_provenance(const Tensor& input);
 // The first group that made a non-finite value from finite inputs, replayed op by op.
 Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run);
 
