@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include "compiled/backend.h"
 #include "compiled/compiled_pipeline.h"

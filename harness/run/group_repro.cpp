@@ -82,7 +82,7 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
       {"graph", plan.graph->name},
       {"group", std::to_string(origin.group)},
       {"checkpoint", grp.checkpoints[0]},
-      {"input_shape", shape_text(plan.capacity_shape)},
+      {"input_shape", shape_text(plan.capacity_shape)},  // cases plan exact shapes: capacity = input
       {"policy", compiled::layer_policy_string(p.session.policy.base)},
       {"keep_fp32", keep},
       {"faults", plan.faults.empty() ? "" : plan.faults.to_string()},
