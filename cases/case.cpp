@@ -97,6 +97,67 @@ uint64_t Case::seed() const { return hash_name(id()); }
 
 std::string repro_command(const Case& c) { return "twinpath run --case '" + c.id() + "'"; }
 
+Status apply_case_option(Case& c, std::string_view token) {
+  const std::size_t eq = token.find('=');
+  if (eq == std::string_view::npos || eq == 0) return Error("expected key=value");
+  const std::string_view key = token.substr(0, eq), v = token.substr(eq + 1);
+  if (v.empty()) return Error("the value is empty");
+  if (key == "model") {
+    c.model = std::string(v);
+  } else if (key == "res") {
+    const std::size_t x = v.find('x');
+    if (x == std::string_view::npos || !parse_int(v.substr(0, x), c.height) || !parse_int(v.substr(x + 1), c.width) ||
+        c.height <= 0 || c.width <= 0)
+      return Error("expected res=HEIGHTxWIDTH in pixels, e.g. res=64x64");
+  } else if (key == "w" || key == "a" || key == "acc" || key == "ref") {
+    auto dt = parse_dtype(v);
+    if (!dt.ok()) return dt.error();
+    if (key == "ref" && v != "f32" && v != "f64") return Error("the reference runs in f32 or f64");
+    (key == "w" ? c.weight : key == "a" ? c.activation : key == "acc" ? c.accumulation : c.reference) = std::string(v);
+  } else if (key == "scale") {
+    if (v != "channel" && v != "tensor") return Error("expected scale=channel or scale=tensor");
+    c.scale = std::string(v);
+  } else if (key == "sat") {
+    if (v != "satfinite" && v != "nonsat") return Error("expected sat=satfinite or sat=nonsat");
+    c.saturation = std::string(v);
+  } else if (key == "keep") {
+    c.keep_fp32 = split_plus(v);
+  } else if (key == "tiling") {
+    if (v != "on" && v != "off") return Error("expected tiling=on or tiling=off");
+    c.tiling = v == "on";
+  } else if (key == "tile") {
+    const std::size_t colon = v.find(':');
+    if (colon == std::string_view::npos || !parse_int(v.substr(0, colon), c.tile_min) ||
+        !parse_int(v.substr(colon + 1), c.tile_stride))
+      return Error("expected tile=MIN:STRIDE in pixels, e.g. tile=64:48");
+  } else if (key == "input") {
+    c.input = std::string(v);
+    double sigma = 0;
+    if (v.rfind("normal*", 0) == 0 && (!parse_double(v.substr(7), sigma) || !(sigma > 0)))
+      return Error("expected input=normal*SIGMA with a positive SIGMA");
+  } else if (key == "boost") {
+    const std::size_t star = v.rfind('*');
+    if (star == std::string_view::npos || star == 0 || !parse_double(v.substr(star + 1), c.boost_factor))
+      return Error("expected boost=LAYER*FACTOR, e.g. boost=decoder.up_blocks.0.resnets.0.conv1*1000");
+    c.boost_layer = std::string(v.substr(0, star));
+  } else if (key == "inject") {
+    c.inject = split_plus(v);
+  } else {
+    return Error("unknown option; a case takes model, res, w, a, acc, scale, sat, keep, tiling, tile, input, boost, "
+                 "inject and ref");
+  }
+  return Status();
+}
+
+Status check_case(const Case& c) {
+  if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
+  return Status();
+}
+
+bool is_pipeline_name(std::string_view name) {
+  return name == "vae.encode" || name == "vae.decode" || name == "vae.roundtrip";
+}
+
 Expected<Case> parse_case(std::string_view line) {
   const std::vector<Token> tokens = split(line);
   if (tokens.empty()) return Error("empty case line; a case starts with its pipeline (vae.encode, vae.decode, vae.roundtrip)");
@@ -105,61 +166,11 @@ Expected<Case> parse_case(std::string_view line) {
     return Error("column " + std::to_string(t.column) + ": '" + std::string(t.text) + "': " + what);
   };
   const Token& first = tokens[0];
-  if (first.text != "vae.encode" && first.text != "vae.decode" && first.text != "vae.roundtrip")
-    return bad(first, "a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
+  if (!is_pipeline_name(first.text)) return bad(first, "a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
   c.pipeline = std::string(first.text);
-  for (std::size_t i = 1; i < tokens.size(); ++i) {
-    const Token& t = tokens[i];
-    const std::size_t eq = t.text.find('=');
-    if (eq == std::string_view::npos || eq == 0) return bad(t, "expected key=value");
-    const std::string_view key = t.text.substr(0, eq), v = t.text.substr(eq + 1);
-    if (v.empty()) return bad(t, "the value is empty");
-    if (key == "model") {
-      c.model = std::string(v);
-    } else if (key == "res") {
-      const std::size_t x = v.find('x');
-      if (x == std::string_view::npos || !parse_int(v.substr(0, x), c.height) || !parse_int(v.substr(x + 1), c.width) ||
-          c.height <= 0 || c.width <= 0)
-        return bad(t, "expected res=HEIGHTxWIDTH in pixels, e.g. res=64x64");
-    } else if (key == "w" || key == "a" || key == "acc" || key == "ref") {
-      auto dt = parse_dtype(v);
-      if (!dt.ok()) return bad(t, dt.error().message());
-      (key == "w" ? c.weight : key == "a" ? c.activation : key == "acc" ? c.accumulation : c.reference) = std::string(v);
-      if (key == "ref" && v != "f32" && v != "f64") return bad(t, "the reference runs in f32 or f64");
-    } else if (key == "scale") {
-      if (v != "channel" && v != "tensor") return bad(t, "expected scale=channel or scale=tensor");
-      c.scale = std::string(v);
-    } else if (key == "sat") {
-      if (v != "satfinite" && v != "nonsat") return bad(t, "expected sat=satfinite or sat=nonsat");
-      c.saturation = std::string(v);
-    } else if (key == "keep") {
-      c.keep_fp32 = split_plus(v);
-    } else if (key == "tiling") {
-      if (v != "on" && v != "off") return bad(t, "expected tiling=on or tiling=off");
-      c.tiling = v == "on";
-    } else if (key == "tile") {
-      const std::size_t colon = v.find(':');
-      if (colon == std::string_view::npos || !parse_int(v.substr(0, colon), c.tile_min) ||
-          !parse_int(v.substr(colon + 1), c.tile_stride))
-        return bad(t, "expected tile=MIN:STRIDE in pixels, e.g. tile=64:48");
-    } else if (key == "input") {
-      c.input = std::string(v);
-      double sigma = 0;
-      if (v.rfind("normal*", 0) == 0 && (!parse_double(v.substr(7), sigma) || !(sigma > 0)))
-        return bad(t, "expected input=normal*SIGMA with a positive SIGMA");
-    } else if (key == "boost") {
-      const std::size_t star = v.rfind('*');
-      if (star == std::string_view::npos || star == 0 || !parse_double(v.substr(star + 1), c.boost_factor))
-        return bad(t, "expected boost=LAYER*FACTOR, e.g. boost=decoder.up_blocks.0.resnets.0.conv1*1000");
-      c.boost_layer = std::string(v.substr(0, star));
-    } else if (key == "inject") {
-      c.inject = split_plus(v);
-    } else {
-      return bad(t, "unknown option; a case takes model, res, w, a, acc, scale, sat, keep, tiling, tile, input, boost, "
-                    "inject and ref");
-    }
-  }
-  if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
+  for (std::size_t i = 1; i < tokens.size(); ++i)
+    if (Status s = apply_case_option(c, tokens[i].text); !s.ok()) return bad(tokens[i], s.error().message());
+  TP_RETURN_IF_ERROR(check_case(c));
   return c;
 }
 

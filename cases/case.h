@@ -45,6 +45,12 @@ struct Case {
 // Parses one case line; errors name the token (by its column) and what was expected.
 Expected<Case> parse_case(std::string_view line);
 
+// The pieces parse_case is made of (suite expansion reports errors per token with them):
+// one `key=value` option applied to `c`, the checks across options, and pipeline names.
+Status apply_case_option(Case& c, std::string_view token);
+Status check_case(const Case& c);
+bool is_pipeline_name(std::string_view name);
+
 // The one-line repro of a case.
 std::string repro_command(const Case& c);
 

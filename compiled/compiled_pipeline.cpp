@@ -8,7 +8,7 @@
 namespace tp::compiled {
 
 Expected<NamedTensors> run_compiled_pipeline(Session& session, const Model& model, Pipeline p, const Tensor& input,
-                                             const TilingOptions& tiling) {
+                                             const TilingOptions& tiling, bool encoder_outputs) {
   if (tiling.enabled) return run_tiled(session, model, p, input, tiling);
   TP_RETURN_IF_ERROR(check_pipeline_input(model, p, input));
   if (p == Pipeline::kDecode) return session.run(build_decoder_graph(model.config), model.weights, {{"latents", input}});
@@ -17,7 +17,9 @@ Expected<NamedTensors> run_compiled_pipeline(Session& session, const Model& mode
   const std::string latents = model.config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
   TP_ASSIGN_OR_RETURN(NamedTensors both,
                       session.run_chained(encoder, build_decoder_graph(model.config), model.weights, {{"sample", input}}, latents));
-  return NamedTensors{both[0]};  // the decoded sample; the encoder's outputs follow it
+  if (!encoder_outputs) return NamedTensors{both[0]};  // the decoded sample; the encoder's outputs follow it
+  for (std::size_t i = 1; i < both.size(); ++i) both[i].first = "encoder." + both[i].first;
+  return both;
 }
 
 std::string describe_session(const Session& s) {

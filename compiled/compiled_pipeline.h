@@ -9,8 +9,10 @@
 
 namespace tp::compiled {
 
+// With `encoder_outputs`, an untiled roundtrip also returns the encoder's outputs (read after the
+// decoder ran, as a caller holding them would: field report 1), named "encoder.<name>".
 Expected<NamedTensors> run_compiled_pipeline(Session& session, const Model& model, Pipeline pipeline, const Tensor& input,
-                                             const TilingOptions& tiling = {});
+                                             const TilingOptions& tiling = {}, bool encoder_outputs = false);
 
 // One line per plan in the session (key, groups, arena, weights, compile time) and the cache
 // counters: what `exec` prints and reports record.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cases/case.h"
 #include "harness/cli/paths.h"
 #include "harness/status.h"
 
@@ -35,6 +36,11 @@ struct RunCommandOptions {
   bool json = false;
   bool search = false;             // precision search for failing cases
 };
+
+// The cases a run selects: --case lines, then the suite (ci when neither is given), with
+// --model, --inject and --filter applied.
+Expected<std::vector<Case>> selected_cases(const RunCommandOptions& options);
+Expected<int> cases_list_command(const RunCommandOptions& options);
 
 struct Shard {
   int index = 0, total = 1;

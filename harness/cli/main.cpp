@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "Run cases on the reference and compiled paths, compare, and report");
   tp::RunCommandOptions ro;
   run->add_option("--case", ro.cases, "a case line (repeatable), e.g. 'vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32'");
-  run->add_option("--suite", ro.suite, "a file of case lines, one per line, # comments");
+  run->add_option("--suite", ro.suite, "ci (default) | nightly | field-reports | FILE of case lines and sweeps");
   run->add_option("--filter", ro.filter, "run only cases whose id matches this regular expression");
   run->add_option("--model", ro.model, "run every case on this model (built-in name or diffusers folder)");
   run->add_option("--device", ro.device, "cpu (the compiled path's emulated kernels) | cuda")->capture_default_str();
@@ -74,6 +74,13 @@ int main(int argc, char** argv) {
   run->add_option("--dump", ro.dump, "none | failing | all: store checkpoint tensors in the report")->capture_default_str();
   run->add_flag("--search", ro.search, "for failing cases, search the smallest --keep-fp32 list that passes");
   run->add_flag("--json", ro.json, "print one JSON object on stdout (progress goes to stderr)");
+
+  CLI::App* cases_cmd = app.add_subcommand("cases", "Suites and their expanded cases");
+  cases_cmd->require_subcommand(1);
+  CLI::App* list = cases_cmd->add_subcommand("list", "Print the expanded case lines of a suite (one id per line)");
+  tp::RunCommandOptions lo;
+  list->add_option("--suite", lo.suite, "ci (default) | nightly | field-reports | FILE");
+  list->add_option("--filter", lo.filter, "only ids matching this regular expression");
 
   CLI::App* triage = app.add_subcommand("triage", "Find where a user's NaN comes from, why, and which layers to keep in fp32");
   tp::TriageOptions to;
@@ -124,6 +131,7 @@ int main(int argc, char** argv) {
     if (exec->parsed()) return report(tp::exec_command(ex));
     auto exit_code = [](const tp::Expected<int>& code) { return code.ok() ? *code : report(code.error()); };
     if (triage->parsed()) return exit_code(tp::triage_command(to));
+    if (list->parsed()) return exit_code(tp::cases_list_command(lo));
     if (replay->parsed()) return exit_code(tp::replay_command(replay_file, replay_device));
     if (show->parsed()) return exit_code(tp::report_show_command(show_file, show_json));
     if (diff->parsed()) return exit_code(tp::report_diff_command(diff_base, diff_new, diff_growth));

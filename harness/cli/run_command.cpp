@@ -1,38 +1,30 @@
 // `twinpath run`: cases on both paths, verdicts, the terminal summary, and the reports.
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <regex>
 
 #include "harness/cli/commands.h"
+#include "cases/suite.h"
 #include "harness/run/case_runner.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
 #include "reports/report_tools.h"
 
 namespace tp {
-namespace {
-
-// Case lines of a suite file: one per line, `#` starts a comment.
-Expected<std::vector<std::string>> suite_lines(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return Error(path + ": cannot read the suite file; pass an existing file of case lines");
-  std::vector<std::string> lines;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
-  }
-  return lines;
-}
 
 Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
-  std::vector<std::string> lines = o.cases;
-  if (!o.suite.empty()) {
-    TP_ASSIGN_OR_RETURN(std::vector<std::string> s, suite_lines(o.suite));
-    lines.insert(lines.end(), s.begin(), s.end());
+  std::vector<Case> all;
+  for (const std::string& line : o.cases) {
+    auto c = parse_case(line);
+    if (!c.ok()) return Error("--case '" + line + "': " + c.error().message());
+    all.push_back(std::move(c).value());
   }
-  if (lines.empty()) return Error("no cases to run; give --case 'LINE' or --suite FILE");
+  if (!o.suite.empty() || o.cases.empty()) {
+    TP_ASSIGN_OR_RETURN(std::vector<Case> suite, load_suite(o.suite.empty() ? "ci" : o.suite));
+    all.insert(all.end(), suite.begin(), suite.end());
+  }
   std::regex filter;
   try {
     filter = std::regex(o.filter.empty() ? ".*" : o.filter);
@@ -40,25 +32,26 @@ Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
     return Error("--filter '" + o.filter + "' is not a valid regular expression: " + e.what());
   }
   std::vector<Case> cases;
-  for (std::size_t i = 0; i < lines.size(); ++i) {
-    auto c = parse_case(lines[i]);
-    if (!c.ok())
-      return Error((i < o.cases.size() ? "--case '" + lines[i] + "'" : o.suite + ": case " + std::to_string(i + 1 - o.cases.size())) +
-                   ": " + c.error().message());
-    if (!o.model.empty()) c->model = o.model;
+  for (Case& c : all) {
+    if (!o.model.empty()) c.model = o.model;
     if (!o.inject.empty())
       for (std::size_t start = 0; start <= o.inject.size();) {
         const std::size_t end = std::min(o.inject.find(',', start), o.inject.size());
-        if (end > start) c->inject.push_back(o.inject.substr(start, end - start));
+        if (end > start) c.inject.push_back(o.inject.substr(start, end - start));
         start = end + 1;
       }
-    if (std::regex_search(c->id(), filter)) cases.push_back(std::move(c).value());
+    if (std::regex_search(c.id(), filter)) cases.push_back(std::move(c));
   }
-  if (cases.empty()) return Error("--filter '" + o.filter + "' matches none of the " + std::to_string(lines.size()) + " cases");
+  if (cases.empty()) return Error("--filter '" + o.filter + "' matches none of the " + std::to_string(all.size()) + " cases");
   return cases;
 }
 
-}  // namespace
+Expected<int> cases_list_command(const RunCommandOptions& o) {
+  TP_ASSIGN_OR_RETURN(std::vector<Case> cases, selected_cases(o));
+  for (const Case& c : cases) std::cout << c.id() << "\n";
+  std::cerr << cases.size() << " cases\n";
+  return 0;
+}
 
 Expected<Shard> parse_shard(const std::string& flag) {
   Shard s;
@@ -83,7 +76,15 @@ Expected<Shard> parse_shard(const std::string& flag) {
   return s;
 }
 
-Expected<int> run_command(const RunCommandOptions& o, const std::string& command_line) {
+Expected<int> run_command(const RunCommandOptions& given, const std::string& command_line) {
+  // With no cases named, the main job: the ci suite, reported to reports/latest.h5 (+ JUnit).
+  RunCommandOptions o = given;
+  if (o.cases.empty() && o.suite.empty() && o.report.empty() && o.junit.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories("reports", ec);
+    o.report = "reports/latest.h5";
+    o.junit = "reports/latest.xml";
+  }
   if (o.device != "cpu" && o.device != "cuda") return Error("--device " + o.device + " is unknown; use cpu or cuda");
   DumpPolicy dump = DumpPolicy::kNone;
   if (o.dump == "failing") dump = DumpPolicy::kFailing;

@@ -22,13 +22,6 @@ OpClass class_of(compiled::GroupKind kind) {
   return OpClass::kElementwise;
 }
 
-bool has_matrix(const Graph& g, const compiled::Group& grp) {
-  for (int o : grp.ops) {
-    const OpKind k = g.ops[std::size_t(o)].kind;
-    if (k == OpKind::kConv2d || k == OpKind::kLinear) return true;
-  }
-  return false;
-}
 
 // The longest sum an op computes: conv/linear fan-in, attention's channel and token sums,
 // GroupNorm's group. Shapes from the reference's values (NCHW).
@@ -54,7 +47,15 @@ ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp, con
   for (int o : grp.ops) path.reduction = std::max(path.reduction, reduction_of(plan, plan.graph->ops[std::size_t(o)], values));
   for (int v : grp.inputs) path.dtypes.push_back(plan.buffers.at(v).dtype);
   for (int v : grp.outputs) path.dtypes.push_back(plan.buffers.at(v).dtype);
-  if (has_matrix(*plan.graph, grp)) path.dtypes.push_back(grp.policy.weight);
+  // Parameters as stored: conv/linear matrices in the weight dtype, GroupNorm's affine and biases
+  // in it too unless it is fp8 (then f32).
+  for (int o : grp.ops) {
+    const Op& op = plan.graph->ops[std::size_t(o)];
+    if (op.weight.empty()) continue;
+    const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear;
+    path.dtypes.push_back(compiled::param_storage(grp.policy, matrix));
+    if (!op.bias.empty()) path.dtypes.push_back(compiled::param_storage(grp.policy, false));
+  }
   path.accumulation = grp.policy.accumulation;
   return path;
 }

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "compiled/compiled_pipeline.h"
+#include "harness/vae_graphs.h"
 #include "reference/executor.h"
 
 namespace tp {
@@ -31,6 +32,11 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p, const std::map<std::
   const auto start = std::chrono::steady_clock::now();
   TP_ASSIGN_OR_RETURN(r.outputs, run_tiled_pipeline(*p.model, p.pipeline, p.input, runner, p.tiling));
   r.seconds = seconds_since(start);
+  // A roundtrip's encoder outputs, as the compiled side reports them (run_compiled with capture).
+  if (p.pipeline == Pipeline::kRoundtrip && !p.tiling.enabled)
+    if (auto values = r.values.find("vae.encoder"); values != r.values.end())
+      for (const auto& [name, id] : build_encoder_graph(p.model->config).outputs)
+        if (auto v = values->second.find(id); v != values->second.end()) r.outputs.emplace_back("encoder." + name, v->second);
   return r;
 }
 
@@ -49,7 +55,7 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
       captured->push_back(GroupCapture{&plan, group, stored});
     });
   const auto start = std::chrono::steady_clock::now();
-  auto outputs = compiled::run_compiled_pipeline(*run.session, *p.model, p.pipeline, p.input, p.tiling);
+  auto outputs = compiled::run_compiled_pipeline(*run.session, *p.model, p.pipeline, p.input, p.tiling, capture);
   run.seconds = seconds_since(start);
   run.session->watch({});
   if (!outputs.ok()) return outputs.error();

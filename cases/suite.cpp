@@ -1,0 +1,138 @@
+#include "cases/suite.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace tp {
+namespace {
+
+constexpr std::size_t kMaxCasesPerLine = 100000;  // a typo like res=1:100000:1x... should not hang
+
+std::vector<std::pair<std::string, std::size_t>> split_at(std::string_view s, char sep) {
+  std::vector<std::pair<std::string, std::size_t>> out;  // piece, offset
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = s.find(sep, start);
+    out.emplace_back(std::string(s.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start)), start);
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+bool to_int(const std::string& s, int64_t& out) {
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  out = std::stoll(s);
+  return true;
+}
+
+// One dimension of res: N or A:B:STEP.
+Expected<std::vector<std::string>> expand_dimension(const std::string& spec) {
+  const auto parts = split_at(spec, ':');
+  int64_t a = 0, b = 0, step = 0;
+  if (parts.size() == 1) {
+    if (!to_int(spec, a)) return Error("'" + spec + "' is not a size in pixels");
+    return std::vector<std::string>{spec};
+  }
+  if (parts.size() != 3 || !to_int(parts[0].first, a) || !to_int(parts[1].first, b) || !to_int(parts[2].first, step) ||
+      step <= 0 || b < a)
+    return Error("'" + spec + "' is not a range A:B:STEP with A <= B and STEP > 0");
+  std::vector<std::string> out;
+  for (int64_t v = a; v <= b; v += step) out.push_back(std::to_string(v));
+  return out;
+}
+
+// The alternatives one token stands for, each checked as an option.
+Expected<std::vector<std::string>> expand_token(const std::string& token, bool first) {
+  std::vector<std::string> alternatives;
+  if (first) {
+    for (const auto& [p, off] : split_at(token, ','))
+      if (!is_pipeline_name(p)) return Error("'" + p + "': a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
+      else alternatives.push_back(p);
+    return alternatives;
+  }
+  const std::size_t eq = token.find('=');
+  if (eq == std::string::npos || eq == 0) return Error("expected key=value");
+  const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
+  for (const auto& [alt, off] : split_at(value, ',')) {
+    if (key == "res") {
+      const std::size_t x = alt.find('x');
+      if (x == std::string::npos) return Error("'" + alt + "': expected res=HEIGHTxWIDTH, each a size or a range A:B:STEP");
+      TP_ASSIGN_OR_RETURN(std::vector<std::string> hs, expand_dimension(alt.substr(0, x)));
+      TP_ASSIGN_OR_RETURN(std::vector<std::string> ws, expand_dimension(alt.substr(x + 1)));
+      for (const auto& h : hs)
+        for (const auto& w : ws) alternatives.push_back("res=" + h + "x" + w);
+    } else {
+      alternatives.push_back(key + "=" + alt);
+    }
+  }
+  Case scratch;
+  for (const std::string& a : alternatives)
+    if (Status s = apply_case_option(scratch, a); !s.ok()) return Error("'" + a + "': " + s.error().message());
+  return alternatives;
+}
+
+}  // namespace
+
+Expected<std::vector<Case>> expand_suite(std::string_view text, const std::string& source) {
+  std::vector<Case> cases;
+  std::set<std::string> seen;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (const std::size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    const std::string where = source + ":" + std::to_string(number);
+    // Tokens with their columns.
+    std::vector<std::pair<std::string, std::size_t>> tokens;
+    for (std::size_t i = 0; i < line.size();) {
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+      const std::size_t start = i;
+      while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r') ++i;
+      if (i > start) tokens.emplace_back(line.substr(start, i - start), start + 1);
+    }
+    if (tokens.empty()) continue;
+    std::vector<std::vector<std::string>> choices;
+    std::size_t total = 1;
+    for (std::size_t t = 0; t < tokens.size(); ++t) {
+      auto alts = expand_token(tokens[t].first, t == 0);
+      if (!alts.ok())
+        return Error(where + ":" + std::to_string(tokens[t].second) + ": " + alts.error().message() +
+                     (t == 0 ? "" : " (in '" + tokens[t].first + "')"));
+      total *= alts->size();
+      if (total > kMaxCasesPerLine)
+        return Error(where + ": this line expands to more than " + std::to_string(kMaxCasesPerLine) + " cases; split it or narrow its ranges");
+      choices.push_back(std::move(alts).value());
+    }
+    // Cross product, first token slowest.
+    std::vector<std::size_t> pick(choices.size(), 0);
+    for (std::size_t n = 0; n < total; ++n) {
+      std::size_t rest = n;
+      for (std::size_t t = choices.size(); t-- > 0;) {
+        pick[t] = rest % choices[t].size();
+        rest /= choices[t].size();
+      }
+      std::string expanded;
+      for (std::size_t t = 0; t < choices.size(); ++t) expanded += (t ? " " : "") + choices[t][pick[t]];
+      auto c = parse_case(expanded);
+      if (!c.ok()) return Error(where + ": " + c.error().message() + " (expanded: " + expanded + ")");
+      if (seen.insert(c->id()).second) cases.push_back(std::move(c).value());
+    }
+  }
+  return cases;
+}
+
+Expected<std::vector<Case>> load_suite(const std::string& name_or_path) {
+  if (const char* text = builtin_suite_text(name_or_path)) return expand_suite(text, name_or_path);
+  std::ifstream in(name_or_path);
+  if (!in) {
+    std::string names;
+    for (const auto& n : builtin_suite_names()) names += (names.empty() ? "" : ", ") + n;
+    return Error("'" + name_or_path + "' is neither a built-in suite (" + names + ") nor a readable suite file");
+  }
+  std::stringstream s;
+  s << in.rdbuf();
+  return expand_suite(s.str(), name_or_path);
+}
+
+}  // namespace tp
