@@ -66,11 +66,6 @@ std::string format_double(double v) {
 
 }  // namespace
 
-bool Case::model_is_builtin() const {
-  const auto& names = builtin_config_names();
-  return std::find(names.begin(), names.end(), model) != names.end();
-}
-
 std::string Case::policy_text() const {
   std::string p = "w=" + weight + ",a=" + activation + ",acc=" + accumulation;
   if (!scale.empty()) p += ",scale=" + scale;
@@ -88,6 +83,7 @@ std::string Case::id() const {
   if (tile_min || tile_stride) s += " tile=" + std::to_string(tile_min) + ":" + std::to_string(tile_stride);
   if (input != "normal") s += " input=" + input;
   if (!boost_layer.empty()) s += " boost=" + boost_layer + "*" + format_double(boost_factor);
+  if (!warm.empty()) s += " warm=" + warm;
   if (!inject.empty()) s += " inject=" + join_plus(inject);
   if (reference != "f32") s += " ref=" + reference;
   return s;
@@ -140,11 +136,13 @@ Status apply_case_option(Case& c, std::string_view token) {
     if (star == std::string_view::npos || star == 0 || !parse_double(v.substr(star + 1), c.boost_factor))
       return Error("expected boost=LAYER*FACTOR, e.g. boost=decoder.up_blocks.0.resnets.0.conv1*1000");
     c.boost_layer = std::string(v.substr(0, star));
+  } else if (key == "warm") {
+    c.warm = std::string(v);
   } else if (key == "inject") {
     c.inject = split_plus(v);
   } else {
     return Error("unknown option; a case takes model, res, w, a, acc, scale, sat, keep, tiling, tile, input, boost, "
-                 "inject and ref");
+                 "warm, inject and ref");
   }
   return Status();
 }

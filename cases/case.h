@@ -3,11 +3,14 @@
 // its seed. A line is whitespace-separated: the pipeline first, then key=value options.
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
-//     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [inject=FAULT+FAULT] [ref=f64]
+//     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [warm=MODEL] [inject=FAULT+FAULT] [ref=f64]
 // `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
 // are res / the model's downscale. `model` is a built-in config name (weights seeded from the
-// name, so every case on it shares one model) or a diffusers model folder. `boost` multiplies
-// one layer's weights (and bias) by FACTOR: the SDXL-VAE f16 overflow, or 0 for a constant output.
+// name, so every case on it shares one model; `tiny-kl@7` seeds them with 7) or a diffusers
+// model folder. `boost` multiplies one layer's weights (and bias) by FACTOR: the SDXL-VAE f16
+// overflow, or 0 for a constant output. `warm` runs the same pipeline on another model in the
+// same compiled session first (one runtime shared by two models: a plan cache keyed without the
+// weights would hand this case the other model's plan).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +34,7 @@ struct Case {
   std::string input = "normal";
   std::string boost_layer;
   double boost_factor = 1;
+  std::string warm;                     // a model run first in the same session
   std::vector<std::string> inject;      // fault names
   std::string reference = "f32";        // f32 | f64
 
@@ -39,7 +43,6 @@ struct Case {
   uint64_t seed() const;                // from the id only
   // `w=..,a=..,acc=..[,scale=..][,sat=..]`, the compiled path's policy syntax.
   std::string policy_text() const;
-  bool model_is_builtin() const;
 };
 
 // Parses one case line; errors name the token (by its column) and what was expected.

@@ -74,6 +74,9 @@ Expected<PreparedCase> prepare(const Case& c, const RunOptions& o, ModelCache& m
     p.model = std::make_shared<const Model>(std::move(m));
   }
   TP_ASSIGN_OR_RETURN(p.input, case_input(c, *p.model, p.pipeline));
+  if (!c.warm.empty()) {
+    TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
+  }
   p.reference = c.reference == "f64" ? DType::kF64 : DType::kF32;
   p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};
   std::string faults;
@@ -118,10 +121,19 @@ void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref, cons
 Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_or_dir) {
   auto it = models_.find(name_or_dir);
   if (it != models_.end()) return it->second;
+  // A built-in name, optionally with @SEED; anything else is a folder.
+  const std::size_t at = name_or_dir.rfind('@');
+  const std::string name = at == std::string::npos ? name_or_dir : name_or_dir.substr(0, at);
   const auto& names = builtin_config_names();
-  Expected<Model> m = std::find(names.begin(), names.end(), name_or_dir) != names.end()
-                          ? make_model(name_or_dir, model_seed(name_or_dir))
-                          : load_model(name_or_dir);
+  const bool builtin = std::find(names.begin(), names.end(), name) != names.end();
+  uint64_t seed = model_seed(name);
+  if (builtin && at != std::string::npos) {
+    const std::string digits = name_or_dir.substr(at + 1);
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
+      return Error("model=" + name_or_dir + ": the seed after @ must be a number, e.g. " + name + "@7");
+    seed = std::stoull(digits);
+  }
+  Expected<Model> m = builtin ? make_model(name, seed) : load_model(name_or_dir);
   if (!m.ok()) return m.error();
   auto shared = std::make_shared<const Model>(std::move(m).value());
   models_[name_or_dir] = shared;

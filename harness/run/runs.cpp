@@ -49,6 +49,10 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
   }
   CompiledRun run;
   run.session = std::make_unique<compiled::Session>(options, std::move(backend));
+  if (p.warm) {
+    auto warm = compiled::run_compiled_pipeline(*run.session, *p.warm, p.pipeline, p.input, p.tiling);
+    if (!warm.ok()) return Error("warm=" + p.c.warm + ": " + warm.error().message());
+  }
   auto captured = std::make_shared<std::vector<GroupCapture>>();
   if (capture && !p.tiling.enabled)
     run.session->watch([captured](const compiled::Plan& plan, int group, const NamedTensors& stored) {

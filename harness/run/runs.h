@@ -20,6 +20,7 @@ namespace tp {
 struct PreparedCase {
   Case c;
   std::shared_ptr<const Model> model;  // boosted when the case says so
+  std::shared_ptr<const Model> warm;   // run first in the same session (case option warm=)
   Pipeline pipeline = Pipeline::kDecode;
   Tensor input;                        // NCHW f32
   TilingOptions tiling;
