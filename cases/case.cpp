@@ -86,6 +86,7 @@ std::string Case::id() const {
   if (!warm.empty()) s += " warm=" + warm;
   if (!inject.empty()) s += " inject=" + join_plus(inject);
   if (reference != "f32") s += " ref=" + reference;
+  if (seed_variant != 0) s += " seed=" + std::to_string(seed_variant);
   return s;
 }
 
@@ -136,13 +137,15 @@ Status apply_case_option(Case& c, std::string_view token) {
     if (star == std::string_view::npos || star == 0 || !parse_double(v.substr(star + 1), c.boost_factor))
       return Error("expected boost=LAYER*FACTOR, e.g. boost=decoder.up_blocks.0.resnets.0.conv1*1000");
     c.boost_layer = std::string(v.substr(0, star));
+  } else if (key == "seed") {
+    if (!parse_int(v, c.seed_variant)) return Error("expected seed=N, a non-negative integer");
   } else if (key == "warm") {
     c.warm = std::string(v);
   } else if (key == "inject") {
     c.inject = split_plus(v);
   } else {
     return Error("unknown option; a case takes model, res, w, a, acc, scale, sat, keep, tiling, tile, input, boost, "
-                 "warm, inject and ref");
+                 "warm, inject, ref and seed");
   }
   return Status();
 }

@@ -4,6 +4,7 @@
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
 //     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [warm=MODEL] [inject=FAULT+FAULT] [ref=f64]
+//     [seed=N]
 // `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
 // are res / the model's downscale. `model` is a built-in config name (weights seeded from the
 // name, so every case on it shares one model; `tiny-kl@7` seeds them with 7) or a diffusers
@@ -37,6 +38,7 @@ struct Case {
   std::string warm;                     // a model run first in the same session
   std::vector<std::string> inject;      // fault names
   std::string reference = "f32";        // f32 | f64
+  int64_t seed_variant = 0;             // seed=N: the same case with other random inputs
 
   // The canonical line (options in a fixed order, defaults left out): the case id.
   std::string id() const;

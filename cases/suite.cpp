@@ -38,6 +38,8 @@ Expected<std::vector<std::string>> expand_dimension(const std::string& spec) {
   if (parts.size() != 3 || !to_int(parts[0].first, a) || !to_int(parts[1].first, b) || !to_int(parts[2].first, step) ||
       step <= 0 || b < a)
     return Error("'" + spec + "' is not a range A:B:STEP with A <= B and STEP > 0");
+  if ((b - a) / step + 1 > int64_t(kMaxCasesPerLine))
+    return Error("'" + spec + "' expands to more than " + std::to_string(kMaxCasesPerLine) + " sizes; narrow it");
   std::vector<std::string> out;
   for (int64_t v = a; v <= b; v += step) out.push_back(std::to_string(v));
   return out;
@@ -61,6 +63,8 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
       if (x == std::string::npos) return Error("'" + alt + "': expected res=HEIGHTxWIDTH, each a size or a range A:B:STEP");
       TP_ASSIGN_OR_RETURN(std::vector<std::string> hs, expand_dimension(alt.substr(0, x)));
       TP_ASSIGN_OR_RETURN(std::vector<std::string> ws, expand_dimension(alt.substr(x + 1)));
+      if (hs.size() * ws.size() + alternatives.size() > kMaxCasesPerLine)
+        return Error("'" + alt + "' expands to more than " + std::to_string(kMaxCasesPerLine) + " cases; narrow its ranges");
       for (const auto& h : hs)
         for (const auto& w : ws) alternatives.push_back("res=" + h + "x" + w);
     } else {

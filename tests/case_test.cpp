@@ -79,7 +79,8 @@ TEST(SuiteFile, ATypoPointsAtFileLineAndColumn) {
                        Bad{"vae.decode,vae.decod\n", "my.txt:1:1: 'vae.decod'"},
                        Bad{"vae.decode res=40:32:4x32\n", "not a range A:B:STEP"},
                        Bad{"vae.decode tile=32:16\n", "my.txt:1: tile=MIN:STRIDE needs tiling=on"},
-                       Bad{"vae.decode res=1:99999:1x1:99999:1\n", "more than 100000 cases"}}) {
+                       Bad{"vae.decode res=1:99999:1x1:99999:1\n", "more than 100000 cases"},
+                       Bad{"vae.decode res=1:999999999:1x8\n", "more than 100000 sizes"}}) {
     auto cases = expand_suite(b.text, "my.txt");
     ASSERT_FALSE(cases.ok()) << b.text;
     EXPECT_NE(cases.error().message().find(b.fragment), std::string::npos) << cases.error().message();

@@ -4,5 +4,5 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/tools/build.sh"
-"$root/build/twinpath" run --suite "$root/cases/suites/ci.txt" \
-  --report "$root/reports/latest.h5" --junit "$root/reports/latest.xml"
+cd "$root"
+"$root/build/twinpath" run   # no arguments: the ci suite, reports/latest.h5 and reports/latest.xml

@@ -29,6 +29,7 @@ struct RunCommandOptions {
   std::string model;               // replaces every case's model
   std::string device = "cpu";
   std::string inject;              // faults added to every case
+  int64_t reseed = 0;              // seed=N added to every case (other inputs, same cases)
   std::string shard;               // K/N; else GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS
   std::string report, junit, baseline;
   std::string dump = "none";

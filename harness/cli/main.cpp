@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   run->add_option("--model", ro.model, "run every case on this model (built-in name or diffusers folder)");
   run->add_option("--device", ro.device, "cpu (the compiled path's emulated kernels) | cuda")->capture_default_str();
   run->add_option("--inject", ro.inject, "faults added to every case, comma-separated (see `exec --help`)");
+  run->add_option("--reseed", ro.reseed, "give every case seed=N: the same cases on other seeded inputs");
   run->add_option("--shard", ro.shard, "K/N: run every N-th case from the K-th (0 <= K < N); default from GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
   run->add_option("--report", ro.report, "write the HDF5 report here (atomically)");
   run->add_option("--junit", ro.junit, "write JUnit XML here (atomically)");

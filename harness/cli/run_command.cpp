@@ -34,6 +34,7 @@ Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
   std::vector<Case> cases;
   for (Case& c : all) {
     if (!o.model.empty()) c.model = o.model;
+    if (o.reseed) c.seed_variant = o.reseed;
     if (!o.inject.empty())
       for (std::size_t start = 0; start <= o.inject.size();) {
         const std::size_t end = std::min(o.inject.find(',', start), o.inject.size());

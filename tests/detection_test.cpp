@@ -1,0 +1,96 @@
+// Detection power of the ci suite: every injectable fault makes the relevant part of ci FAIL at
+// the expected checkpoint or check, and the clean suite raises no alarm on other seeds.
+// (docs/fault-detection.md has the full-suite table from tools/fault-detection.sh.)
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "cases/suite.h"
+#include "compiled/faults.h"
+#include "harness/run/case_runner.h"
+
+namespace tp {
+namespace {
+
+struct Expectation {
+  const char* fault;
+  const char* cases;     // regex over ci's case ids: the part of ci aimed at this fault
+  const char* reported;  // what the first failing case's reason names
+};
+
+const Expectation kExpectations[] = {
+    {"tile-threshold-from-stride", "^vae.decode model=tiny-kl res=24x32 .*w=f16 a=f16 acc=f32 tiling=on$", "output sample"},
+    {"arena-alias", "^vae.roundtrip model=tiny-kl res=64x64 w=f16 a=f16 acc=f32$", "output encoder.mean"},
+    {"cache-key-ignores-weights", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 warm=tiny-kl@1$", "post_quant_conv: local error"},
+    {"groupnorm-f16-accum", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32$", "decoder.mid_block.resnets.0"},
+    {"softmax-no-max", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.mid_block.attentions.0.to_q\\*20$",
+     "decoder.mid_block.attentions.0.sdpa (attention) makes"},
+    {"fp8-no-scale", "^vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f16 acc=f32 boost=decoder.up_blocks.1.resnets.0.conv1\\*0.01$",
+     "decoder.up_blocks.1.resnets.0.conv1: local error"},
+    {"upsample-off-by-one", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32$", "decoder.up_blocks.0.upsamplers.0: local error"},
+};
+
+std::vector<Case> ci_cases(const std::string& pattern) {
+  auto all = load_suite("ci");
+  if (!all.ok()) throw std::runtime_error(all.error().message());
+  std::vector<Case> out;
+  const std::regex re(pattern);
+  for (const Case& c : *all)
+    if (std::regex_search(c.id(), re)) out.push_back(c);
+  return out;
+}
+
+TEST(Detection, EveryFaultHasAnExpectation) {
+  ASSERT_EQ(std::size(kExpectations), compiled::all_faults().size());
+  for (const compiled::FaultInfo& f : compiled::all_faults()) {
+    bool found = false;
+    for (const Expectation& e : kExpectations) found = found || f.name == std::string(e.fault);
+    EXPECT_TRUE(found) << f.name;
+  }
+}
+
+class FaultDetection : public ::testing::TestWithParam<Expectation> {};
+
+TEST_P(FaultDetection, CiFailsAtTheExpectedCheckpoint) {
+  const Expectation& e = GetParam();
+  const std::vector<Case> cases = ci_cases(e.cases);
+  ASSERT_FALSE(cases.empty()) << "ci has no case matching " << e.cases;
+  ModelCache models;
+  for (Case c : cases) {
+    const CaseResult clean = run_case(c, {}, models);
+    EXPECT_EQ(clean.outcome, Outcome::kPassed) << c.id() << ": " << clean.reason;
+    c.inject.push_back(e.fault);
+    const CaseResult faulty = run_case(c, {}, models);
+    EXPECT_EQ(faulty.outcome, Outcome::kFailed) << c.id();
+    EXPECT_NE(faulty.reason.find(e.reported), std::string::npos) << c.id() << ": " << faulty.reason;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, FaultDetection, ::testing::ValuesIn(kExpectations),
+                         [](const ::testing::TestParamInfo<Expectation>& info) {
+                           std::string name = info.param.fault;
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
+
+// No false alarms: a sample of ci (every 10th case) on three other seeds.
+TEST(Detection, CleanCiPassesOnOtherSeeds) {
+  auto all = load_suite("ci");
+  ASSERT_TRUE(all.ok());
+  ModelCache models;
+  int ran = 0;
+  for (std::size_t i = 0; i < all->size(); i += 10)
+    for (int64_t seed : {1, 2, 3}) {
+      Case c = (*all)[i];
+      c.seed_variant = seed;
+      const CaseResult r = run_case(c, {}, models);
+      EXPECT_NE(r.outcome, Outcome::kFailed) << r.id << ": " << r.reason;
+      EXPECT_NE(r.outcome, Outcome::kError) << r.id << ": " << r.reason;
+      ran += r.outcome == Outcome::kPassed;
+    }
+  EXPECT_GT(ran, 25);
+}
+
+}  // namespace
+}  // namespace tp
