@@ -84,6 +84,7 @@ std::string Case::id() const {
   if (input != "normal") s += " input=" + input;
   if (!boost_layer.empty()) s += " boost=" + boost_layer + "*" + format_double(boost_factor);
   if (!warm.empty()) s += " warm=" + warm;
+  if (reload) s += " reload=on";
   if (!inject.empty()) s += " inject=" + join_plus(inject);
   if (reference != "f32") s += " ref=" + reference;
   if (seed_variant != 0) s += " seed=" + std::to_string(seed_variant);
@@ -139,13 +140,16 @@ Status apply_case_option(Case& c, std::string_view token) {
     c.boost_layer = std::string(v.substr(0, star));
   } else if (key == "seed") {
     if (!parse_int(v, c.seed_variant)) return Error("expected seed=N, a non-negative integer");
+  } else if (key == "reload") {
+    if (v != "on" && v != "off") return Error("expected reload=on or reload=off");
+    c.reload = v == "on";
   } else if (key == "warm") {
     c.warm = std::string(v);
   } else if (key == "inject") {
     c.inject = split_plus(v);
   } else {
     return Error("unknown option; a case takes model, res, w, a, acc, scale, sat, keep, tiling, tile, input, boost, "
-                 "warm, inject, ref and seed");
+                 "warm, reload, inject, ref and seed");
   }
   return Status();
 }

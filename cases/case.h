@@ -4,14 +4,17 @@
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
 //     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [warm=MODEL] [inject=FAULT+FAULT] [ref=f64]
-//     [seed=N]
+//     [reload=on] [seed=N]
 // `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
 // are res / the model's downscale. `model` is a built-in config name (weights seeded from the
 // name, so every case on it shares one model; `tiny-kl@7` seeds them with 7) or a diffusers
 // model folder. `boost` multiplies one layer's weights (and bias) by FACTOR: the SDXL-VAE f16
 // overflow, or 0 for a constant output. `warm` runs the same pipeline on another model in the
 // same compiled session first (one runtime shared by two models: a plan cache keyed without the
-// weights would hand this case the other model's plan).
+// weights would hand this case the other model's plan). Cases that share a runtime (warm=, a
+// roundtrip's co-resident encoder and decoder) must also equal isolated runs bit for bit.
+// `reload=on` saves the plans, loads them into a fresh session and requires the same bits
+// (field report 2).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +39,7 @@ struct Case {
   std::string boost_layer;
   double boost_factor = 1;
   std::string warm;                     // a model run first in the same session
+  bool reload = false;                  // plans saved, loaded into a fresh session, run again
   std::vector<std::string> inject;      // fault names
   std::string reference = "f32";        // f32 | f64
   int64_t seed_variant = 0;             // seed=N: the same case with other random inputs

@@ -44,6 +44,24 @@ bool bitwise_equal(const NamedTensors& watched, const NamedTensors& plain) {
   return !plain.empty();
 }
 
+// A case made concrete by hand (inputs from a sine), for tests of the runner's pieces.
+PreparedCase prepared(const std::string& line, ModelCache& models) {
+  PreparedCase p;
+  p.c = case_of(line);
+  p.model = *models.get(p.c.model);
+  if (!p.c.warm.empty()) p.warm = *models.get(p.c.warm);
+  p.pipeline = *parse_pipeline(p.c.pipeline);
+  const bool decode = p.pipeline == Pipeline::kDecode;
+  const int ds = decode ? p.model->config.downscale() : 1;
+  p.input = Tensor(DType::kF32, {1, decode ? p.model->config.latent_channels() : 3, p.c.height / ds, p.c.width / ds});
+  for (int64_t i = 0; i < p.input.numel(); ++i) p.input.data<float>()[i] = float(std::sin(double(i) * 0.37));
+  p.session.policy.base = *compiled::parse_layer_policy(p.c.policy_text());
+  std::string faults;
+  for (const std::string& f : p.c.inject) faults += (faults.empty() ? "" : ",") + f;
+  p.session.faults = *compiled::parse_faults(faults);
+  return p;
+}
+
 // Instrumented (every group's outputs copied out) and plain runs give bitwise-equal outputs.
 TEST(HarnessRun, CaptureDoesNotPerturbTheCompiledRun) {
   ModelCache models;
@@ -51,15 +69,7 @@ TEST(HarnessRun, CaptureDoesNotPerturbTheCompiledRun) {
                            "vae.roundtrip model=tiny-kl res=64x64 w=f8e4m3 a=bf16 acc=f32",
                            "vae.encode model=tiny-taesd res=64x64 w=bf16 a=bf16 acc=f32",
                            "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f16"}) {
-    PreparedCase p;
-    p.c = case_of(line);
-    p.model = *models.get(p.c.model);
-    p.pipeline = *parse_pipeline(p.c.pipeline);
-    const bool decode = p.pipeline == Pipeline::kDecode;
-    const int ds = decode ? p.model->config.downscale() : 1;
-    p.input = Tensor(DType::kF32, {1, decode ? p.model->config.latent_channels() : 3, 64 / ds, 64 / ds});
-    for (int64_t i = 0; i < p.input.numel(); ++i) p.input.data<float>()[i] = float(std::sin(double(i) * 0.37));
-    p.session.policy.base = *compiled::parse_layer_policy(p.c.policy_text());
+    const PreparedCase p = prepared(line, models);
     auto watched = run_compiled(p, p.session.policy, true);
     auto plain = run_compiled(p, p.session.policy, false);
     ASSERT_TRUE(watched.ok() && plain.ok()) << line;
@@ -67,6 +77,29 @@ TEST(HarnessRun, CaptureDoesNotPerturbTheCompiledRun) {
     EXPECT_TRUE(plain->groups.empty()) << line;
     EXPECT_TRUE(bitwise_equal(watched->outputs, plain->outputs)) << line;
   }
+}
+
+// Shared runtimes give the isolated runs' bits, and say where they stop doing so.
+TEST(HarnessRun, SharedRuntimesMustEqualIsolatedRunsBitwise) {
+  ModelCache models;
+  for (const char* line : {"vae.roundtrip model=tiny-kl res=64x64 w=f16 a=f16 acc=f32",
+                           "vae.decode model=tiny-kl res=64x64 w=bf16 a=bf16 acc=f32 warm=tiny-kl@1"}) {
+    const PreparedCase p = prepared(line, models);
+    auto run = run_compiled(p, p.session.policy, true);
+    ASSERT_TRUE(run.ok()) << line;
+    EXPECT_EQ(check_isolation(p, *run), "") << line;
+    EXPECT_EQ(check_plan_reload(p), "") << line;
+  }
+  const PreparedCase aliased = prepared("vae.roundtrip model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 inject=arena-alias", models);
+  auto run = run_compiled(aliased, aliased.session.policy, true);
+  ASSERT_TRUE(run.ok());
+  const std::string why = check_isolation(aliased, *run);
+  EXPECT_NE(why.find("encoder and decoder co-resident: output encoder.mean differs from the isolated run"), std::string::npos) << why;
+  const PreparedCase stale = prepared("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 warm=tiny-kl@1 inject=cache-key-ignores-weights", models);
+  auto stale_run = run_compiled(stale, stale.session.policy, true);
+  ASSERT_TRUE(stale_run.ok());
+  const std::string stale_why = check_isolation(stale, *stale_run);
+  EXPECT_NE(stale_why.find("first checkpoint that differs: post_quant_conv"), std::string::npos) << stale_why;
 }
 
 TEST(HarnessRun, CleanCasesPassOnEveryPolicy) {

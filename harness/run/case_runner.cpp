@@ -167,6 +167,14 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   r.reference_seconds = ref->seconds;
 
   Evaluation e = evaluate(p, *ref, *run, o.local_error && !p.tiling.enabled);
+  if (!e.failed) {
+    std::string why = check_isolation(p, *run);
+    if (why.empty() && c.reload) why = check_plan_reload(p);
+    if (!why.empty()) {
+      e.failed = true;
+      e.reason = why;
+    }
+  }
   r.checkpoints = e.checkpoints;
   if (e.non_finite) {
     r.provenance = locate_non_finite(p, *ref, *run);

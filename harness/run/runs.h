@@ -87,6 +87,12 @@ Provenance input_provenance(const Tensor& input);
 // The first group that made a non-finite value from finite inputs, replayed op by op.
 Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run);
 
+// "" when shared runtimes give the isolated runs' bits (warm=, a roundtrip's co-resident
+// encoder and decoder), else the first output and checkpoint that differ.
+std::string check_isolation(const PreparedCase& p, const CompiledRun& run);
+// "" when plans saved and loaded into a fresh session give the same bits as the run that saved them.
+std::string check_plan_reload(const PreparedCase& p);
+
 struct SearchResult {
   bool found = false;
   std::vector<std::string> keep_fp32;
