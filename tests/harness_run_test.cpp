@@ -137,6 +137,22 @@ TEST(HarnessRun, RefusalsAreOutcomesWithReasons) {
   EXPECT_NE(no_layer.reason.find("no layer 'decoder.nope'"), std::string::npos) << no_layer.reason;
 }
 
+// The harness's own table of supported dtype combinations agrees with the compiled path's
+// refusals on every combination (ci runs them all: a disagreement fails the case).
+TEST(HarnessRun, SupportTableAgreesWithTheCompiledPath) {
+  int supported = 0;
+  for (const char* w : {"f32", "f16", "bf16", "f8e4m3", "f8e5m2"})
+    for (const char* a : {"f32", "f16", "bf16", "f8e4m3"})
+      for (const char* acc : {"f32", "f16"}) {
+        Case c = case_of(std::string("vae.decode w=") + w + " a=" + a + " acc=" + acc);
+        auto policy = compiled::parse_layer_policy(c.policy_text());
+        const bool runs = policy.ok() && compiled::check_supported("layer", *policy).ok();
+        EXPECT_EQ(expected_supported(c), runs) << c.policy_text();
+        supported += runs;
+      }
+  EXPECT_EQ(supported, 12);
+}
+
 // The layer that creates error stands out by its local error; the layers after it carry the
 // error on (accumulated) while their own local error stays within tolerance.
 TEST(HarnessRun, LocalErrorNamesTheCulpritLayer) {

@@ -9,7 +9,6 @@
 #include "harness/run/group_repro.h"
 #include "harness/run/runs.h"
 #include "harness/tensor_io.h"
-#include "harness/vae_graphs.h"
 
 namespace tp {
 namespace {
@@ -60,7 +59,8 @@ struct Refusal {
   std::string reason;
 };
 
-// The case made concrete; a refusal says which outcome it is (ERROR, UNSUPPORTED, SKIPPED).
+// The case made concrete; a refusal says which outcome it is (ERROR or SKIPPED). A policy the
+// compiled path refuses is recorded, not refused here: run_case checks it against expectations.
 Expected<PreparedCase> prepare(const Case& c, const RunOptions& o, ModelCache& models, Refusal& refusal) {
   PreparedCase p;
   p.c = c;
@@ -83,12 +83,9 @@ Expected<PreparedCase> prepare(const Case& c, const RunOptions& o, ModelCache& m
   for (const std::string& f : c.inject) faults += (faults.empty() ? "" : ",") + f;
   TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(faults));
   p.session.policy.keep_fp32 = c.keep_fp32;
-  refusal.outcome = Outcome::kUnsupported;
-  TP_ASSIGN_OR_RETURN(p.session.policy.base, compiled::parse_layer_policy(c.policy_text()));
-  for (const Graph& g : {build_encoder_graph(p.model->config), build_decoder_graph(p.model->config)})
-    for (const Op& op : g.ops)
-      if (op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear)
-        TP_RETURN_IF_ERROR(compiled::check_supported(op.name, p.session.policy.for_layer(op.name)));
+  auto policy = compiled::parse_layer_policy(c.policy_text());
+  if (policy.ok()) p.session.policy.base = *policy;
+  else p.policy_refusal = policy.error().message();
   if (o.device == "cuda") {
     refusal.outcome = Outcome::kSkipped;
     TP_ASSIGN_OR_RETURN(auto backend, compiled::make_cuda_backend());
@@ -158,7 +155,23 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   r.provenance = input_provenance(p.input);
   if (r.provenance.found) return finish(Outcome::kError, r.provenance.detail);
 
+  // Unsupported dtype combinations must be refused, with a sentence naming the dtypes; supported
+  // ones must run.
+  const bool supported = expected_supported(c);
+  const std::string dtypes = "w=" + c.weight + ",a=" + c.activation + ",acc=" + c.accumulation;
+  if (!p.policy_refusal.empty())
+    return supported ? finish(Outcome::kFailed, "the compiled path refused " + dtypes + ", which it should run: " + p.policy_refusal)
+                     : finish(Outcome::kUnsupported, p.policy_refusal);
   auto run = run_compiled(p, p.session.policy, true);
+  if (!supported) {
+    if (run.ok())
+      return finish(Outcome::kFailed, "the compiled path ran " + dtypes +
+                                          ", which has no kernels: it must refuse it, naming the layer, both dtypes and the fix");
+    const std::string& refusal = run.error().message();
+    const bool names_dtypes = refusal.find(c.weight) != std::string::npos && refusal.find(c.activation) != std::string::npos;
+    return names_dtypes ? finish(Outcome::kUnsupported, refusal)
+                        : finish(Outcome::kFailed, "the compiled path refused " + dtypes + " without naming both dtypes: " + refusal);
+  }
   if (!run.ok()) return finish(Outcome::kError, "compiled path: " + run.error().message());
   r.compiled_seconds = run->seconds;
   r.plan_stats = compiled::describe_session(*run->session);

@@ -27,7 +27,11 @@ struct PreparedCase {
   DType reference = DType::kF32;
   compiled::SessionOptions session;
   std::string device = "cpu";
+  std::string policy_refusal;  // the compiled path's policy parser refused the dtypes (field report 3)
 };
+
+// Whether the compiled path should run the case's dtype combination (harness/run/support.cpp).
+bool expected_supported(const Case& c);
 
 struct ReferenceRun {
   NamedTensors outputs;
