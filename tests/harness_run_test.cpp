@@ -126,6 +126,8 @@ TEST(HarnessRun, RefusalsAreOutcomesWithReasons) {
   EXPECT_NE(fp8_act.reason.find("fp8 is a weight dtype"), std::string::npos) << fp8_act.reason;
   const CaseResult mixed = run("vae.decode model=tiny-kl res=64x64 w=bf16 a=f16 acc=f32");
   EXPECT_EQ(mixed.outcome, Outcome::kUnsupported) << mixed.reason;
+  const CaseResult all_kept = run("vae.decode model=tiny-kl res=64x64 w=bf16 a=f16 acc=f32 keep=*");
+  EXPECT_EQ(all_kept.outcome, Outcome::kPassed) << all_kept.reason;  // every layer in fp32: runs
   const CaseResult missing = run("vae.decode model=/no/such/model res=64x64 w=f16 a=f16 acc=f32");
   EXPECT_EQ(missing.outcome, Outcome::kError);
   EXPECT_NE(missing.reason.find("no such model folder"), std::string::npos) << missing.reason;

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <regex>
 
-#include "harness/cli/commands.h"
 #include "cases/suite.h"
+#include "harness/cli/commands.h"
 #include "harness/run/case_runner.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"

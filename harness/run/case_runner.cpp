@@ -9,6 +9,7 @@
 #include "harness/run/group_repro.h"
 #include "harness/run/runs.h"
 #include "harness/tensor_io.h"
+#include "harness/vae_graphs.h"
 
 namespace tp {
 namespace {
@@ -52,6 +53,29 @@ Expected<Tensor> case_input(const Case& c, const Model& m, Pipeline p) {
     return Error(c.input + " holds " + shape_string(t.shape()) + ", not res=" + std::to_string(c.height) + "x" +
                  std::to_string(c.width) + "; give the case the input's resolution");
   return t.to(DType::kF32);
+}
+
+// Layers kept in fp32 run w=f32,a=f32, which every build supports: a policy without kernels
+// still runs when every layer with a weight matrix is kept.
+bool every_weighted_layer_kept(const Case& c, const Model& m) {
+  if (c.keep_fp32.empty()) return false;
+  for (const Graph& g : {build_encoder_graph(m.config), build_decoder_graph(m.config)})
+    for (const Op& op : g.ops) {
+      if (op.kind != OpKind::kConv2d && op.kind != OpKind::kLinear) continue;
+      bool kept = false;
+      for (const std::string& glob : c.keep_fp32) kept = kept || compiled::glob_match(glob, op.name);
+      if (!kept) return false;
+    }
+  return true;
+}
+
+// The parts of a policy keep-fp32 cannot override: the dtypes must exist as storage at all.
+bool expected_supported_base_in_fp32(const Case& c) {
+  Case fp32 = c;
+  fp32.weight = fp32.activation = "f32";
+  fp32.accumulation = "f32";
+  return c.activation != "f8e4m3" && c.activation != "f8e5m2" && c.activation != "f64" && c.weight != "f64" &&
+         expected_supported(fp32);
 }
 
 struct Refusal {
@@ -157,7 +181,7 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
 
   // Unsupported dtype combinations must be refused, with a sentence naming the dtypes; supported
   // ones must run.
-  const bool supported = expected_supported(c);
+  const bool supported = expected_supported(c) || (expected_supported_base_in_fp32(c) && every_weighted_layer_kept(c, *p.model));
   const std::string dtypes = "w=" + c.weight + ",a=" + c.activation + ",acc=" + c.accumulation;
   if (!p.policy_refusal.empty())
     return supported ? finish(Outcome::kFailed, "the compiled path refused " + dtypes + ", which it should run: " + p.policy_refusal)
