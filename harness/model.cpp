@@ -77,16 +77,20 @@ Expected<std::pair<nlohmann::json, VaeConfig>> read_config(const std::string& co
   return std::make_pair(std::move(j), std::move(config));
 }
 
+Model seeded_model(const std::string& name, VaeConfig config, uint64_t seed) {
+  Model m;
+  m.dir = name;
+  m.config = std::move(config);
+  const std::vector<ParamSpec> specs = model_param_specs(m.config);
+  for (const ParamSpec& s : specs) m.weights.emplace(s.key, random_param(s, specs, seed));
+  return m;
+}
+
 }  // namespace
 
 Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed) {
   TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));
-  Model m;
-  m.dir = config_name_or_path;
-  m.config = std::move(parsed.second);
-  const std::vector<ParamSpec> specs = model_param_specs(m.config);
-  for (const ParamSpec& s : specs) m.weights.emplace(s.key, random_param(s, specs, seed));
-  return m;
+  return seeded_model(config_name_or_path, std::move(parsed.second), seed);
 }
 
 Status scale_layer(Model& model, const std::string& layer, double factor) {
@@ -107,7 +111,7 @@ Status scale_layer(Model& model, const std::string& layer, double factor) {
 
 Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir, const std::string& scale) {
   TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));
-  TP_ASSIGN_OR_RETURN(Model m, make_model(config_name_or_path, seed));
+  Model m = seeded_model(config_name_or_path, parsed.second, seed);
   if (!scale.empty()) {
     const std::size_t star = scale.rfind('*');
     char* end = nullptr;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "harness/cli/commands.h"
+#include "harness/format.h"
 #include "harness/run/case_runner.h"
 #include "harness/run/group_repro.h"
 #include "harness/tensor_io.h"
@@ -53,11 +54,6 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   return parse_case(c.id());
 }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 }  // namespace
 
@@ -93,8 +89,8 @@ Expected<int> triage_command(const TriageOptions& o) {
       std::string idx;
       for (int64_t i : p.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
       std::cout << "  origin    " << p.layer << " (" << p.op << "), cause " << p.cause << ", element [" << idx << "]\n";
-      std::cout << "  values    compiled " << num(p.value) << ", reference " << num(p.reference_value);
-      if (p.dtype_max > 0) std::cout << "; max |ref| " << num(p.reference_max_abs) << " vs " << num(p.dtype_max) << " (headroom " << num(p.dtype_max / p.reference_max_abs) << ")";
+      std::cout << "  values    compiled " << format_number(p.value) << ", reference " << format_number(p.reference_value);
+      if (p.dtype_max > 0) std::cout << "; max |ref| " << format_number(p.reference_max_abs) << " vs " << format_number(p.dtype_max) << " (headroom " << format_number(p.dtype_max / p.reference_max_abs) << ")";
       std::cout << "\n";
     } else if (r.outcome != Outcome::kPassed) {
       std::cout << "  reason    " << r.reason << "\n";

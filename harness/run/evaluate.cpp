@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "harness/format.h"
 #include "harness/run/runs.h"
 #include "harness/run/tolerance.h"
 
@@ -66,11 +67,6 @@ std::string fmt(const char* f, double a, double b = 0) {
   return buf;
 }
 
-std::string index_string(const Shape& index) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < index.size(); ++i) s += (i ? "," : "") + std::to_string(index[i]);
-  return s + "]";
-}
 
 // Applies `tol` to `m`; returns why it fails, or "" when it passes.
 std::string judge(const Metrics& m, const Tolerance& tol) {
@@ -78,7 +74,7 @@ std::string judge(const Metrics& m, const Tolerance& tol) {
   if (m.rel_l2 > tol.rel_l2) return fmt("rel L2 %.3g > %.3g", m.rel_l2, tol.rel_l2) + " (" + tol.basis + ")";
   const double element = m.want_max_abs > 0 ? m.max_abs / m.want_max_abs : m.max_abs;
   if (element > tol.max_element) {
-    std::string where = m.worst.empty() ? "" : " at " + index_string(m.worst[0].index);
+    std::string where = m.worst.empty() ? "" : " at " + format_index(m.worst[0].index);
     return fmt("worst element off by %.3g of max|ref| > %.3g", element, tol.max_element) + where;
   }
   return "";

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "compiled/backend.h"
+#include "harness/format.h"
 #include "harness/vae_graphs.h"
 
 namespace tp {
@@ -49,11 +50,6 @@ std::string meta(const std::map<std::string, std::string>& m, const char* key) {
   return it == m.end() ? "" : it->second;
 }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 }  // namespace
 
@@ -147,7 +143,7 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, const std::s
     }
     out.non_finite = out.non_finite || bad > 0;
     out.text += "  output " + grp.checkpoints[i] + " on " + session.backend().device() + ": " + std::to_string(bad) + " of " +
-                std::to_string(f.numel()) + " non-finite, max |finite| " + num(max_abs) + " (" + dtype_name(outputs[i].dtype()) + ")\n";
+                std::to_string(f.numel()) + " non-finite, max |finite| " + format_number(max_abs) + " (" + dtype_name(outputs[i].dtype()) + ")\n";
   }
   out.text += out.origin.found ? "  origin: " + out.origin.layer + " (" + out.origin.op + "), cause " + out.origin.cause + "\n  " +
                                      out.origin.detail + "\n"

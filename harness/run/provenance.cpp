@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "harness/format.h"
 #include "harness/run/runs.h"
 #include "reference/executor.h"
 
@@ -46,17 +47,7 @@ std::vector<int64_t> unravel(int64_t flat, const Shape& s) {
   return idx;
 }
 
-std::string index_string(const std::vector<int64_t>& index) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < index.size(); ++i) s += (i ? "," : "") + std::to_string(index[i]);
-  return s + "]";
-}
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 bool replay_finite(const compiled::GroupReplay& r) {
   for (const auto& [o, t] : r.ops)
@@ -166,7 +157,7 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
       if (const Tensor* r = find_tensor(*ref_ops, op->name)) {
         pr.reference_value = at(*r, flat);
         pr.reference_max_abs = max_abs(*r);
-        ref_text = "; the reference holds " + num(pr.reference_value) + " there (max |ref| " + num(pr.reference_max_abs);
+        ref_text = "; the reference holds " + format_number(pr.reference_value) + " there (max |ref| " + format_number(pr.reference_max_abs);
       }
   }
 
@@ -175,7 +166,7 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
     auto clean = compiled::replay_group(plan, group, input_shape, inputs, compiled::FaultSet{});
     if (clean.ok() && replay_finite(*clean)) {
       pr.cause = "fault";
-      pr.detail = pr.layer + " (" + pr.op + ") makes " + num(pr.value) + " at " + index_string(pr.index) +
+      pr.detail = pr.layer + " (" + pr.op + ") makes " + format_number(pr.value) + " at " + format_index(pr.index) +
                   " only with the injected fault(s) " + plan.faults.to_string() +
                   ": replayed without them on the same inputs, the group stays finite" + (ref_text.empty() ? "" : ref_text + ")");
       return pr;
@@ -184,15 +175,15 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
   if (at_store) {
     pr.cause = "overflow";
     pr.dtype_max = dtype_max_finite(stored);
-    if (!ref_text.empty()) ref_text += ", " + num(pr.reference_max_abs / pr.dtype_max) + "x " + dtype_name(stored) + "'s range)";
-    pr.detail = pr.layer + " (" + pr.op + ") computes " + num(pr.value) + " at " + index_string(pr.index) + " in fp32, past " +
-                dtype_name(stored) + "'s largest finite value " + num(pr.dtype_max) + ", so storing it gives " +
+    if (!ref_text.empty()) ref_text += ", " + format_number(pr.reference_max_abs / pr.dtype_max) + "x " + dtype_name(stored) + "'s range)";
+    pr.detail = pr.layer + " (" + pr.op + ") computes " + format_number(pr.value) + " at " + format_index(pr.index) + " in fp32, past " +
+                dtype_name(stored) + "'s largest finite value " + format_number(pr.dtype_max) + ", so storing it gives " +
                 (pr.value > 0 ? "inf" : "-inf") + ref_text;
     return pr;
   }
   pr.cause = classify(op->kind, pr.value, pr.inputs);
   if (pr.cause == "overflow") pr.dtype_max = dtype_max_finite(DType::kF32);
-  pr.detail = pr.layer + " (" + pr.op + ") makes " + num(pr.value) + " at " + index_string(pr.index) +
+  pr.detail = pr.layer + " (" + pr.op + ") makes " + format_number(pr.value) + " at " + format_index(pr.index) +
               " from finite inputs in fp32 (" + pr.cause + ")" + (ref_text.empty() ? "" : ref_text + ")");
   return pr;
 }
@@ -207,7 +198,7 @@ Provenance input_provenance(const Tensor& input) {
   pr.cause = "propagated-from-input";
   pr.index = unravel(i, input.shape());
   pr.value = at(input, i);
-  pr.detail = "the pipeline input holds a non-finite value (" + num(pr.value) + " at " + index_string(pr.index) +
+  pr.detail = "the pipeline input holds a non-finite value (" + format_number(pr.value) + " at " + format_index(pr.index) +
               "); both paths carry it into every later layer: fix the input";
   return pr;
 }
