@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "harness/dtype.h"
+#include "harness/format.h"
 #include "harness/rng.h"
 #include "harness/vae_config.h"
 
@@ -25,23 +26,6 @@ std::vector<Token> split(std::string_view line) {
     while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
     if (i > start) out.push_back({line.substr(start, i - start), start + 1});
   }
-  return out;
-}
-
-std::vector<std::string> split_plus(std::string_view v) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= v.size()) {
-    const std::size_t end = std::min(v.find('+', start), v.size());
-    if (end > start) out.emplace_back(v.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
-}
-
-std::string join_plus(const std::vector<std::string>& parts) {
-  std::string out;
-  for (const auto& p : parts) out += (out.empty() ? "" : "+") + p;
   return out;
 }
 
@@ -78,14 +62,14 @@ std::string Case::id() const {
                   " w=" + weight + " a=" + activation + " acc=" + accumulation;
   if (!scale.empty()) s += " scale=" + scale;
   if (!saturation.empty()) s += " sat=" + saturation;
-  if (!keep_fp32.empty()) s += " keep=" + join_plus(keep_fp32);
+  if (!keep_fp32.empty()) s += " keep=" + join_list(keep_fp32, '+');
   if (tiling) s += " tiling=on";
   if (tile_min || tile_stride) s += " tile=" + std::to_string(tile_min) + ":" + std::to_string(tile_stride);
   if (input != "normal") s += " input=" + input;
   if (!boost_layer.empty()) s += " boost=" + boost_layer + "*" + format_double(boost_factor);
   if (!warm.empty()) s += " warm=" + warm;
   if (reload) s += " reload=on";
-  if (!inject.empty()) s += " inject=" + join_plus(inject);
+  if (!inject.empty()) s += " inject=" + join_list(inject, '+');
   if (reference != "f32") s += " ref=" + reference;
   if (seed_variant != 0) s += " seed=" + std::to_string(seed_variant);
   return s;
@@ -119,7 +103,7 @@ Status apply_case_option(Case& c, std::string_view token) {
     if (v != "satfinite" && v != "nonsat") return Error("expected sat=satfinite or sat=nonsat");
     c.saturation = std::string(v);
   } else if (key == "keep") {
-    c.keep_fp32 = split_plus(v);
+    c.keep_fp32 = split_list(v, '+');
   } else if (key == "tiling") {
     if (v != "on" && v != "off") return Error("expected tiling=on or tiling=off");
     c.tiling = v == "on";
@@ -146,7 +130,7 @@ Status apply_case_option(Case& c, std::string_view token) {
   } else if (key == "warm") {
     c.warm = std::string(v);
   } else if (key == "inject") {
-    c.inject = split_plus(v);
+    c.inject = split_list(v, '+');
   } else {
     return Error("unknown option; a case takes model, res, w, a, acc, scale, sat, keep, tiling, tile, input, boost, "
                  "warm, reload, inject, ref and seed");

@@ -1,9 +1,11 @@
-// Small text formatting shared by verdicts, provenance and the CLI.
+// Small text helpers shared by case lines, verdicts, provenance, reports and the CLI.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tp {
@@ -15,11 +17,30 @@ inline std::string format_number(double v) {
   return buf;
 }
 
-// An element index: "[0,3,5,7]".
-inline std::string format_index(const std::vector<int64_t>& index) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < index.size(); ++i) s += (i ? "," : "") + std::to_string(index[i]);
-  return s + "]";
+// The non-empty pieces of `text` between `sep`s: "a,,b" -> {"a", "b"}.
+inline std::vector<std::string> split_list(std::string_view text, char sep) {
+  std::vector<std::string> out;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find(sep, start), text.size());
+    if (end > start) out.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
 }
+
+inline std::string join_list(const std::vector<std::string>& parts, char sep) {
+  std::string out;
+  for (const std::string& p : parts) (out.empty() ? out : out += sep) += p;
+  return out;
+}
+
+inline std::string join_numbers(const std::vector<int64_t>& values, char sep) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) (i ? out += sep : out) += std::to_string(values[i]);
+  return out;
+}
+
+// An element index: "[0,3,5,7]".
+inline std::string format_index(const std::vector<int64_t>& index) { return "[" + join_numbers(index, ',') + "]"; }
 
 }  // namespace tp

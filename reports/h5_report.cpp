@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "harness/atomic_file.h"
+#include "harness/format.h"
 
 namespace tp {
 namespace {
@@ -228,36 +229,10 @@ Metrics from_row(const MetricsRow& r) {
   return m;
 }
 
-std::string index_text(const Shape& idx) {
-  std::string s;
-  for (int64_t i : idx) s += (s.empty() ? "" : ",") + std::to_string(i);
-  return s;
-}
 Shape parse_index(const std::string& s) {
   Shape idx;
-  std::size_t start = 0;
-  while (start < s.size()) {
-    const std::size_t end = std::min(s.find(',', start), s.size());
-    idx.push_back(std::stoll(s.substr(start, end - start)));
-    start = end + 1;
-  }
+  for (const std::string& n : split_list(s, ',')) idx.push_back(std::stoll(n));
   return idx;
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start < s.size()) {
-    const std::size_t end = std::min(s.find(',', start), s.size());
-    out.push_back(s.substr(start, end - start));
-    start = end + 1;
-  }
-  return out;
 }
 
 void write_provenance(hid_t parent, const Provenance& p, const Types& t) {
@@ -270,7 +245,7 @@ void write_provenance(hid_t parent, const Provenance& p, const Types& t) {
   put_string(g.get(), "op", p.op);
   put_string(g.get(), "cause", p.cause);
   put_string(g.get(), "detail", p.detail);
-  put_string(g.get(), "index", index_text(p.index));
+  put_string(g.get(), "index", join_numbers(p.index, ','));
   put_double(g.get(), "value", p.value);
   put_double(g.get(), "reference_value", p.reference_value);
   put_double(g.get(), "reference_max_abs", p.reference_max_abs);
@@ -362,7 +337,7 @@ void write_case(hid_t cases, std::size_t index, const CaseResult& c, const Types
   put_double(g.get(), "compiled_seconds", c.compiled_seconds);
   put_string(g.get(), "plan_stats", c.plan_stats);
   put_int(g.get(), "searched", c.searched);
-  put_string(g.get(), "keep_fp32", join(c.keep_fp32));
+  put_string(g.get(), "keep_fp32", join_list(c.keep_fp32, ','));
   put_string(g.get(), "search_note", c.search_note);
   put_int(g.get(), "search_runs", c.search_runs);
   std::vector<CheckpointRow> rows(c.checkpoints.size());
@@ -390,7 +365,7 @@ void write_case(hid_t cases, std::size_t index, const CaseResult& c, const Types
         copy_string(w.checkpoint, kNameLen, r.name);
         w.local = uint8_t(side);
         w.rank = int32_t(k);
-        copy_string(w.index, sizeof w.index, index_text(ws[k].index));
+        copy_string(w.index, sizeof w.index, join_numbers(ws[k].index, ','));
         w.got = ws[k].got;
         w.want = ws[k].want;
         w.abs_error = ws[k].abs_error;
@@ -418,7 +393,7 @@ CaseResult read_case(hid_t cases, const std::string& name, const Types& t) {
   c.compiled_seconds = get_double(g.get(), "compiled_seconds");
   c.plan_stats = get_string(g.get(), "plan_stats");
   c.searched = get_int(g.get(), "searched") != 0;
-  c.keep_fp32 = split(get_string(g.get(), "keep_fp32"));
+  c.keep_fp32 = split_list(get_string(g.get(), "keep_fp32"), ',');
   c.search_note = get_string(g.get(), "search_note");
   c.search_runs = int(get_int(g.get(), "search_runs"));
   for (const CheckpointRow& row : read_table<CheckpointRow>(g.get(), "checkpoints", t.checkpoint.get())) {

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "harness/format.h"
+
 namespace tp {
 namespace {
 
@@ -53,8 +55,7 @@ nlohmann::json case_json(const CaseResult& c) {
   }
   if (c.searched) {
     j["keep_fp32"] = c.keep_fp32;
-    std::string flag;
-    for (const std::string& k : c.keep_fp32) flag += (flag.empty() ? "" : ",") + k;
+    const std::string flag = join_list(c.keep_fp32, ',');
     j["keep_fp32_flag"] = c.keep_fp32.empty() ? "" : "--keep-fp32 '" + flag + "'";
     j["search"] = {{"found", !c.keep_fp32.empty()}, {"runs", c.search_runs}, {"note", c.search_note}};
   }

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "harness/atomic_file.h"
+#include "harness/format.h"
 #include "reports/report.h"
 
 namespace tp {
@@ -55,13 +56,10 @@ std::string case_lines(const CaseResult& r) {
   s += "\n    " + r.reason + "\n";
   if (r.provenance.found && r.outcome == Outcome::kFailed) {
     const Provenance& p = r.provenance;
-    std::string idx;
-    for (int64_t i : p.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
-    s += "    origin: " + p.layer + " (" + p.op + "), cause " + p.cause + ", element [" + idx + "]\n";
+    s += "    origin: " + p.layer + " (" + p.op + "), cause " + p.cause + ", element " + format_index(p.index) + "\n";
   }
   if (r.searched) {
-    std::string keep;
-    for (const std::string& k : r.keep_fp32) keep += (keep.empty() ? "" : ",") + k;
+    const std::string keep = join_list(r.keep_fp32, ',');
     s += r.keep_fp32.empty() ? "    precision search: " + r.search_note + "\n"
                              : "    passes with: --keep-fp32 '" + keep + "' (" + r.search_note + ")\n";
   }

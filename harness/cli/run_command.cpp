@@ -7,6 +7,7 @@
 
 #include "cases/suite.h"
 #include "harness/cli/commands.h"
+#include "harness/format.h"
 #include "harness/run/case_runner.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
@@ -35,12 +36,7 @@ Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
   for (Case& c : all) {
     if (!o.model.empty()) c.model = o.model;
     if (o.reseed) c.seed_variant = o.reseed;
-    if (!o.inject.empty())
-      for (std::size_t start = 0; start <= o.inject.size();) {
-        const std::size_t end = std::min(o.inject.find(',', start), o.inject.size());
-        if (end > start) c.inject.push_back(o.inject.substr(start, end - start));
-        start = end + 1;
-      }
+    for (const std::string& f : split_list(o.inject, ',')) c.inject.push_back(f);
     if (std::regex_search(c.id(), filter)) cases.push_back(std::move(c));
   }
   if (cases.empty()) return Error("--filter '" + o.filter + "' matches none of the " + std::to_string(all.size()) + " cases");

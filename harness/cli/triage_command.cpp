@@ -28,11 +28,7 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   c.height = input.dim(2) * scale;
   c.width = input.dim(3) * scale;
   // The policy flag's fields become the case's.
-  for (std::size_t start = 0; start <= o.policy.size();) {
-    const std::size_t end = std::min(o.policy.find(',', start), o.policy.size());
-    const std::string field = o.policy.substr(start, end - start);
-    start = end + 1;
-    if (field.empty()) continue;
+  for (const std::string& field : split_list(o.policy, ',')) {
     const std::size_t eq = field.find('=');
     const std::string key = field.substr(0, eq), value = eq == std::string::npos ? "" : field.substr(eq + 1);
     if (key == "w") c.weight = value;
@@ -44,12 +40,8 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   }
   if (o.tiling != "on" && o.tiling != "off") return Error("--tiling " + o.tiling + " is unknown; use on or off");
   c.tiling = o.tiling == "on";
-  for (const std::string* list : {&o.keep_fp32, &o.inject})
-    for (std::size_t start = 0; start <= list->size();) {
-      const std::size_t end = std::min(list->find(',', start), list->size());
-      if (end > start) (list == &o.keep_fp32 ? c.keep_fp32 : c.inject).push_back(list->substr(start, end - start));
-      start = end + 1;
-    }
+  c.keep_fp32 = split_list(o.keep_fp32, ',');
+  c.inject = split_list(o.inject, ',');
   // Round-trip through the parser: the triage case is exactly what its repro line runs.
   return parse_case(c.id());
 }
@@ -86,9 +78,7 @@ Expected<int> triage_command(const TriageOptions& o) {
     if (p.found && p.cause == "propagated-from-input") {
       std::cout << "  origin    " << p.detail << "\n";
     } else if (p.found) {
-      std::string idx;
-      for (int64_t i : p.index) idx += (idx.empty() ? "" : ",") + std::to_string(i);
-      std::cout << "  origin    " << p.layer << " (" << p.op << "), cause " << p.cause << ", element [" << idx << "]\n";
+      std::cout << "  origin    " << p.layer << " (" << p.op << "), cause " << p.cause << ", element " << format_index(p.index) << "\n";
       std::cout << "  values    compiled " << format_number(p.value) << ", reference " << format_number(p.reference_value);
       if (p.dtype_max > 0) std::cout << "; max |ref| " << format_number(p.reference_max_abs) << " vs " << format_number(p.dtype_max) << " (headroom " << format_number(p.dtype_max / p.reference_max_abs) << ")";
       std::cout << "\n";
@@ -97,8 +87,7 @@ Expected<int> triage_command(const TriageOptions& o) {
       if (!p.detail.empty()) std::cout << "  origin    " << p.detail << "\n";
     }
     if (r.searched) {
-      std::string keep;
-      for (const std::string& k : r.keep_fp32) keep += (keep.empty() ? "" : ",") + k;
+      const std::string keep = join_list(r.keep_fp32, ',');
       std::cout << (r.keep_fp32.empty() ? "  fix       none found: " + r.search_note
                                         : "  fix       --keep-fp32 '" + keep + "'  (passes; " + r.search_note + ")")
                 << "\n";

@@ -5,6 +5,7 @@
 
 #include "compiled/backend.h"
 #include "compiled/compiled_pipeline.h"
+#include "harness/format.h"
 #include "harness/rng.h"
 #include "harness/run/group_repro.h"
 #include "harness/run/runs.h"
@@ -103,9 +104,7 @@ Expected<PreparedCase> prepare(const Case& c, const RunOptions& o, ModelCache& m
   }
   p.reference = c.reference == "f64" ? DType::kF64 : DType::kF32;
   p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};
-  std::string faults;
-  for (const std::string& f : c.inject) faults += (faults.empty() ? "" : ",") + f;
-  TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(faults));
+  TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(join_list(c.inject, ',')));
   p.session.policy.keep_fp32 = c.keep_fp32;
   auto policy = compiled::parse_layer_policy(c.policy_text());
   if (policy.ok()) p.session.policy.base = *policy;

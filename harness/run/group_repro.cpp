@@ -24,21 +24,10 @@ Expected<std::string> config_text(const Model& m) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-std::string shape_text(const Shape& s) {
-  std::string t;
-  for (int64_t d : s) t += (t.empty() ? "" : ",") + std::to_string(d);
-  return t;
-}
-
 Expected<Shape> parse_shape_text(const std::string& t) {
   Shape s;
-  std::size_t start = 0;
   try {
-    while (start < t.size()) {
-      const std::size_t end = std::min(t.find(',', start), t.size());
-      s.push_back(std::stoll(t.substr(start, end - start)));
-      start = end + 1;
-    }
+    for (const std::string& d : split_list(t, ',')) s.push_back(std::stoll(d));
   } catch (const std::exception&) {
     return Error("bad shape '" + t + "'");
   }
@@ -68,8 +57,7 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
       if (!key->empty()) tensors.emplace_back("weight/" + *key, p.model->weights.at(*key));
   }
   TP_ASSIGN_OR_RETURN(std::string config, config_text(*p.model));
-  std::string keep;
-  for (const std::string& k : p.session.policy.keep_fp32) keep += (keep.empty() ? "" : ",") + k;
+  const std::string keep = join_list(p.session.policy.keep_fp32, ',');
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
       {"twinpath_repro", kReproVersion},
@@ -78,7 +66,7 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
       {"graph", plan.graph->name},
       {"group", std::to_string(origin.group)},
       {"checkpoint", grp.checkpoints[0]},
-      {"input_shape", shape_text(plan.capacity_shape)},  // cases plan exact shapes: capacity = input
+      {"input_shape", join_numbers(plan.capacity_shape, ',')},  // cases plan exact shapes: capacity = input
       {"policy", compiled::layer_policy_string(p.session.policy.base)},
       {"keep_fp32", keep},
       {"faults", plan.faults.empty() ? "" : plan.faults.to_string()},
