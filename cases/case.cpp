@@ -42,6 +42,29 @@ bool parse_double(std::string_view s, double& out) {
   return !str.empty() && end == str.c_str() + str.size();
 }
 
+bool parse_resolution(std::string_view v, int64_t& h, int64_t& w) {
+  const std::size_t x = v.find('x');
+  return x != std::string_view::npos && parse_int(v.substr(0, x), h) && parse_int(v.substr(x + 1), w) && h > 0 && w > 0;
+}
+
+// Sizes as written in a case: a whole number of KiB, MiB or GiB.
+std::string memory_text(int64_t bytes) {
+  if (bytes % (int64_t(1) << 30) == 0) return std::to_string(bytes >> 30) + "GiB";
+  if (bytes % (int64_t(1) << 20) == 0) return std::to_string(bytes >> 20) + "MiB";
+  return std::to_string(bytes >> 10) + "KiB";
+}
+
+bool parse_memory(std::string_view v, int64_t& bytes) {
+  int shift = 0;
+  if (v.size() > 3 && v.substr(v.size() - 3) == "KiB") shift = 10;
+  else if (v.size() > 3 && v.substr(v.size() - 3) == "MiB") shift = 20;
+  else if (v.size() > 3 && v.substr(v.size() - 3) == "GiB") shift = 30;
+  int64_t n = 0;
+  if (!shift || !parse_int(v.substr(0, v.size() - 3), n) || n <= 0) return false;
+  bytes = n << shift;
+  return true;
+}
+
 std::string format_double(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -57,9 +80,15 @@ std::string Case::policy_text() const {
   return p;
 }
 
+std::string resolution_text(int64_t height, int64_t width) { return std::to_string(height) + "x" + std::to_string(width); }
+
 std::string Case::id() const {
-  std::string s = pipeline + " model=" + model + " res=" + std::to_string(height) + "x" + std::to_string(width) +
-                  " w=" + weight + " a=" + activation + " acc=" + accumulation;
+  std::string res = " res=" + resolution_text(height, width);
+  if (!stream.empty()) {
+    res = " stream=";
+    for (std::size_t i = 0; i < stream.size(); ++i) res += (i ? "+" : "") + resolution_text(stream[i].first, stream[i].second);
+  }
+  std::string s = pipeline + " model=" + model + res + " w=" + weight + " a=" + activation + " acc=" + accumulation;
   if (!scale.empty()) s += " scale=" + scale;
   if (!saturation.empty()) s += " sat=" + saturation;
   if (!keep_fp32.empty()) s += " keep=" + join_list(keep_fp32, '+');
@@ -71,6 +100,8 @@ std::string Case::id() const {
   if (reload) s += " reload=on";
   if (!inject.empty()) s += " inject=" + join_list(inject, '+');
   if (reference != "f32") s += " ref=" + reference;
+  if (shapes != "exact") s += " shapes=" + shapes;
+  if (memory_limit) s += " mem=" + memory_text(memory_limit);
   if (seed_variant != 0) s += " seed=" + std::to_string(seed_variant);
   return s;
 }
@@ -87,10 +118,25 @@ Status apply_case_option(Case& c, std::string_view token) {
   if (key == "model") {
     c.model = std::string(v);
   } else if (key == "res") {
-    const std::size_t x = v.find('x');
-    if (x == std::string_view::npos || !parse_int(v.substr(0, x), c.height) || !parse_int(v.substr(x + 1), c.width) ||
-        c.height <= 0 || c.width <= 0)
-      return Error("expected res=HEIGHTxWIDTH in pixels, e.g. res=64x64");
+    if (!parse_resolution(v, c.height, c.width)) return Error("expected res=HEIGHTxWIDTH in pixels, e.g. res=64x64");
+    c.res_given = true;
+  } else if (key == "stream") {
+    c.stream.clear();
+    for (const std::string& r : split_list(v, '+')) {
+      int64_t h = 0, w = 0;
+      if (!parse_resolution(r, h, w)) return Error("'" + r + "' is not a resolution; expected stream=HxW+HxW+..., e.g. stream=64x64+64x80");
+      c.stream.emplace_back(h, w);
+    }
+    if (c.stream.size() > 64) return Error("a stream takes at most 64 resolutions");
+    c.height = c.stream[0].first;
+    c.width = c.stream[0].second;
+  } else if (key == "shapes") {
+    int64_t n = 0;
+    if (v != "exact" && !(v.substr(0, 7) == "bucket:" && parse_int(v.substr(7), n) && n > 0 && n <= 4096))
+      return Error("expected shapes=exact or shapes=bucket:N with N a size in pixels, e.g. shapes=bucket:32");
+    c.shapes = std::string(v);
+  } else if (key == "mem") {
+    if (!parse_memory(v, c.memory_limit)) return Error("expected mem=SIZE as a whole number of KiB, MiB or GiB, e.g. mem=24MiB");
   } else if (key == "w" || key == "a" || key == "acc" || key == "ref") {
     auto dt = parse_dtype(v);
     if (!dt.ok()) return dt.error();
@@ -117,6 +163,7 @@ Status apply_case_option(Case& c, std::string_view token) {
     double sigma = 0;
     if (v.rfind("normal*", 0) == 0 && (!parse_double(v.substr(7), sigma) || !(sigma > 0)))
       return Error("expected input=normal*SIGMA with a positive SIGMA");
+    if (v.rfind("image", 0) == 0 && v != "image") return Error("expected input=image (a procedural picture)");
   } else if (key == "boost") {
     const std::size_t star = v.rfind('*');
     if (star == std::string_view::npos || star == 0 || !parse_double(v.substr(star + 1), c.boost_factor))
@@ -132,14 +179,18 @@ Status apply_case_option(Case& c, std::string_view token) {
   } else if (key == "inject") {
     c.inject = split_list(v, '+');
   } else {
-    return Error("unknown option; a case takes model, res, w, a, acc, scale, sat, keep, tiling, tile, input, boost, "
-                 "warm, reload, inject, ref and seed");
+    return Error("unknown option; a case takes model, res, stream, w, a, acc, scale, sat, keep, tiling, tile, input, "
+                 "boost, warm, reload, inject, ref, shapes, mem and seed");
   }
   return Status();
 }
 
 Status check_case(const Case& c) {
   if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
+  if (!c.stream.empty() && c.res_given) return Error("a stream= case gives its resolutions in stream=; leave res= out");
+  if (c.memory_limit && c.stream.empty()) return Error("mem= is a stream's memory budget; it needs stream=HxW+HxW+...");
+  if (!c.stream.empty() && (c.tiling || !c.warm.empty() || c.reload))
+    return Error("a stream= case runs plain pipelines; tiling=, warm= and reload= are cases of their own");
   return Status();
 }
 

@@ -4,7 +4,8 @@
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
 //     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [warm=MODEL] [inject=FAULT+FAULT] [ref=f64]
-//     [reload=on] [seed=N]
+//     [reload=on] [seed=N] [shapes=exact|bucket:N]
+//   vae.decode model=tiny-kl stream=64x64+64x80+96x96 [shapes=bucket:N] [mem=SIZE] ...
 // `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
 // are res / the model's downscale. `model` is a built-in config name (weights seeded from the
 // name, so every case on it shares one model; `tiny-kl@7` seeds them with 7) or a diffusers
@@ -15,6 +16,13 @@
 // roundtrip's co-resident encoder and decoder) must also equal isolated runs bit for bit.
 // `reload=on` saves the plans, loads them into a fresh session and requires the same bits
 // (field report 2).
+// `input=image` is a procedural real-image-like picture (smooth regions, hard edges, saturated
+// colours, noise); decode cases take the reference encoder's latents of it.
+// `stream=` runs resolutions in order through one compiled session (field report 5): each is
+// compared with the reference; the report counts compilations, compile time and arena memory
+// per step; with shapes=bucket:N each output must also equal the exact-shape one; with
+// mem=SIZE (e.g. 24MiB) a resolution whose arena cannot fit must be refused, before allocating,
+// with the figure it needs. `res=tiling` in a suite line is a generator (cases/tiling_points.h).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +51,10 @@ struct Case {
   std::vector<std::string> inject;      // fault names
   std::string reference = "f32";        // f32 | f64
   int64_t seed_variant = 0;             // seed=N: the same case with other random inputs
+  std::string shapes = "exact";         // the compiled session's shape policy
+  std::vector<std::pair<int64_t, int64_t>> stream;  // resolutions in order (height, width)
+  int64_t memory_limit = 0;             // bytes; 0: the machine's
+  bool res_given = false;               // parsing only: res= was written
 
   // The canonical line (options in a fixed order, defaults left out): the case id.
   std::string id() const;
@@ -58,6 +70,7 @@ Expected<Case> parse_case(std::string_view line);
 // one `key=value` option applied to `c`, the checks across options, and pipeline names.
 Status apply_case_option(Case& c, std::string_view token);
 Status check_case(const Case& c);
+std::string resolution_text(int64_t height, int64_t width);  // "64x80"
 bool is_pipeline_name(std::string_view name);
 
 // The one-line repro of a case.

@@ -1,5 +1,7 @@
 #include "cases/suite.h"
 
+#include "cases/tiling_points.h"
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -58,6 +60,10 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
   if (eq == std::string::npos || eq == 0) return Error("expected key=value");
   const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
   for (const auto& [alt, off] : split_at(value, ',')) {
+    if (key == "res" && alt == "tiling") {
+      alternatives.push_back("res=tiling");  // the generator: points from the model config, per case
+      continue;
+    }
     if (key == "res") {
       const std::size_t x = alt.find('x');
       if (x == std::string::npos) return Error("'" + alt + "': expected res=HEIGHTxWIDTH, each a size or a range A:B:STEP");
@@ -73,7 +79,8 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
   }
   Case scratch;
   for (const std::string& a : alternatives)
-    if (Status s = apply_case_option(scratch, a); !s.ok()) return Error("'" + a + "': " + s.error().message());
+    if (a == "res=tiling") continue;
+    else if (Status s = apply_case_option(scratch, a); !s.ok()) return Error("'" + a + "': " + s.error().message());
   return alternatives;
 }
 
@@ -118,9 +125,24 @@ Expected<std::vector<Case>> expand_suite(std::string_view text, const std::strin
       }
       std::string expanded;
       for (std::size_t t = 0; t < choices.size(); ++t) expanded += (t ? " " : "") + choices[t][pick[t]];
+      const std::size_t generator = expanded.find(" res=tiling");
+      if (generator != std::string::npos) expanded.erase(generator, 11);
       auto c = parse_case(expanded);
       if (!c.ok()) return Error(where + ": " + c.error().message() + " (expanded: " + expanded + ")");
-      if (seen.insert(c->id()).second) cases.push_back(std::move(c).value());
+      std::vector<Case> generated{*c};
+      if (generator != std::string::npos) {
+        auto points = tiling_points(*c);
+        if (!points.ok()) return Error(where + ": res=tiling: " + points.error().message() + " (expanded: " + expanded + ")");
+        generated.clear();
+        for (const auto& [h, w] : *points) {
+          Case g = *c;
+          g.height = h;
+          g.width = w;
+          generated.push_back(std::move(g));
+        }
+      }
+      for (Case& g : generated)
+        if (seen.insert(g.id()).second) cases.push_back(std::move(g));
     }
   }
   return cases;

@@ -32,11 +32,12 @@ std::string describe_session(const Session& s) {
                   double(p->stats.weight_bytes) / (1 << 20), p->stats.compile_seconds);
     out += line;
   }
-  for (const std::string& t : s.tiling()) out += "  tiling " + t + "\n";
+  for (const TilingDecision& t : s.tiling()) out += "  tiling " + t.text() + "\n";
   const CacheStats& c = s.stats();
-  std::snprintf(line, sizeof line, "  cache  %lld compilations, %lld loaded, %lld hits, %.3f s compiling; weights held once: %.2f MiB in %zu tensors\n",
+  std::snprintf(line, sizeof line, "  cache  %lld compilations, %lld loaded, %lld hits, %.3f s compiling; weights held once: %.2f MiB in %zu tensors; arenas: %.2f MiB peak, %lld evicted\n",
                 static_cast<long long>(c.compilations), static_cast<long long>(c.loaded), static_cast<long long>(c.hits), c.compile_seconds,
-                double(s.weight_store().bytes_held()) / (1 << 20), s.weight_store().count());
+                double(s.weight_store().bytes_held()) / (1 << 20), s.weight_store().count(), double(c.peak_arena_bytes) / (1 << 20),
+                static_cast<long long>(c.evictions));
   return out + line;
 }
 

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "harness/format.h"
+
 namespace tp::compiled {
 
 std::string ShapePolicy::to_string() const { return bucket == 0 ? "exact" : "bucket:" + std::to_string(bucket); }
@@ -16,6 +18,14 @@ Expected<ShapePolicy> parse_shape_policy(std::string_view text) {
     if (!n.empty() && *end == '\0' && v > 0 && v <= 4096) return ShapePolicy{v};
   }
   return Error("shape policy '" + std::string(text) + "' is unknown; use exact or bucket:N with N a positive size in pixels (e.g. bucket:64)");
+}
+
+std::string TilingDecision::text() const {
+  std::string s = std::string(decode ? "decode" : "encode") + " input " + shape_string(input) + ": ";
+  const std::string unit = decode ? " latent" : " px";
+  if (!engaged) return s + "not tiled (within the " + std::to_string(threshold) + unit + " tile min)";
+  return s + "tiled, " + std::to_string(rows) + "x" + std::to_string(cols) + " tiles of " + std::to_string(tile) + unit +
+         " every " + std::to_string(stride);
 }
 
 Session::Session(SessionOptions options, std::unique_ptr<Backend> backend)
@@ -32,9 +42,9 @@ uint64_t Session::identity_of(const Weights& weights) {
   return identities_[&weights] = weights_identity(weights);
 }
 
-Shape Session::capacity_for(const Shape& s) const {
+Shape Session::capacity_for(const Graph& graph, const Shape& s) const {
   if (options_.shapes.bucket == 0 || s.size() != 4) return s;
-  const int64_t n = options_.shapes.bucket;
+  const int64_t n = (options_.shapes.bucket + graph.input_pixel - 1) / graph.input_pixel;
   return {s[0], s[1], (s[2] + n - 1) / n * n, (s[3] + n - 1) / n * n};
 }
 
@@ -52,7 +62,7 @@ std::string Session::key_for(const Graph& graph, uint64_t identity, const Shape&
 
 Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weights, const Shape& input_shape) {
   const uint64_t identity = identity_of(weights);
-  const Shape capacity = capacity_for(input_shape);
+  const Shape capacity = capacity_for(graph, input_shape);
   const std::string key = key_for(graph, identity, capacity);
   auto it = cache_.find(key);
   if (it != cache_.end()) {
@@ -79,23 +89,41 @@ void Session::adopt(std::unique_ptr<Plan> plan) {
 
 std::vector<const Plan*> Session::plans() const { return order_; }
 
-Expected<std::byte*> Session::arena_for(const Plan& plan) {
+Expected<std::byte*> Session::arena_for(const Plan& plan, const Plan* keep) {
   const bool shared = options_.faults.has(Fault::kArenaAlias);
   Arena& a = shared ? shared_arena_ : arenas_[&plan];
   const int64_t need = plan.stats.arena_bytes;
   if (a.size >= need && a.bytes) return a.bytes;
-  const int64_t limit = options_.memory_limit_bytes > 0 ? options_.memory_limit_bytes : backend_->available_bytes();
-  if (need > limit) {
-    char msg[256];
-    std::snprintf(msg, sizeof msg, "needs %.2f GiB of activation memory at input %s but %.2f GiB is available on %s",
-                  double(need) / (1 << 30), shape_string(plan.capacity_shape).c_str(), double(limit) / (1 << 30),
-                  backend_->device().c_str());
-    return Error(plan.graph->name + ": " + msg + "; use a smaller resolution or batch, or tiling (--tiling on)");
-  }
+  // An explicit limit bounds every arena held together; without one, what the device has free
+  // now (which already excludes the arenas held).
+  const bool explicit_limit = options_.memory_limit_bytes > 0;
+  const int64_t limit = explicit_limit ? options_.memory_limit_bytes : backend_->available_bytes();
+  if (need > limit)
+    return Error(plan.graph->name + ": needs " + format_bytes(need) + " of activation memory at input " +
+                 shape_string(plan.capacity_shape) + " but " + format_bytes(limit) + " is " +
+                 (explicit_limit ? "the memory limit" : "available") + " on " + backend_->device() +
+                 "; use a smaller resolution or batch, or tiling (tiling=on)");
+  stats_.arena_bytes -= a.size;
   backend_->release(a.bytes);
   a = Arena{};
+  if (explicit_limit)
+    for (auto& [other, held] : arenas_) {
+      if (stats_.arena_bytes + need <= limit) break;
+      if (other == &plan || other == keep || !held.bytes) continue;
+      backend_->release(held.bytes);
+      stats_.arena_bytes -= held.size;
+      held = Arena{};
+      ++stats_.evictions;
+    }
+  if (stats_.arena_bytes + need > limit)
+    return Error(plan.graph->name + ": needs " + format_bytes(need) + " of activation memory at input " +
+                 shape_string(plan.capacity_shape) + " beside " + format_bytes(stats_.arena_bytes) +
+                 " held by plans running with it, over the " + format_bytes(limit) + " limit on " + backend_->device() +
+                 "; use a smaller resolution, or tiling (tiling=on)");
   TP_ASSIGN_OR_RETURN(a.bytes, backend_->allocate(need));
   a.size = need;
+  stats_.arena_bytes += need;
+  stats_.peak_arena_bytes = std::max(stats_.peak_arena_bytes, stats_.arena_bytes);
   return a.bytes;
 }
 
@@ -145,8 +173,8 @@ Expected<NamedTensors> Session::run_chained(const Graph& first, const Graph& sec
   TP_ASSIGN_OR_RETURN(const Plan* b, plan_for(second, weights, mid));
   // Both arenas exist before either plan runs, so the view below stays valid (under
   // arena-alias they are one allocation, grown to the larger plan first).
-  TP_RETURN_IF_ERROR(arena_for(*b));
-  TP_ASSIGN_OR_RETURN(std::byte * arena_a, arena_for(*a));
+  TP_RETURN_IF_ERROR(arena_for(*b, a));
+  TP_ASSIGN_OR_RETURN(std::byte * arena_a, arena_for(*a, b));
   TP_RETURN_IF_ERROR(backend_->execute(*a, arena_a, {PlanInput{first.inputs[0].first, &inputs[0].second, {}}}, observer_for(*a, {})));
   const BufferView view = view_value(*a, arena_a, v, mid);
   TP_ASSIGN_OR_RETURN(NamedTensors out, run_plan(*b, {PlanInput{second.inputs[0].first, nullptr, view}}, {}));

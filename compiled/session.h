@@ -14,9 +14,10 @@
 
 namespace tp::compiled {
 
-// exact: one plan per input shape. bucket:N: height and width rounded up to a multiple of N
-// (in the input's own pixels); the plan is sized for the bucket and its kernels run on the
-// real extent inside it, so outputs equal exact-shape outputs.
+// exact: one plan per input shape. bucket:N: the image's height and width rounded up to a
+// multiple of N pixels (a decoder's latents to N / downscale, rounded up); the plan is sized for
+// the bucket and its kernels run on the real extent inside it, so outputs equal exact-shape
+// outputs.
 struct ShapePolicy {
   int64_t bucket = 0;  // 0 = exact
   std::string to_string() const;
@@ -38,6 +39,20 @@ struct CacheStats {
   int64_t compilations = 0;
   int64_t loaded = 0;  // plans read from a plan file
   double compile_seconds = 0;
+  int64_t arena_bytes = 0;       // held now, every plan's arena together
+  int64_t peak_arena_bytes = 0;  // the most ever held at once
+  int64_t evictions = 0;         // idle plans' arenas released to fit the memory limit
+};
+
+// One tiled stage's decision: whether it tiled, and the grid it used.
+struct TilingDecision {
+  bool decode = false;
+  Shape input;
+  bool engaged = false;
+  int64_t rows = 0, cols = 0;
+  int64_t tile = 0, stride = 0;  // latents (decode) or pixels (encode)
+  int64_t threshold = 0;         // the size the input must exceed to tile (KL)
+  std::string text() const;
 };
 
 class Session {
@@ -50,8 +65,10 @@ class Session {
   const SessionOptions& options() const { return options_; }
   Backend& backend() const { return *backend_; }
 
-  // The plan for `graph` over `weights` at `input_shape`: cached, or compiled now. Refuses a
-  // shape whose arena does not fit in memory before allocating it.
+  // The plan for `graph` over `weights` at `input_shape`: cached, or compiled now. Compiling
+  // allocates nothing; running a plan allocates its arena, refused before allocating when the
+  // arena alone exceeds the memory limit. Arenas of idle plans are released (evictions) to make
+  // room for a new one within the limit.
   Expected<const Plan*> plan_for(const Graph& graph, const Weights& weights, const Shape& input_shape);
 
   // Runs a graph; outputs as NCHW tensors in their storage (activation) dtypes.
@@ -79,14 +96,15 @@ class Session {
   std::vector<const Plan*> plans() const;  // in compilation order
   const WeightStore& weight_store() const { return store_; }
   uint64_t identity_of(const Weights& weights);
-  // Tiling decisions (engaged or not, tile grid), one line each, for statistics and reports.
-  void record_tiling(std::string line) { tiling_.push_back(std::move(line)); }
-  const std::vector<std::string>& tiling() const { return tiling_; }
+  // Tiling decisions (engaged or not, tile grid), for statistics and reports.
+  void record_tiling(TilingDecision d) { tiling_.push_back(std::move(d)); }
+  const std::vector<TilingDecision>& tiling() const { return tiling_; }
 
  private:
   std::string key_for(const Graph& graph, uint64_t identity, const Shape& capacity) const;
-  Shape capacity_for(const Shape& input_shape) const;
-  Expected<std::byte*> arena_for(const Plan& plan);
+  Shape capacity_for(const Graph& graph, const Shape& input_shape) const;
+  // `plan`'s arena, allocated now if it has none; `keep`'s is never evicted to make room.
+  Expected<std::byte*> arena_for(const Plan& plan, const Plan* keep = nullptr);
   Expected<NamedTensors> run_plan(const Plan& plan, const std::vector<PlanInput>& inputs, const GroupObserver& observe);
   GroupObserver observer_for(const Plan& plan, const GroupObserver& observe) const;
 
@@ -103,7 +121,7 @@ class Session {
   Arena shared_arena_;  // every plan's arena under the arena-alias fault
   std::map<const Weights*, uint64_t> identities_;
   CacheStats stats_;
-  std::vector<std::string> tiling_;
+  std::vector<TilingDecision> tiling_;
   PlanObserver watcher_;
 };
 

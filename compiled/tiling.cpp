@@ -179,9 +179,10 @@ Expected<NamedTensors> tiled_stage(Session& s, const Model& m, Pipeline stage, c
   const bool dec = stage == Pipeline::kDecode;
   const bool engage = l.tiny || (dec ? (x.dim(2) > l.decode_threshold_h || x.dim(3) > l.decode_threshold_w)
                                      : (x.dim(2) > l.smin || x.dim(3) > l.smin));
-  std::string note = std::string(dec ? "decode" : "encode") + " input " + shape_string(x.shape()) + ": ";
+  TilingDecision decision{dec, x.shape(), engage, 0, 0, dec ? l.lmin : l.smin, dec ? l.stride_lat : l.stride_px,
+                          dec ? l.decode_threshold_w : l.smin};
   if (!engage) {
-    s.record_tiling(note + "not tiled (within the " + std::to_string(dec ? l.lmin : l.smin) + " tile min)");
+    s.record_tiling(decision);
     const Graph g = dec ? build_decoder_graph(c) : build_encoder_graph(c);
     return s.run(g, m.weights, {{g.inputs[0].first, x}});
   }
@@ -214,8 +215,9 @@ Expected<NamedTensors> tiled_stage(Session& s, const Model& m, Pipeline stage, c
     emulated::store_rounded(logvar.data(), b * per, lv.dtype(), lv.raw());
     result = {{"mean", mu}, {"logvar", lv}};
   }
-  s.record_tiling(note + "tiled, " + std::to_string(rows) + "x" + std::to_string(cols) + " tiles of " + std::to_string(size) +
-                  (dec ? " latent" : " px") + " every " + std::to_string(stride));
+  decision.rows = rows;
+  decision.cols = cols;
+  s.record_tiling(decision);
   return result;
 }
 

@@ -40,6 +40,17 @@ inline std::string join_numbers(const std::vector<int64_t>& values, char sep) {
   return out;
 }
 
+// A size in memory as people read it: "512 B", "3.25 MiB", "1.50 GiB".
+inline std::string format_bytes(int64_t bytes) {
+  char buf[32];
+  const double b = double(bytes);
+  if (bytes < 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else if (b < 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024);
+  else if (b < 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
 // An element index: "[0,3,5,7]".
 inline std::string format_index(const std::vector<int64_t>& index) { return "[" + join_numbers(index, ',') + "]"; }
 

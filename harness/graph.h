@@ -64,6 +64,7 @@ struct Graph {
   std::vector<Op> ops;                              // in execution order
   std::vector<ParamSpec> params;
   std::vector<std::pair<std::string, int>> modules; // composite module path -> value
+  int64_t input_pixel = 1;  // image pixels per input element along H and W (a decoder's latents: the downscale)
 
   // Stable across runs and machines: a function of the ops, attributes and parameter shapes.
   uint64_t hash() const;

@@ -191,6 +191,56 @@ bool tiling_engages(const TileGeometry& g, Pipeline stage, const Shape& s) {
   return s[3] > limit || s[2] > limit;
 }
 
+namespace {
+
+// Bands along one axis of one stage's output, for an input extent `n`: tile k > 0 starts at
+// `start(k)` and blends over its first `band` outputs.
+std::vector<bool> axis_bands(const TileGeometry& g, Pipeline stage, int64_t n, bool engaged) {
+  const bool dec = stage == Pipeline::kDecode;
+  const int64_t out_n = dec ? n * g.ratio : n / g.ratio;
+  std::vector<bool> bands(std::size_t(std::max<int64_t>(out_n, 0)), false);
+  if (!engaged) return bands;
+  const int64_t stride = dec ? g.decode_stride : g.encode_stride;
+  int64_t start = 0;  // KL: where tile k's cropped output begins
+  for (int64_t i = 0, k = 0; i < n; i += stride, ++k) {
+    int64_t first = 0, band = 0;
+    if (g.tiny) {  // masks clamp(y / div, 0, 1) < 1 over y < div
+      first = dec ? i * g.ratio : i / g.ratio;
+      const double div = dec ? double(g.decode_blend * g.ratio - 1) : double(g.encode_blend) / double(g.ratio) - 1;
+      band = int64_t(std::ceil(div));
+    } else {
+      const int64_t tile_in = std::min(dec ? g.latent_min : g.sample_min, n - i);
+      const int64_t tile_out = dec ? tile_in * g.ratio : tile_in / g.ratio;
+      const int64_t blend = dec ? g.decode_blend : g.encode_blend;
+      const int64_t limit = dec ? g.sample_min - g.decode_blend : g.latent_min - g.encode_blend;
+      first = start;
+      band = std::min(blend, tile_out);
+      start += std::min(limit, tile_out);
+    }
+    if (k == 0) continue;
+    for (int64_t y = first; y < std::min(first + band, out_n); ++y) bands[std::size_t(y)] = true;
+  }
+  return bands;
+}
+
+}  // namespace
+
+SeamBands seam_bands(const TileGeometry& g, Pipeline p, const Shape& s) {
+  // Tiling engages on the whole input: then both axes step by the stride, even one within the min.
+  auto bands = [&](Pipeline stage, const Shape& in) {
+    const bool on = tiling_engages(g, stage, in);
+    return SeamBands{axis_bands(g, stage, in[2], on), axis_bands(g, stage, in[3], on)};
+  };
+  if (p != Pipeline::kRoundtrip) return bands(p, s);
+  // Encode bands are latent rows: every pixel row they decode to is in the band too.
+  SeamBands out = bands(Pipeline::kDecode, {s[0], s[1], s[2] / g.ratio, s[3] / g.ratio});
+  const SeamBands enc = bands(Pipeline::kEncode, s);
+  const std::vector<bool>&er = enc.rows, &ec = enc.cols;
+  for (std::size_t y = 0; y < out.rows.size(); ++y) out.rows[y] = out.rows[y] || (y / std::size_t(g.ratio) < er.size() && er[y / std::size_t(g.ratio)]);
+  for (std::size_t x = 0; x < out.cols.size(); ++x) out.cols[x] = out.cols[x] || (x / std::size_t(g.ratio) < ec.size() && ec[x / std::size_t(g.ratio)]);
+  return out;
+}
+
 Expected<NamedTensors> run_tiled_pipeline(const Model& m, Pipeline p, const Tensor& input, const GraphRunner& run,
                                           const TilingOptions& o) {
   if (!o.enabled) return run_pipeline(m, p, input, run);

@@ -36,6 +36,16 @@ Expected<TileGeometry> tile_geometry(const VaeConfig& config, const TilingOption
 // latent exceeds latent_min (decode) in either dimension, strictly; Tiny whenever enabled.
 bool tiling_engages(const TileGeometry& g, Pipeline stage, const Shape& input);
 
+// The rows and columns of a pipeline's output that lie in a blend band between tiles (where
+// diffusers' blend_v / blend_h ramps, or AutoencoderTiny's masks, mix two tiles); a roundtrip's
+// bands are its encode bands (scaled to pixels) and its decode bands. All false when the input
+// does not tile. Seam metrics compare these elements apart from the tile interiors.
+struct SeamBands {
+  std::vector<bool> rows, cols;
+  bool at(int64_t y, int64_t x) const { return rows[std::size_t(y)] || cols[std::size_t(x)]; }
+};
+SeamBands seam_bands(const TileGeometry& g, Pipeline pipeline, const Shape& input);
+
 // vae.encode / vae.decode / vae.roundtrip with tiling per `options`, each tile run by `run`.
 Expected<NamedTensors> run_tiled_pipeline(const Model& model, Pipeline p, const Tensor& input, const GraphRunner& run,
                                           const TilingOptions& options);

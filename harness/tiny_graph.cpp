@@ -87,8 +87,9 @@ Graph build_encoder_graph(const VaeConfig& config) {
 }
 
 Graph build_decoder_graph(const VaeConfig& config) {
-  return config.kind == VaeConfig::Kind::kKl ? build_kl_decoder_graph(config.kl)
-                                             : build_tiny_decoder_graph(config.tiny);
+  Graph g = config.kind == VaeConfig::Kind::kKl ? build_kl_decoder_graph(config.kl) : build_tiny_decoder_graph(config.tiny);
+  g.input_pixel = config.downscale();
+  return g;
 }
 
 std::vector<ParamSpec> model_param_specs(const VaeConfig& config) {

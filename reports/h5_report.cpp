@@ -122,6 +122,18 @@ struct InputRow {
   double value;
 };
 
+struct StreamRow {
+  char resolution[16];
+  char input_shape[48];
+  int64_t compilations, total_compilations;
+  double compile_seconds;
+  int64_t arena_bytes, peak_arena_bytes, evictions, need_bytes;
+  uint8_t refused;
+  int64_t exact_compilations;
+  double bucket_vs_exact_max_abs;
+  char note[kNameLen];
+};
+
 hid_t string_type(std::size_t n) {
   hid_t t = H5Tcopy(H5T_C_S1);
   H5Tset_size(t, n);
@@ -159,6 +171,7 @@ struct Types {
   Handle checkpoint{H5Tcreate(H5T_COMPOUND, sizeof(CheckpointRow)), H5Tclose};
   Handle worst{H5Tcreate(H5T_COMPOUND, sizeof(WorstRow)), H5Tclose};
   Handle input{H5Tcreate(H5T_COMPOUND, sizeof(InputRow)), H5Tclose};
+  Handle stream{H5Tcreate(H5T_COMPOUND, sizeof(StreamRow)), H5Tclose};
   Types() {
     hid_t c = checkpoint.get();
     TP_FIELD(c, CheckpointRow, name, name.get());
@@ -184,6 +197,20 @@ struct Types {
     hid_t in = input.get();
     TP_FIELD(in, InputRow, name, name.get());
     TP_FIELD(in, InputRow, value, H5T_NATIVE_DOUBLE);
+    hid_t st = stream.get();
+    TP_FIELD(st, StreamRow, resolution, s16.get());
+    TP_FIELD(st, StreamRow, input_shape, s48.get());
+    TP_FIELD(st, StreamRow, compilations, H5T_NATIVE_INT64);
+    TP_FIELD(st, StreamRow, total_compilations, H5T_NATIVE_INT64);
+    TP_FIELD(st, StreamRow, compile_seconds, H5T_NATIVE_DOUBLE);
+    TP_FIELD(st, StreamRow, arena_bytes, H5T_NATIVE_INT64);
+    TP_FIELD(st, StreamRow, peak_arena_bytes, H5T_NATIVE_INT64);
+    TP_FIELD(st, StreamRow, evictions, H5T_NATIVE_INT64);
+    TP_FIELD(st, StreamRow, need_bytes, H5T_NATIVE_INT64);
+    TP_FIELD(st, StreamRow, refused, H5T_NATIVE_UINT8);
+    TP_FIELD(st, StreamRow, exact_compilations, H5T_NATIVE_INT64);
+    TP_FIELD(st, StreamRow, bucket_vs_exact_max_abs, H5T_NATIVE_DOUBLE);
+    TP_FIELD(st, StreamRow, note, name.get());
   }
 };
 
@@ -375,6 +402,28 @@ void write_case(hid_t cases, std::size_t index, const CaseResult& c, const Types
   }
   write_table(g.get(), "checkpoints", t.checkpoint.get(), rows);
   write_table(g.get(), "worst", t.worst.get(), worst);
+  if (!c.stream.empty()) {
+    std::vector<StreamRow> steps(c.stream.size());
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const StreamStep& s = c.stream[i];
+      StreamRow& row = steps[i];
+      std::memset(&row, 0, sizeof row);
+      copy_string(row.resolution, sizeof row.resolution, s.resolution);
+      copy_string(row.input_shape, sizeof row.input_shape, s.input_shape);
+      row.compilations = s.compilations;
+      row.total_compilations = s.total_compilations;
+      row.compile_seconds = s.compile_seconds;
+      row.arena_bytes = s.arena_bytes;
+      row.peak_arena_bytes = s.peak_arena_bytes;
+      row.evictions = s.evictions;
+      row.need_bytes = s.need_bytes;
+      row.refused = s.refused;
+      row.exact_compilations = s.exact_compilations;
+      row.bucket_vs_exact_max_abs = s.bucket_vs_exact_max_abs;
+      copy_string(row.note, sizeof row.note, s.note);
+    }
+    write_table(g.get(), "stream", t.stream.get(), steps);
+  }
   if (c.provenance.found || !c.provenance.detail.empty()) write_provenance(g.get(), c.provenance, t);
   if (!c.dumps.empty()) write_dumps(g.get(), c.dumps);
 }
@@ -412,6 +461,11 @@ CaseResult read_case(hid_t cases, const std::string& name, const Types& t) {
     r.passed = row.passed;
     c.checkpoints.push_back(std::move(r));
   }
+  for (const StreamRow& row : read_table<StreamRow>(g.get(), "stream", t.stream.get()))
+    c.stream.push_back(StreamStep{row.resolution, row.input_shape, row.compilations, row.total_compilations,
+                                  row.compile_seconds, row.arena_bytes, row.peak_arena_bytes, row.evictions,
+                                  row.need_bytes, row.refused != 0, row.exact_compilations,
+                                  row.bucket_vs_exact_max_abs, row.note});
   for (const WorstRow& w : read_table<WorstRow>(g.get(), "worst", t.worst.get()))
     for (CheckpointRecord& r : c.checkpoints)
       if (r.name == w.checkpoint) {

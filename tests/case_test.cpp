@@ -18,6 +18,18 @@ TEST(CaseLine, CanonicalIdRoundTripsAndOrdersOptions) {
   EXPECT_EQ(repro_command(*c), "twinpath run --case '" + c->id() + "'");
 }
 
+TEST(CaseLine, StreamCasesNameTheirResolutionsInOrder) {
+  auto c = parse_case("vae.decode model=tiny-kl mem=2MiB shapes=bucket:32 stream=64x64+64x80+48x48");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->id(), "vae.decode model=tiny-kl stream=64x64+64x80+48x48 w=f16 a=f16 acc=f32 shapes=bucket:32 mem=2MiB");
+  ASSERT_EQ(c->stream.size(), 3u);
+  EXPECT_EQ(c->stream[1], (std::pair<int64_t, int64_t>{64, 80}));
+  EXPECT_EQ(c->memory_limit, int64_t(2) << 20);
+  auto again = parse_case(c->id());
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->id(), c->id());
+}
+
 TEST(CaseLine, SeedComesFromTheIdOnly) {
   auto a = parse_case("vae.decode model=tiny-kl res=64x64");
   auto b = parse_case("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32");
@@ -39,6 +51,12 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
                        Bad{"vae.decode boost=decoder.conv_out", "expected boost=LAYER*FACTOR"},
                        Bad{"vae.decode tile=64:48", "tile=MIN:STRIDE needs tiling=on"},
                        Bad{"vae.decode ref=f16", "the reference runs in f32 or f64"},
+                       Bad{"vae.decode stream=64x64+64by80", "'64by80' is not a resolution"},
+                       Bad{"vae.decode res=64x64 stream=64x64+64x80", "leave res= out"},
+                       Bad{"vae.decode mem=8MiB", "mem= is a stream's memory budget"},
+                       Bad{"vae.decode stream=64x64 mem=8MB", "expected mem=SIZE"},
+                       Bad{"vae.decode shapes=bucket:0", "expected shapes=exact or shapes=bucket:N"},
+                       Bad{"vae.decode stream=64x64 tiling=on", "tiling=, warm= and reload= are cases of their own"},
                        Bad{"", "empty case line"}}) {
     auto c = parse_case(b.line);
     ASSERT_FALSE(c.ok()) << b.line;
@@ -48,6 +66,8 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
 
 }  // namespace
 }  // namespace tp
+
+#include <set>
 
 #include "cases/suite.h"
 
@@ -85,6 +105,29 @@ TEST(SuiteFile, ATypoPointsAtFileLineAndColumn) {
     ASSERT_FALSE(cases.ok()) << b.text;
     EXPECT_NE(cases.error().message().find(b.fragment), std::string::npos) << cases.error().message();
   }
+}
+
+// res=tiling computes its sizes from the config: tiny-kl tiles 32 px (8 latents of 4 px) every
+// 24 px; tiny-taesd with tile=32:16 (video style) every 16 px.
+TEST(SuiteFile, TilingGeneratorComputesBoundariesFromTheConfig) {
+  auto cases = expand_suite("vae.decode model=tiny-kl,tiny-taesd res=tiling tiling=on tile=0:0,32:16\n", "gen.txt");
+  ASSERT_TRUE(cases.ok()) << cases.error().message();
+  std::set<std::string> ids;
+  for (const Case& c : *cases) ids.insert(c.id());
+  for (const char* want : {"vae.decode model=tiny-kl res=28x32 w=f16 a=f16 acc=f32 tiling=on",   // threshold - 1 latent
+                           "vae.decode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32 tiling=on",   // at the threshold
+                           "vae.decode model=tiny-kl res=32x36 w=f16 a=f16 acc=f32 tiling=on",   // threshold + 1 latent
+                           "vae.decode model=tiny-kl res=24x32 w=f16 a=f16 acc=f32 tiling=on",   // the stride
+                           "vae.decode model=tiny-kl res=52x32 w=f16 a=f16 acc=f32 tiling=on",   // 2 strides + 1 latent
+                           "vae.decode model=tiny-kl res=32x16 w=f16 a=f16 acc=f32 tiling=on tile=32:16",
+                           "vae.decode model=tiny-taesd res=40x32 w=f16 a=f16 acc=f32 tiling=on tile=32:16"})
+    EXPECT_EQ(ids.count(want), 1u) << want;
+  for (const Case& c : *cases) EXPECT_TRUE(c.height == 32 || c.width == 32 || c.tile_min == 0) << c.id();
+  EXPECT_EQ(ids.size(), cases->size());
+  auto bad = expand_suite("vae.decode model=/no/such/model res=tiling tiling=on\n", "gen.txt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("gen.txt:1: res=tiling: /no/such/model/config.json: cannot open"), std::string::npos)
+      << bad.error().message();
 }
 
 TEST(SuiteFile, BuiltInSuitesExpand) {

@@ -115,7 +115,7 @@ TEST_F(CompiledRuntimeTest, CacheCountsHitsAndCompilations) {
 }
 
 TEST_F(CompiledRuntimeTest, BucketedShapesCompileOnceAndEqualExactShapes) {
-  Session exact(options("w=f16,a=f16")), bucketed(options("w=f16,a=f16", "", "bucket:16"));
+  Session exact(options("w=f16,a=f16")), bucketed(options("w=f16,a=f16", "", "bucket:64"));  // 16 latents
   for (auto [h, w] : {std::pair{8, 8}, {9, 13}, {16, 16}, {12, 7}}) {
     const Tensor z = random_latent(h, w, uint64_t(h * 100 + w));
     EXPECT_TRUE(bitwise_equal(decode(bucketed, kl_, z), decode(exact, kl_, z))) << h << "x" << w;
@@ -164,9 +164,11 @@ TEST_F(CompiledRuntimeTest, RefusesAnArenaLargerThanMemoryBeforeAllocating) {
   Session s(o);
   auto out = s.run(build_decoder_graph(kl_.config), kl_.weights, {{"latents", random_latent(32, 32, 1)}});
   ASSERT_FALSE(out.ok());
-  EXPECT_NE(out.error().message().find("GiB of activation memory at input [1, 4, 32, 32]"), std::string::npos)
+  EXPECT_NE(out.error().message().find("needs 2.50 MiB of activation memory at input [1, 4, 32, 32] but 64.00 KiB is the memory limit"),
+            std::string::npos)
       << out.error().message();
   EXPECT_NE(out.error().message().find("smaller resolution"), std::string::npos);
+  EXPECT_EQ(s.stats().peak_arena_bytes, 0) << "refused before allocating";
 }
 
 // Each fault against the same run without it: the difference must be one a gate notices.
@@ -238,9 +240,9 @@ TEST_F(CompiledRuntimeTest, TilingEngagesExactlyByTheConfigRuleAndRecordsTheGrid
     Session tiled(options("w=f16,a=f16")), plain(options("w=f16,a=f16"));
     const Tensor z = random_latent(8, w, uint64_t(w));
     const Tensor a = only(run_tiled(tiled, kl_, Pipeline::kDecode, z, on), "sample");
-    const bool engaged = tiled.tiling().back().find(": tiled,") != std::string::npos;
-    EXPECT_EQ(engaged, tiling_engages(geometry.value(), Pipeline::kDecode, z.shape())) << tiled.tiling().back();
-    EXPECT_EQ(engaged, w > 8) << tiled.tiling().back();
+    const bool engaged = tiled.tiling().back().engaged;
+    EXPECT_EQ(engaged, tiling_engages(geometry.value(), Pipeline::kDecode, z.shape())) << tiled.tiling().back().text();
+    EXPECT_EQ(engaged, w > 8) << tiled.tiling().back().text();
     if (!engaged) {
       EXPECT_TRUE(bitwise_equal(a, decode(plain, kl_, z)));
     }
@@ -254,7 +256,7 @@ TEST_F(CompiledRuntimeTest, FaultTileThresholdFromStrideTilesWhatShouldNotBe) {
   Session clean(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "tile-threshold-from-stride"));
   const Tensor want = only(run_tiled(clean, kl_, Pipeline::kDecode, z, on), "sample");
   const Tensor got = only(run_tiled(faulty, kl_, Pipeline::kDecode, z, on), "sample");
-  EXPECT_NE(faulty.tiling().back().find(": tiled, 2x2 tiles"), std::string::npos) << faulty.tiling().back();
+  EXPECT_NE(faulty.tiling().back().text().find(": tiled, 2x2 tiles"), std::string::npos) << faulty.tiling().back().text();
   EXPECT_EQ(got.shape(), want.shape()) << "right-shaped, as in the field";
   expect_fault_shows(got, want, "tile-threshold-from-stride");
 }

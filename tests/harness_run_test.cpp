@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "harness/compare.h"
+#include "harness/procedural_image.h"
 #include "harness/run/case_runner.h"
 #include "harness/run/runs.h"
 #include "harness/run/tolerance.h"
@@ -249,6 +250,89 @@ TEST(HarnessRun, ReferenceNoiseFloorIsBelowTheTolerances) {
     RecordProperty(std::string("noise_floor_") + name, std::to_string(worst));
     std::printf("%s decoder: max op-output rel L2 fp32 vs fp64 = %.3g\n", name, worst);
   }
+}
+
+// Field report 5: one session serving changing sizes. Buckets compile fewer plans than exact
+// shapes and give the same outputs; under mem=2MiB the 256x256 step (10 MiB of arenas) is
+// refused before allocating, with the figure, and the next step still runs.
+TEST(HarnessRun, StreamCountsCompilationsAndRefusesWhatCannotFit) {
+  const CaseResult r = run("vae.decode model=tiny-kl stream=64x64+64x72+72x80+80x80+64x64+96x96+256x256+64x80 "
+                           "w=f16 a=f16 acc=f32 shapes=bucket:32 mem=2MiB");
+  ASSERT_EQ(r.outcome, Outcome::kPassed) << r.reason;
+  ASSERT_EQ(r.stream.size(), 8u);
+  const StreamStep& big = r.stream[6];
+  EXPECT_TRUE(big.refused);
+  EXPECT_EQ(big.need_bytes, 10 << 20);
+  EXPECT_NE(big.note.find("needs 10.00 MiB"), std::string::npos) << big.note;
+  for (const StreamStep& s : r.stream) {
+    EXPECT_LE(s.peak_arena_bytes, 2 << 20) << s.resolution;
+    if (!s.refused) EXPECT_EQ(s.bucket_vs_exact_max_abs, 0.0) << s.resolution << ": " << s.note;
+  }
+  EXPECT_FALSE(r.stream[7].refused);
+  EXPECT_EQ(r.stream[4].compilations, 0) << "64x64 again is a cache hit";
+  EXPECT_LT(r.stream.back().total_compilations, r.stream.back().exact_compilations);
+  EXPECT_NE(record(r, "output:sample@96x96"), nullptr);
+  // Exact shapes under the same budget: each size compiles, idle arenas are evicted to fit.
+  const CaseResult exact = run("vae.decode model=tiny-kl stream=64x64+64x72+72x80+80x80+96x96 w=f16 a=f16 acc=f32 mem=2MiB");
+  ASSERT_EQ(exact.outcome, Outcome::kPassed) << exact.reason;
+  EXPECT_EQ(exact.stream.back().total_compilations, 5);
+  EXPECT_GT(exact.stream.back().evictions, 0);
+  // A size that fits nowhere under a budget the first step already exceeds: every step refused.
+  const CaseResult none = run("vae.decode model=tiny-kl stream=64x64+96x96 w=f16 a=f16 acc=f32 mem=64KiB");
+  EXPECT_EQ(none.outcome, Outcome::kPassed) << none.reason;
+  for (const StreamStep& s : none.stream) EXPECT_TRUE(s.refused) << s.resolution;
+}
+
+// A tiled case checks the compiled engage decision against the config's rule: with the
+// threshold taken from the stride (field report 4), a 7-latent-wide input that fits the 8-latent
+// tile is tiled, and the case says so; clean, seams and interiors are measured apart.
+TEST(HarnessRun, TilingEngageDecisionIsCheckedAgainstTheConfigRule) {
+  const CaseResult bad = run("vae.decode model=tiny-kl res=32x28 w=f16 a=f16 acc=f32 tiling=on inject=tile-threshold-from-stride");
+  ASSERT_EQ(bad.outcome, Outcome::kFailed);
+  EXPECT_NE(bad.reason.find("tiling: the compiled path tiled the decode input [1, 4, 8, 7], but the config's rule"),
+            std::string::npos)
+      << bad.reason;
+  const CaseResult clean = run("vae.decode model=tiny-kl res=32x36 w=f16 a=f16 acc=f32 tiling=on");
+  ASSERT_EQ(clean.outcome, Outcome::kPassed) << clean.reason;
+  const CheckpointRecord* seam = record(clean, "seam:sample");
+  const CheckpointRecord* interior = record(clean, "interior:sample");
+  ASSERT_TRUE(seam && interior);
+  EXPECT_EQ(seam->accumulated.count + interior->accumulated.count, 3 * 32 * 36);
+  EXPECT_GT(seam->accumulated.rel_l2, 0.0);
+}
+
+// Blend bands from the geometry: tiny-kl decode, latents 8x9 (tiles of 8 every 6, 8 px blends,
+// crops of 24 px): the second tile row and column start at pixel 24 and blend over 8 pixels.
+TEST(HarnessRun, SeamBandsFollowTheTileGrid) {
+  ModelCache models;
+  const auto model = *models.get("tiny-kl");
+  const TileGeometry g = *tile_geometry(model->config, TilingOptions{true, 0, 0});
+  const SeamBands b = seam_bands(g, Pipeline::kDecode, {1, 4, 8, 9});
+  ASSERT_EQ(b.rows.size(), 32u);
+  ASSERT_EQ(b.cols.size(), 36u);
+  for (int64_t y = 0; y < 32; ++y) EXPECT_EQ(b.rows[std::size_t(y)], y >= 24) << y;
+  for (int64_t x = 0; x < 36; ++x) EXPECT_EQ(b.cols[std::size_t(x)], x >= 24 && x < 32) << x;
+  const SeamBands none = seam_bands(g, Pipeline::kDecode, {1, 4, 8, 8});
+  for (bool v : none.rows) EXPECT_FALSE(v);
+}
+
+// input=image: a picture in [-1, 1] with saturated flat regions, the same for the same seed.
+TEST(HarnessRun, ProceduralImagesLookLikePictures) {
+  const Tensor a = procedural_image(7, 3, 64, 80), b = procedural_image(7, 3, 64, 80), c = procedural_image(8, 3, 64, 80);
+  ASSERT_EQ(a.shape(), (Shape{1, 3, 64, 80}));
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
+  EXPECT_NE(std::memcmp(a.raw(), c.raw(), a.nbytes()), 0);
+  int64_t saturated = 0, edges = 0;
+  const float* d = a.data<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    EXPECT_TRUE(d[i] >= -1.0f && d[i] <= 1.0f) << i;
+    saturated += std::abs(d[i]) > 0.95f;
+    if (i % 80 != 79) edges += std::abs(d[i + 1] - d[i]) > 0.5f;
+  }
+  EXPECT_GT(saturated, a.numel() / 20);
+  EXPECT_GT(edges, 20);
+  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 input=image");
+  EXPECT_EQ(r.outcome, Outcome::kPassed) << r.reason;
 }
 
 }  // namespace

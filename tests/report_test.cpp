@@ -39,7 +39,8 @@ class ReportTest : public ::testing::Test {
           << "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.conv_out*0\n"
           << "vae.encode model=tiny-taesd res=64x64 w=bf16 a=bf16 acc=f32\n"
           << "vae.roundtrip model=tiny-kl res=32x32 w=f8e4m3 a=f16 acc=f32\n"
-          << "vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f8e4m3 acc=f32\n";
+          << "vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f8e4m3 acc=f32\n"
+          << "vae.decode model=tiny-kl stream=64x64+256x256 w=f16 a=f16 acc=f32 mem=4MiB\n";
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string p(const std::string& name) { return (dir_ / name).string(); }
@@ -50,7 +51,7 @@ fs::path ReportTest::dir_;
 TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
   const auto r = twinpath("run --suite " + p("suite.txt") + " --report " + p("r.h5") + " --junit " + p("r.xml") + " --dump failing");
   EXPECT_EQ(r.code, 1) << r.output;  // the overflow case fails
-  EXPECT_NE(r.output.find("1 mistrusted, 1 unsupported, 3 passed, 1 failed\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 mistrusted, 1 unsupported, 4 passed, 1 failed\n"), std::string::npos) << r.output;
 
   const auto dump = shell("h5dump -H " + p("r.h5"));
   ASSERT_EQ(dump.code, 0) << dump.output;
@@ -63,10 +64,12 @@ TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
       "import h5py, sys\n"
       "f = h5py.File(sys.argv[1], 'r')\n"
       "assert f.attrs['schema_version'] == 1\n"
-      "assert f.attrs['summary'].endswith('3 passed, 1 failed'), f.attrs['summary']\n"
+      "assert f.attrs['summary'].endswith('4 passed, 1 failed'), f.attrs['summary']\n"
       "cases = [f['cases'][k] for k in sorted(f['cases'])]\n"
       "outcomes = [c.attrs['outcome'] for c in cases]\n"
-      "assert outcomes == ['PASSED', 'FAILED', 'MISTRUSTED', 'PASSED', 'PASSED', 'UNSUPPORTED'], outcomes\n"
+      "assert outcomes == ['PASSED', 'FAILED', 'MISTRUSTED', 'PASSED', 'PASSED', 'UNSUPPORTED', 'PASSED'], outcomes\n"
+      "s = cases[6]['stream'][:]\n"
+      "assert list(s['refused']) == [0, 1] and s[1]['need_bytes'] == 10 << 20 and s[0]['total_compilations'] == 1, s\n"
       "t = cases[0]['checkpoints'][:]\n"
       "local = t[t['has_local'] == 1]\n"
       "assert len(t) > 20 and t['passed'].all() and len(local) > 20 and (local['local_rel_l2'] < local['tol_rel_l2']).all()\n"
@@ -78,22 +81,25 @@ TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
   std::ofstream(p("check.py")) << script;
   const auto py = shell("/usr/bin/python3 " + p("check.py") + " " + p("r.h5"));
   EXPECT_EQ(py.code, 0) << py.output;
-  EXPECT_NE(py.output.find("h5py ok 6"), std::string::npos) << py.output;
+  EXPECT_NE(py.output.find("h5py ok 7"), std::string::npos) << py.output;
 
   const std::string xml = read_text(p("r.xml"));
-  EXPECT_NE(xml.find("tests=\"6\" failures=\"1\" errors=\"0\" skipped=\"2\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("tests=\"7\" failures=\"1\" errors=\"0\" skipped=\"2\""), std::string::npos) << xml;
   EXPECT_NE(xml.find("<failure message=\"FAILED: first non-finite value"), std::string::npos);
 
   // Our own reader sees what was written; `report show` prints it.
   auto back = read_h5_report(p("r.h5"));
   ASSERT_TRUE(back.ok()) << back.error().message();
-  ASSERT_EQ(back->cases.size(), 6u);
+  ASSERT_EQ(back->cases.size(), 7u);
+  ASSERT_EQ(back->cases[6].stream.size(), 2u);
+  EXPECT_TRUE(back->cases[6].stream[1].refused);
+  EXPECT_NE(back->cases[6].stream[1].note.find("needs 10.00 MiB"), std::string::npos) << back->cases[6].stream[1].note;
   EXPECT_EQ(back->cases[1].provenance.cause, "overflow");
   EXPECT_EQ(back->cases[1].provenance.index.size(), 4u);
   EXPECT_FALSE(back->cases[0].checkpoints[0].accumulated.worst.empty());
   const auto show = twinpath("report show " + p("r.h5"));
   EXPECT_EQ(show.code, 1);
-  EXPECT_NE(show.output.find("3 passed, 1 failed"), std::string::npos) << show.output;
+  EXPECT_NE(show.output.find("4 passed, 1 failed"), std::string::npos) << show.output;
 }
 
 TEST_F(ReportTest, KilledRunLeavesNoPartialReport) {

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   exec->add_option("--tile-stride", ex.tile_stride, "pixels between tiles (default: from diffusers' overlap factor)");
   exec->add_option("--save-plan", ex.compiled.save_plan, "write the compiled plans to this file after the run");
   exec->add_option("--load-plan", ex.compiled.load_plan, "use the plans in this file (made by --save-plan with the same model and options)");
-  exec->add_option("--shape-policy", ex.compiled.shape_policy, "exact | bucket:N (plans sized to a multiple of N pixels)")
+  exec->add_option("--shape-policy", ex.compiled.shape_policy, "exact | bucket:N (plans sized to the image rounded up to a multiple of N pixels)")
       ->capture_default_str();
   exec->add_option("--input", ex.input, "input .safetensors or .npy (image in [-1,1] or latent)")->required();
   exec->add_option("--output", ex.output, "output .safetensors (or .npy for one tensor)")->required();

@@ -6,11 +6,13 @@
 #include "compiled/backend.h"
 #include "compiled/compiled_pipeline.h"
 #include "harness/format.h"
+#include "harness/procedural_image.h"
 #include "harness/rng.h"
 #include "harness/run/group_repro.h"
 #include "harness/run/runs.h"
 #include "harness/tensor_io.h"
 #include "harness/vae_graphs.h"
+#include "reference/executor.h"
 
 namespace tp {
 namespace {
@@ -38,12 +40,23 @@ Tensor generated_input(const Case& c, const VaeConfig& config, Pipeline p, doubl
   return t;
 }
 
+// A procedural picture; a decoder gets the reference encoder's latents of it (the KL mean).
+Expected<Tensor> image_input(const Case& c, const Model& m, Pipeline p) {
+  Tensor image = procedural_image(c.seed(), m.config.image_channels(), c.height, c.width);
+  if (p != Pipeline::kDecode) return image;
+  const Graph encoder = build_encoder_graph(m.config);
+  TP_ASSIGN_OR_RETURN(NamedTensors z, ref::run_graph(encoder, m.weights, {{encoder.inputs[0].first, image}}, DType::kF32));
+  return z[0].second.to(DType::kF32);
+}
+
 Expected<Tensor> case_input(const Case& c, const Model& m, Pipeline p) {
   const int64_t ds = m.config.downscale();
-  if (c.input == "normal" || c.input.rfind("normal*", 0) == 0) {
-    if (p == Pipeline::kDecode && (c.height % ds || c.width % ds))
-      return Error("res=" + std::to_string(c.height) + "x" + std::to_string(c.width) + " is not a multiple of the model's " +
-                   std::to_string(ds) + "x downscale, so it has no latent size; use a multiple of " + std::to_string(ds));
+  const bool generated = c.input == "normal" || c.input == "image" || c.input.rfind("normal*", 0) == 0;
+  if (generated && p == Pipeline::kDecode && (c.height % ds || c.width % ds))
+    return Error("res=" + resolution_text(c.height, c.width) + " is not a multiple of the model's " + std::to_string(ds) +
+                 "x downscale, so it has no latent size; use a multiple of " + std::to_string(ds));
+  if (c.input == "image") return image_input(c, m, p);
+  if (generated) {
     const double sigma = c.input == "normal" ? 1.0 : std::stod(c.input.substr(7));
     return generated_input(c, m.config, p, sigma);
   }
@@ -79,43 +92,7 @@ bool expected_supported_base_in_fp32(const Case& c) {
          expected_supported(fp32);
 }
 
-struct Refusal {
-  Outcome outcome;
-  std::string reason;
-};
-
-// The case made concrete; a refusal says which outcome it is (ERROR or SKIPPED). A policy the
-// compiled path refuses is recorded, not refused here: run_case checks it against expectations.
-Expected<PreparedCase> prepare(const Case& c, const RunOptions& o, ModelCache& models, Refusal& refusal) {
-  PreparedCase p;
-  p.c = c;
-  p.device = o.device;
-  refusal = {Outcome::kError, ""};
-  TP_ASSIGN_OR_RETURN(p.pipeline, parse_pipeline(c.pipeline));
-  TP_ASSIGN_OR_RETURN(p.model, models.get(c.model));
-  if (!c.boost_layer.empty()) {
-    Model m = *p.model;
-    TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
-    p.model = std::make_shared<const Model>(std::move(m));
-  }
-  TP_ASSIGN_OR_RETURN(p.input, case_input(c, *p.model, p.pipeline));
-  if (!c.warm.empty()) {
-    TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
-  }
-  p.reference = c.reference == "f64" ? DType::kF64 : DType::kF32;
-  p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};
-  TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(join_list(c.inject, ',')));
-  p.session.policy.keep_fp32 = c.keep_fp32;
-  auto policy = compiled::parse_layer_policy(c.policy_text());
-  if (policy.ok()) p.session.policy.base = *policy;
-  else p.policy_refusal = policy.error().message();
-  if (o.device == "cuda") {
-    refusal.outcome = Outcome::kSkipped;
-    TP_ASSIGN_OR_RETURN(auto backend, compiled::make_cuda_backend());
-  }
-  refusal.outcome = Outcome::kError;
-  return p;
-}
+std::string dtypes_text(const Case& c) { return "w=" + c.weight + ",a=" + c.activation + ",acc=" + c.accumulation; }
 
 void dump(CaseResult& r, const std::string& name, const Tensor& got, const Tensor& want) {
   r.dumps.emplace_back(name + "/compiled", got.to(DType::kF32));
@@ -160,6 +137,58 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
   return shared;
 }
 
+// The case made concrete; `refusal` says which outcome a failure is (ERROR or SKIPPED). A policy
+// the compiled path refuses is recorded, not refused here: run_case checks it against expectations.
+Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCache& models, Outcome& refusal) {
+  PreparedCase p;
+  p.c = c;
+  p.device = o.device;
+  refusal = Outcome::kError;
+  TP_ASSIGN_OR_RETURN(p.pipeline, parse_pipeline(c.pipeline));
+  TP_ASSIGN_OR_RETURN(p.model, models.get(c.model));
+  if (!c.boost_layer.empty()) {
+    Model m = *p.model;
+    TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
+    p.model = std::make_shared<const Model>(std::move(m));
+  }
+  TP_ASSIGN_OR_RETURN(p.input, case_input(c, *p.model, p.pipeline));
+  if (!c.warm.empty()) {
+    TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
+  }
+  p.reference = c.reference == "f64" ? DType::kF64 : DType::kF32;
+  p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};
+  TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(join_list(c.inject, ',')));
+  p.session.policy.keep_fp32 = c.keep_fp32;
+  TP_ASSIGN_OR_RETURN(p.session.shapes, compiled::parse_shape_policy(c.shapes));
+  p.session.memory_limit_bytes = c.memory_limit;
+  auto policy = compiled::parse_layer_policy(c.policy_text());
+  if (policy.ok()) p.session.policy.base = *policy;
+  else p.policy_refusal = policy.error().message();
+  if (o.device == "cuda") {
+    refusal = Outcome::kSkipped;
+    TP_ASSIGN_OR_RETURN(auto backend, compiled::make_cuda_backend());
+  }
+  refusal = Outcome::kError;
+  return p;
+}
+
+bool case_supported(const Case& c, const Model& m) {
+  return expected_supported(c) || (expected_supported_base_in_fp32(c) && every_weighted_layer_kept(c, m));
+}
+
+Outcome judge_unsupported(const Case& c, const std::string* refusal, std::string& reason) {
+  if (!refusal) {
+    reason = "the compiled path ran " + dtypes_text(c) + ", which has no kernels: it must refuse it, naming the layer, both dtypes and the fix";
+    return Outcome::kFailed;
+  }
+  if (refusal->find(c.weight) != std::string::npos && refusal->find(c.activation) != std::string::npos) {
+    reason = *refusal;
+    return Outcome::kUnsupported;
+  }
+  reason = "the compiled path refused " + dtypes_text(c) + " without naming both dtypes: " + *refusal;
+  return Outcome::kFailed;
+}
+
 CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   CaseResult r;
   r.id = c.id();
@@ -171,29 +200,25 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
     r.reason = std::move(reason);
     return r;
   };
-  Refusal refusal;
-  auto prepared = prepare(c, o, models, refusal);
-  if (!prepared.ok()) return finish(refusal.outcome, prepared.error().message());
+  if (!c.stream.empty()) return run_stream_case(c, o, models, std::move(r));
+  Outcome refusal = Outcome::kError;
+  auto prepared = prepare_case(c, o, models, refusal);
+  if (!prepared.ok()) return finish(refusal, prepared.error().message());
   const PreparedCase& p = *prepared;
   r.provenance = input_provenance(p.input);
   if (r.provenance.found) return finish(Outcome::kError, r.provenance.detail);
 
   // Unsupported dtype combinations must be refused, with a sentence naming the dtypes; supported
   // ones must run.
-  const bool supported = expected_supported(c) || (expected_supported_base_in_fp32(c) && every_weighted_layer_kept(c, *p.model));
-  const std::string dtypes = "w=" + c.weight + ",a=" + c.activation + ",acc=" + c.accumulation;
+  const bool supported = case_supported(c, *p.model);
   if (!p.policy_refusal.empty())
-    return supported ? finish(Outcome::kFailed, "the compiled path refused " + dtypes + ", which it should run: " + p.policy_refusal)
+    return supported ? finish(Outcome::kFailed, "the compiled path refused " + dtypes_text(c) + ", which it should run: " + p.policy_refusal)
                      : finish(Outcome::kUnsupported, p.policy_refusal);
   auto run = run_compiled(p, p.session.policy, true);
   if (!supported) {
-    if (run.ok())
-      return finish(Outcome::kFailed, "the compiled path ran " + dtypes +
-                                          ", which has no kernels: it must refuse it, naming the layer, both dtypes and the fix");
-    const std::string& refusal = run.error().message();
-    const bool names_dtypes = refusal.find(c.weight) != std::string::npos && refusal.find(c.activation) != std::string::npos;
-    return names_dtypes ? finish(Outcome::kUnsupported, refusal)
-                        : finish(Outcome::kFailed, "the compiled path refused " + dtypes + " without naming both dtypes: " + refusal);
+    std::string reason;
+    const Outcome outcome = judge_unsupported(c, run.ok() ? nullptr : &run.error().message(), reason);
+    return finish(outcome, reason);
   }
   if (!run.ok()) return finish(Outcome::kError, "compiled path: " + run.error().message());
   r.compiled_seconds = run->seconds;
@@ -203,6 +228,14 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   r.reference_seconds = ref->seconds;
 
   Evaluation e = evaluate(p, *ref, *run, o.local_error && !p.tiling.enabled);
+  if (p.tiling.enabled) {
+    TilingCheck t = check_tiling(p, *run);
+    e.checkpoints.insert(e.checkpoints.end(), t.records.begin(), t.records.end());
+    if (!t.failure.empty()) {  // the cause, ahead of the output difference it makes
+      e.reason = t.failure;
+      e.failed = true;
+    }
+  }
   if (!e.failed) {
     std::string why = check_isolation(p, *run);
     if (why.empty() && c.reload) why = check_plan_reload(p);

@@ -46,6 +46,23 @@ struct Provenance {
   std::vector<std::pair<std::string, double>> inputs;  // the op's input values at (or feeding) the element
 };
 
+// One resolution of a stream= case, in the compiled session it shares with the others.
+struct StreamStep {
+  std::string resolution;          // "64x80" (image pixels)
+  std::string input_shape;         // the pipeline input, NCHW
+  int64_t compilations = 0;        // plans compiled for this step (0: served from the cache)
+  int64_t total_compilations = 0;  // in the session so far
+  double compile_seconds = 0;      // this step's
+  int64_t arena_bytes = 0;         // arenas held after the step, every plan together
+  int64_t peak_arena_bytes = 0;    // the session's peak so far
+  int64_t evictions = 0;           // idle arenas released so far to stay within the limit
+  int64_t need_bytes = 0;          // the arenas this step's plans need together
+  bool refused = false;            // refused before allocating (mem= too small for it)
+  int64_t exact_compilations = 0;  // under bucket:N, the exact-shape session's count so far
+  double bucket_vs_exact_max_abs = -1;  // under bucket:N, |bucketed - exact| max (-1: not compared)
+  std::string note;                // the refusal, or what differed
+};
+
 struct CaseResult {
   std::string id;       // the canonical case line
   int64_t ordinal = 0;  // position in the whole (unsharded) list of cases: merged shards sort by it
@@ -64,6 +81,7 @@ struct CaseResult {
   int search_runs = 0;
   std::string repro_file;  // the origin group's minimal repro (triage), for `twinpath replay`
   NamedTensors dumps;   // "<checkpoint>/compiled", "<checkpoint>/reference" (with --dump)
+  std::vector<StreamStep> stream;  // stream= cases, one per resolution
 };
 
 }  // namespace tp

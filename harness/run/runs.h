@@ -12,6 +12,7 @@
 #include "compiled/session.h"
 #include "harness/model.h"
 #include "harness/pipeline.h"
+#include "harness/run/case_runner.h"
 #include "harness/run/result.h"
 #include "harness/tiling.h"
 
@@ -30,8 +31,21 @@ struct PreparedCase {
   std::string policy_refusal;  // the compiled path's policy parser refused the dtypes (field report 3)
 };
 
+// The case made concrete: model (boosted), input, session options; `refusal` is the outcome a
+// failure stands for (ERROR, or SKIPPED when the device is missing).
+Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCache& models, Outcome& refusal);
+
+// A stream= case (harness/run/stream.cpp): `r` comes with its id, seed, repro and device.
+CaseResult run_stream_case(const Case& c, const RunOptions& o, ModelCache& models, CaseResult r);
+
 // Whether the compiled path should run the case's dtype combination (harness/run/support.cpp).
 bool expected_supported(const Case& c);
+// The same, also counting a policy without kernels as runnable when keep= holds every weighted
+// layer of `m` in fp32.
+bool case_supported(const Case& c, const Model& m);
+// The outcome of an unsupported case: UNSUPPORTED when the compiled path refused it naming both
+// dtypes, FAILED when it ran (`refusal` null) or refused without saying what.
+Outcome judge_unsupported(const Case& c, const std::string* refusal, std::string& reason);
 
 struct ReferenceRun {
   NamedTensors outputs;
@@ -90,6 +104,14 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
 Provenance input_provenance(const Tensor& input);
 // The first group that made a non-finite value from finite inputs, replayed op by op.
 Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run);
+
+// A tiled case: "" or why the compiled engage decision differs from the config's rule, and the
+// seam-band and tile-interior error of the tiled output against the untiled reference.
+struct TilingCheck {
+  std::string failure;
+  std::vector<CheckpointRecord> records;  // "seam:<output>", "interior:<output>"
+};
+TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run);
 
 // "" when shared runtimes give the isolated runs' bits (warm=, a roundtrip's co-resident
 // encoder and decoder), else the first output and checkpoint that differ.
