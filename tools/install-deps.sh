@@ -15,6 +15,7 @@ packages=(
   libbenchmark-dev
   libtorch-dev             # the torch path: a second, independent opinion
   python3-h5py             # tests read reports with an independent reader
+  chromium                 # the tradeoff page is rendered headless to a PNG in tests
 )
 if [[ "${1:-}" == "--fixtures" ]]; then
   packages+=(python3-torch python3-venv python3-pip)

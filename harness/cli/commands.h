@@ -8,6 +8,7 @@
 #include "cases/case.h"
 #include "harness/cli/paths.h"
 #include "harness/status.h"
+#include "reports/report.h"
 
 namespace tp {
 
@@ -68,6 +69,19 @@ Expected<int> replay_command(const std::string& file, const std::string& device)
 Expected<int> report_show_command(const std::string& path, bool json);
 Expected<int> report_diff_command(const std::string& base, const std::string& next, double ratio);
 Expected<int> report_merge_command(const std::vector<std::string>& inputs, const std::string& out);
+
+struct TradeoffCommandOptions {
+  std::string model, pipeline = "vae.decode";
+  std::vector<std::string> policies;  // --policy, repeatable; empty: every supported one
+  std::string resolutions = "256x256";
+  int repeats = 3;
+  std::string device = "cpu";
+  std::string out;                    // folder for report.h5 and report.html
+};
+Expected<int> tradeoff_command(const TradeoffCommandOptions& options, const std::string& command_line);
+
+// A new report's header: tool version, commit, command line, host, device and UTC time.
+RunReport report_header(const std::string& command_line, const std::string& device);
 
 Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir, const std::string& scale);
 Status exec_command(const ExecOptions& options);

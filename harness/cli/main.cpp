@@ -102,6 +102,16 @@ int main(int argc, char** argv) {
   replay->add_option("file", replay_file, "the repro .safetensors")->required();
   replay->add_option("--device", replay_device, "cpu | cuda")->capture_default_str();
 
+  CLI::App* tradeoff = app.add_subcommand("tradeoff", "Error and speed per dtype policy and resolution: report.h5 and report.html");
+  tp::TradeoffCommandOptions tr;
+  tradeoff->add_option("--model", tr.model, "built-in name (tiny-kl, sd-kl, ...) or diffusers model folder")->required();
+  tradeoff->add_option("--pipeline", tr.pipeline, "vae.encode | vae.decode | vae.roundtrip")->capture_default_str();
+  tradeoff->add_option("--policy", tr.policies, "a dtype policy (repeatable), e.g. 'w=f16,a=f16,acc=f32'; default: every supported one");
+  tradeoff->add_option("--res", tr.resolutions, "image resolutions, comma-separated HEIGHTxWIDTH")->capture_default_str();
+  tradeoff->add_option("--repeats", tr.repeats, "timed runs per point after one warm-up (the median is reported)")->capture_default_str();
+  tradeoff->add_option("--device", tr.device, "cpu (the emulated kernels) | cuda")->capture_default_str();
+  tradeoff->add_option("--out", tr.out, "folder for report.h5 and report.html")->required();
+
   CLI::App* report_cmd = app.add_subcommand("report", "Read, compare and join HDF5 reports");
   report_cmd->require_subcommand(1);
   CLI::App* show = report_cmd->add_subcommand("show", "Print a report's cases and summary");
@@ -137,11 +147,10 @@ int main(int argc, char** argv) {
     if (show->parsed()) return exit_code(tp::report_show_command(show_file, show_json));
     if (diff->parsed()) return exit_code(tp::report_diff_command(diff_base, diff_new, diff_growth));
     if (merge->parsed()) return exit_code(tp::report_merge_command(merge_inputs, merge_out));
-    if (run->parsed()) {
-      std::string line = "twinpath";
-      for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
-      return exit_code(tp::run_command(ro, line));
-    }
+    std::string line = "twinpath";
+    for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
+    if (run->parsed()) return exit_code(tp::run_command(ro, line));
+    if (tradeoff->parsed()) return exit_code(tp::tradeoff_command(tr, line));
   } catch (const tp::InternalError& e) {
     std::cerr << "twinpath: internal error (a bug; please report it): " << e.what() << "\n";
     return 3;

@@ -73,6 +73,17 @@ Expected<Shard> parse_shard(const std::string& flag) {
   return s;
 }
 
+RunReport report_header(const std::string& command_line, const std::string& device) {
+  RunReport report;
+  report.tool_version = TWINPATH_VERSION_STRING;
+  report.git_commit = TWINPATH_GIT_COMMIT_STRING;
+  report.command_line = command_line;
+  report.host = host_name();
+  report.device = device == "cuda" ? "cuda" : "cpu-emulated";
+  report.utc_time = utc_now();
+  return report;
+}
+
 Expected<int> run_command(const RunCommandOptions& given, const std::string& command_line) {
   // With no cases named, the main job: the ci suite, reported to reports/latest.h5 (+ JUnit).
   RunCommandOptions o = given;
@@ -95,13 +106,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     TP_ASSIGN_OR_RETURN(baseline, read_h5_report(o.baseline));
   }
 
-  RunReport report;
-  report.tool_version = TWINPATH_VERSION_STRING;
-  report.git_commit = TWINPATH_GIT_COMMIT_STRING;
-  report.command_line = command_line;
-  report.host = host_name();
-  report.device = o.device == "cuda" ? "cuda" : "cpu-emulated";
-  report.utc_time = utc_now();
+  RunReport report = report_header(command_line, o.device);
   if (shard.total > 1) report.shard = std::to_string(shard.index) + "/" + std::to_string(shard.total);
 
   std::ostream& progress = o.json ? std::cerr : std::cout;

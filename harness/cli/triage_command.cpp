@@ -60,13 +60,7 @@ Expected<int> triage_command(const TriageOptions& o) {
   ModelCache models;
   const CaseResult r = run_case(c, options, models);
   if (!o.report.empty()) {
-    RunReport report;
-    report.tool_version = TWINPATH_VERSION_STRING;
-    report.git_commit = TWINPATH_GIT_COMMIT_STRING;
-    report.command_line = "twinpath triage";
-    report.host = host_name();
-    report.device = r.device;
-    report.utc_time = utc_now();
+    RunReport report = report_header("twinpath triage", o.device);
     report.cases.push_back(r);
     TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
   }

@@ -68,6 +68,19 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
   return run;
 }
 
+Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m, Pipeline pipeline, const Shape& input) {
+  const Graph encoder = build_encoder_graph(m.config), decoder = build_decoder_graph(m.config);
+  if (pipeline == Pipeline::kDecode) {
+    TP_ASSIGN_OR_RETURN(const compiled::Plan* d, s.plan_for(decoder, m.weights, input));
+    return d->stats.arena_bytes;
+  }
+  TP_ASSIGN_OR_RETURN(const compiled::Plan* e, s.plan_for(encoder, m.weights, input));
+  if (pipeline == Pipeline::kEncode) return e->stats.arena_bytes;
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, compiled::infer_shapes(encoder, input));
+  TP_ASSIGN_OR_RETURN(const compiled::Plan* d, s.plan_for(decoder, m.weights, shapes[std::size_t(encoder.outputs[0].second)]));
+  return e->stats.arena_bytes + d->stats.arena_bytes;
+}
+
 std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session) {
   std::map<std::string, std::vector<int>> out;
   for (const compiled::Plan* plan : session.plans()) {

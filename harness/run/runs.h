@@ -72,6 +72,9 @@ struct CompiledRun {
 Expected<ReferenceRun> run_reference(const PreparedCase& p, const std::map<std::string, std::vector<int>>& wanted);
 // Runs the compiled path under `policy` (the case's, or the precision search's variant).
 Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy, bool capture);
+// Compiles (or finds) the plans `pipeline` runs at `input` in `session`, allocating nothing, and
+// returns the arena bytes they hold at once (a roundtrip's encoder and decoder are co-resident).
+Expected<int64_t> compile_pipeline_plans(compiled::Session& session, const Model& m, Pipeline pipeline, const Shape& input);
 // The values each graph's plans read or store: what the reference must capture.
 std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session);
 

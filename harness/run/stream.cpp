@@ -9,25 +9,9 @@
 #include "compiled/compiled_pipeline.h"
 #include "harness/format.h"
 #include "harness/run/runs.h"
-#include "harness/vae_graphs.h"
 
 namespace tp {
 namespace {
-
-// The arenas `pipeline` holds at once for `input` (a roundtrip's encoder and decoder are
-// co-resident); compiling them allocates nothing, and the run finds them in the cache.
-Expected<int64_t> arenas_needed(compiled::Session& s, const Model& m, Pipeline pipeline, const Shape& input) {
-  const Graph encoder = build_encoder_graph(m.config), decoder = build_decoder_graph(m.config);
-  if (pipeline == Pipeline::kDecode) {
-    TP_ASSIGN_OR_RETURN(const compiled::Plan* d, s.plan_for(decoder, m.weights, input));
-    return d->stats.arena_bytes;
-  }
-  TP_ASSIGN_OR_RETURN(const compiled::Plan* e, s.plan_for(encoder, m.weights, input));
-  if (pipeline == Pipeline::kEncode) return e->stats.arena_bytes;
-  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, compiled::infer_shapes(encoder, input));
-  TP_ASSIGN_OR_RETURN(const compiled::Plan* d, s.plan_for(decoder, m.weights, shapes[std::size_t(encoder.outputs[0].second)]));
-  return e->stats.arena_bytes + d->stats.arena_bytes;
-}
 
 Expected<std::unique_ptr<compiled::Session>> new_session(const PreparedCase& p, compiled::SessionOptions options) {
   std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
@@ -66,7 +50,7 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
     step.input_shape = shape_string(p.input.shape());
     const std::string at = step.resolution + ": ";
     const compiled::CacheStats before = session->stats();
-    TP_ASSIGN_OR_RETURN(step.need_bytes, arenas_needed(*session, *p.model, p.pipeline, p.input.shape()));
+    TP_ASSIGN_OR_RETURN(step.need_bytes, compile_pipeline_plans(*session, *p.model, p.pipeline, p.input.shape()));
     const bool must_refuse = c.memory_limit && step.need_bytes > c.memory_limit;
     const auto start = std::chrono::steady_clock::now();
     auto outputs = compiled::run_compiled_pipeline(*session, *p.model, p.pipeline, p.input);

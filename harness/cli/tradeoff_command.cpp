@@ -1,0 +1,46 @@
+// `twinpath tradeoff`: error and cost per dtype policy and resolution, as report.h5 and a
+// self-contained report.html in --out.
+#include <filesystem>
+#include <iostream>
+
+#include "harness/cli/commands.h"
+#include "harness/format.h"
+#include "harness/run/tradeoff.h"
+#include "reports/tradeoff_report.h"
+
+namespace tp {
+
+Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::string& command_line) {
+  namespace fs = std::filesystem;
+  TradeoffOptions t;
+  t.model = o.model;
+  t.pipeline = o.pipeline;
+  t.policies = o.policies;
+  t.repeats = o.repeats;
+  t.device = o.device;
+  if (o.device != "cpu" && o.device != "cuda") return Error("--device " + o.device + " is unknown; use cpu or cuda");
+  if (o.pipeline != "vae.encode" && o.pipeline != "vae.decode" && o.pipeline != "vae.roundtrip")
+    return Error("--pipeline " + o.pipeline + " is unknown; use vae.encode, vae.decode or vae.roundtrip");
+  t.resolutions.clear();
+  for (const std::string& r : split_list(o.resolutions, ',')) {
+    Case c;
+    if (Status s = apply_case_option(c, "res=" + r); !s.ok()) return Error("--res " + r + ": " + s.error().message());
+    t.resolutions.emplace_back(c.height, c.width);
+  }
+  if (t.resolutions.empty()) return Error("--res needs at least one HEIGHTxWIDTH, e.g. --res 256x256,512x512");
+  std::error_code ec;
+  fs::create_directories(o.out, ec);
+  if (ec || !fs::is_directory(o.out)) return Error("cannot create the output folder " + o.out + ": " + ec.message());
+  t.progress = [](const std::string& line) { std::cerr << line << std::endl; };
+  TP_ASSIGN_OR_RETURN(Tradeoff result, measure_tradeoff(t));
+  const RunReport header = report_header(command_line, o.device);
+  const std::string h5 = (fs::path(o.out) / "report.h5").string(), html = (fs::path(o.out) / "report.html").string();
+  TP_RETURN_IF_ERROR(write_tradeoff_h5(h5, result, header));
+  TP_RETURN_IF_ERROR(write_tradeoff_html(html, result, header));
+  int ran = 0;
+  for (const PolicyPoint& p : result.points) ran += p.ran;
+  std::cout << ran << " of " << result.points.size() << " policy x resolution points measured\nreport: " << h5 << "\npage: " << html << "\n";
+  return 0;
+}
+
+}  // namespace tp

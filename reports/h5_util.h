@@ -1,0 +1,120 @@
+// Small pieces of the HDF5 C API in RAII form, shared by the run report and the tradeoff
+// report: handles, scalar attributes, fixed-length strings and compound tables. Failures throw
+// H5Failure, which the writers turn into one sentence.
+#pragma once
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace tp::h5 {
+
+// An HDF5 handle closed by its own close function.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+struct H5Failure {
+  std::string what;
+};
+inline void check(herr_t status, const char* what) {
+  if (status < 0) throw H5Failure{what};
+}
+inline hid_t check_id(hid_t id, const char* what) {
+  if (id < 0) throw H5Failure{what};
+  return id;
+}
+
+// --- attributes --------------------------------------------------------------------------
+
+inline void put_string(hid_t obj, const char* name, const std::string& value) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  check(H5Tset_size(type.get(), H5T_VARIABLE), "string type");
+  check(H5Tset_cset(type.get(), H5T_CSET_UTF8), "string charset");
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(check_id(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), name), H5Aclose);
+  const char* p = value.c_str();
+  check(H5Awrite(attr.get(), type.get(), &p), name);
+}
+
+template <class T>
+void put_number(hid_t obj, const char* name, T value, hid_t type) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(check_id(H5Acreate2(obj, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT), name), H5Aclose);
+  check(H5Awrite(attr.get(), type, &value), name);
+}
+inline void put_double(hid_t obj, const char* name, double v) { put_number(obj, name, v, H5T_NATIVE_DOUBLE); }
+inline void put_int(hid_t obj, const char* name, int64_t v) { put_number(obj, name, v, H5T_NATIVE_INT64); }
+
+inline std::string get_string(hid_t obj, const char* name) {
+  if (H5Aexists(obj, name) <= 0) return "";
+  Handle attr(check_id(H5Aopen(obj, name, H5P_DEFAULT), name), H5Aclose);
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  check(H5Tset_size(type.get(), H5T_VARIABLE), "string type");
+  check(H5Tset_cset(type.get(), H5T_CSET_UTF8), "string charset");
+  char* p = nullptr;
+  check(H5Aread(attr.get(), type.get(), &p), name);
+  std::string s = p ? p : "";
+  H5free_memory(p);
+  return s;
+}
+
+template <class T>
+T get_number(hid_t obj, const char* name, hid_t type) {
+  T v{};
+  if (H5Aexists(obj, name) <= 0) return v;
+  Handle attr(check_id(H5Aopen(obj, name, H5P_DEFAULT), name), H5Aclose);
+  check(H5Aread(attr.get(), type, &v), name);
+  return v;
+}
+inline double get_double(hid_t obj, const char* name) { return get_number<double>(obj, name, H5T_NATIVE_DOUBLE); }
+inline int64_t get_int(hid_t obj, const char* name) { return get_number<int64_t>(obj, name, H5T_NATIVE_INT64); }
+
+inline hid_t string_type(std::size_t n) {
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, n);
+  H5Tset_strpad(t, H5T_STR_NULLTERM);
+  return t;
+}
+
+inline void copy_string(char* dst, std::size_t n, const std::string& s) {
+  std::memset(dst, 0, n);
+  std::memcpy(dst, s.data(), std::min(s.size(), n - 1));
+}
+
+template <class Row>
+void write_table(hid_t parent, const char* name, hid_t type, const std::vector<Row>& rows) {
+  const hsize_t n = rows.size();
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  Handle ds(check_id(H5Dcreate2(parent, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name), H5Dclose);
+  if (n) check(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), name);
+}
+
+template <class Row>
+std::vector<Row> read_table(hid_t parent, const char* name, hid_t type) {
+  if (H5Lexists(parent, name, H5P_DEFAULT) <= 0) return {};
+  Handle ds(check_id(H5Dopen2(parent, name, H5P_DEFAULT), name), H5Dclose);
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(space.get(), &n, nullptr);
+  std::vector<Row> rows(n);
+  if (n) check(H5Dread(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), name);
+  return rows;
+}
+
+}  // namespace tp::h5
