@@ -17,6 +17,7 @@ using namespace h5;
 struct PointRow {
   char policy[48];
   char resolution[16];
+  uint8_t peer;
   uint8_t ran;
   char note[192];
   double rel_l2, max_abs, psnr_db;
@@ -82,10 +83,10 @@ std::vector<std::size_t> pareto_front(const Tradeoff& t, const std::string& reso
   std::vector<std::size_t> front;
   for (std::size_t i = 0; i < t.points.size(); ++i) {
     const PolicyPoint& a = t.points[i];
-    if (a.resolution != resolution || !a.ran || !std::isfinite(a.rel_l2) || a.non_finite) continue;
+    if (a.resolution != resolution || a.peer || !a.ran || !std::isfinite(a.rel_l2) || a.non_finite) continue;
     bool dominated = false;
     for (const PolicyPoint& b : t.points)
-      if (&b != &a && b.resolution == resolution && b.ran && !b.non_finite && b.seconds_median <= a.seconds_median &&
+      if (&b != &a && b.resolution == resolution && !b.peer && b.ran && !b.non_finite && b.seconds_median <= a.seconds_median &&
           b.rel_l2 <= a.rel_l2 && (b.seconds_median < a.seconds_median || b.rel_l2 < a.rel_l2))
         dominated = true;
     if (!dominated) front.push_back(i);
@@ -108,6 +109,7 @@ Status write_tradeoff_h5(const std::string& path, const Tradeoff& t, const RunRe
       const hid_t c = type.get();
       H5Tinsert(c, "policy", HOFFSET(PointRow, policy), s48.get());
       H5Tinsert(c, "resolution", HOFFSET(PointRow, resolution), s16.get());
+      H5Tinsert(c, "peer", HOFFSET(PointRow, peer), H5T_NATIVE_UINT8);
       H5Tinsert(c, "ran", HOFFSET(PointRow, ran), H5T_NATIVE_UINT8);
       H5Tinsert(c, "note", HOFFSET(PointRow, note), s192.get());
       H5Tinsert(c, "rel_l2", HOFFSET(PointRow, rel_l2), H5T_NATIVE_DOUBLE);
@@ -128,6 +130,7 @@ Status write_tradeoff_h5(const std::string& path, const Tradeoff& t, const RunRe
         std::memset(&r, 0, sizeof r);
         copy_string(r.policy, sizeof r.policy, p.policy);
         copy_string(r.resolution, sizeof r.resolution, p.resolution);
+        r.peer = p.peer;
         r.ran = p.ran;
         copy_string(r.note, sizeof r.note, p.note);
         r.rel_l2 = p.rel_l2;
@@ -191,7 +194,14 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
       const PolicyPoint& p = t.points[i];
       if (p.resolution != res.resolution || !p.ran) continue;
       PlotSeries s;
-      s.name = p.policy;
+      s.name = p.peer ? p.policy + " (peer)" : p.policy;
+      if (p.peer) {
+        s.colour = "#000";
+        s.titles = {p.policy + " (peer): rel L2 " + format_number(p.rel_l2) + ", " + ms(p.seconds_median) + " ms"};
+        s.points = {{p.seconds_median * 1e3, p.rel_l2}};
+        scatter.push_back(s);
+        continue;
+      }
       s.points = {{p.seconds_median * 1e3, p.rel_l2}};
       s.titles = {p.policy + ": rel L2 " + format_number(p.rel_l2) + ", " + ms(p.seconds_median) + " ms"};
       scatter.push_back(s);
@@ -238,16 +248,17 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
       if (p.resolution != res.resolution) continue;
       const bool on_front = std::find(front.begin(), front.end(), i) != front.end();
       o << "<tr" << (on_front ? " class=\"front\"" : "") << "><td class=\"l\">" << html_escape(p.policy) << (on_front ? " ★" : "")
-        << "</td>";
+        << (p.peer ? " (peer)" : "") << "</td>";
       if (!p.ran) {
         o << "<td class=\"l\" colspan=\"8\">not run: " << html_escape(p.note) << "</td></tr>\n";
         continue;
       }
       o << "<td>" << format_number(p.rel_l2) << "</td><td>" << format_number(p.max_abs) << "</td><td>" << psnr_text(p, t.pipeline)
-        << "</td><td>" << ms(p.seconds_median) << "</td><td>" << ms(p.seconds_min) << "</td><td>" << mib(p.peak_arena_bytes)
-        << "</td><td>" << mib(p.weight_bytes) << "</td><td class=\"l\">" << html_escape(readable_list(p.worst_layers)) << "</td></tr>\n";
+        << "</td><td>" << ms(p.seconds_median) << "</td><td>" << ms(p.seconds_min) << "</td><td>"
+        << (p.peer ? "–" : mib(p.peak_arena_bytes)) << "</td><td>" << (p.peer ? "–" : mib(p.weight_bytes)) << "</td><td class=\"l\">" << html_escape(readable_list(p.worst_layers)) << "</td></tr>\n";
     }
-    o << "</table>\n<p class=\"note\">★ Pareto front: no other policy is both faster and more accurate. Reference (fp32) run: "
+    o << "</table>\n<p class=\"note\">★ Pareto front: no other policy is both faster and more accurate. A peer (LibTorch's ops "
+      << "doing the same work, black marker) is measured for comparison, not as a policy. Reference (fp32) run: "
       << format_number(res.reference_seconds) << " s.</p>\n";
   }
   o << "</body></html>\n";

@@ -7,6 +7,9 @@
 #include "harness/format.h"
 #include "harness/run/tradeoff.h"
 #include "reports/tradeoff_report.h"
+#ifdef TWINPATH_HAVE_TORCH
+#include "reference/torch/torch_path.h"
+#endif
 
 namespace tp {
 
@@ -32,6 +35,21 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
   fs::create_directories(o.out, ec);
   if (ec || !fs::is_directory(o.out)) return Error("cannot create the output folder " + o.out + ": " + ec.message());
   t.progress = [](const std::string& line) { std::cerr << line << std::endl; };
+#ifdef TWINPATH_HAVE_TORCH
+  // The peer: LibTorch's ops on the same graphs, fp32 on the CPU; f16 and bf16 on CUDA.
+  const bool cuda = o.device == "cuda";
+  t.make_peers = [cuda](const Model& m) -> Expected<std::vector<TradeoffPeer>> {
+    std::vector<TradeoffPeer> peers;
+    if (cuda && !torch_path::cuda_available()) return std::vector<TradeoffPeer>{{"LibTorch CUDA", {}}};  // a row that says why
+    for (DType dt : cuda ? std::vector<DType>{DType::kF16, DType::kBF16} : std::vector<DType>{DType::kF32}) {
+      TP_ASSIGN_OR_RETURN(std::unique_ptr<torch_path::Runner> made, torch_path::Runner::create(m.weights, dt, cuda));
+      std::shared_ptr<torch_path::Runner> runner = std::move(made);
+      peers.push_back({std::string("LibTorch ") + (cuda ? "CUDA " : "CPU ") + dtype_name(dt),
+                       [runner](const Graph& g, const Weights&, const NamedTensors& in) { return runner->run(g, in); }});
+    }
+    return peers;
+  };
+#endif
   TP_ASSIGN_OR_RETURN(Tradeoff result, measure_tradeoff(t));
   const RunReport header = report_header(command_line, o.device);
   const std::string h5 = (fs::path(o.out) / "report.h5").string(), html = (fs::path(o.out) / "report.html").string();

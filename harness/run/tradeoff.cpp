@@ -50,6 +50,13 @@ Expected<std::unique_ptr<compiled::Session>> session_for(const PreparedCase& p, 
   return std::make_unique<compiled::Session>(std::move(options), std::move(backend));
 }
 
+void set_times(PolicyPoint& point, std::vector<double> times) {
+  std::sort(times.begin(), times.end());
+  point.repeats = int(times.size());
+  point.seconds_min = times.front();
+  point.seconds_median = times.size() % 2 ? times[times.size() / 2] : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
+}
+
 // Warm-up, then `repeats` timed runs in one session (plans compiled once, as an app runs).
 Status time_policy(const PreparedCase& p, const compiled::DTypePolicy& policy, int repeats, PolicyPoint& point) {
   TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Session> s, session_for(p, policy));
@@ -64,12 +71,29 @@ Status time_policy(const PreparedCase& p, const compiled::DTypePolicy& policy, i
     TP_RETURN_IF_ERROR(run());
     times.push_back(seconds_since(start));
   }
-  std::sort(times.begin(), times.end());
-  point.repeats = repeats;
-  point.seconds_min = times.front();
-  point.seconds_median = times.size() % 2 ? times[times.size() / 2] : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
+  set_times(point, times);
   point.peak_arena_bytes = s->stats().peak_arena_bytes;
   point.weight_bytes = s->weight_store().bytes_held();
+  return Status();
+}
+
+// A peer: warm-up, then timed runs of the same pipeline; output error against the reference.
+Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const ReferenceRun& ref, int repeats, PolicyPoint& point) {
+  TP_ASSIGN_OR_RETURN(NamedTensors out, run_pipeline(*p.model, p.pipeline, p.input, peer.run));
+  std::vector<double> times;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    TP_ASSIGN_OR_RETURN(out, run_pipeline(*p.model, p.pipeline, p.input, peer.run));
+    times.push_back(seconds_since(start));
+  }
+  set_times(point, times);
+  const Tensor* want = find_tensor(ref.outputs, out.front().first);
+  if (!want) return Error(peer.name + " has no output " + out.front().first);
+  TP_ASSIGN_OR_RETURN(Metrics m, compare_tensors(out.front().second, *want, out.front().second.dtype()));
+  point.rel_l2 = m.rel_l2;
+  point.max_abs = m.max_abs;
+  point.non_finite = m.non_finite_new;
+  point.psnr_db = p.pipeline == Pipeline::kEncode ? 0 : psnr_8bit(out.front().second, *want);
   return Status();
 }
 
@@ -147,7 +171,21 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
   ModelCache models;
   RunOptions ro;
   ro.device = o.device;
-  const std::size_t total = policies.size() * o.resolutions.size();
+  std::size_t total = policies.size() * o.resolutions.size();
+  std::vector<TradeoffPeer> peers;
+  if (o.make_peers) {
+    TP_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, models.get(o.model));
+    TP_ASSIGN_OR_RETURN(peers, o.make_peers(*model));
+    total += peers.size() * o.resolutions.size();
+  }
+  auto report = [&](const PolicyPoint& point) {
+    if (!o.progress) return;
+    std::string line = "[" + std::to_string(t.points.size() + 1) + "/" + std::to_string(total) + "] " + point.resolution + " " +
+                       point.policy + ": ";
+    line += point.ran ? "rel L2 " + format_number(point.rel_l2) + ", " + format_number(point.seconds_median * 1e3) + " ms"
+                      : "not run: " + point.note;
+    o.progress(line);
+  };
   for (const auto& [h, w] : o.resolutions) {
     TradeoffResolution res;
     res.resolution = resolution_text(h, w);
@@ -194,13 +232,18 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
         if (Status timed = time_policy(p, p.session.policy, o.repeats, point); !timed.ok()) point.note = timed.error().message();
         else point.ran = true;
       }
-      if (o.progress) {
-        const std::size_t done = t.points.size() + 1;
-        std::string line = "[" + std::to_string(done) + "/" + std::to_string(total) + "] " + res.resolution + " " + point.policy + ": ";
-        line += point.ran ? "rel L2 " + format_number(point.rel_l2) + ", " + format_number(point.seconds_median * 1e3) + " ms"
-                          : "not run: " + point.note;
-        o.progress(line);
-      }
+      report(point);
+      t.points.push_back(std::move(point));
+    }
+    for (const TradeoffPeer& peer : peers) {
+      PolicyPoint point;
+      point.policy = peer.name;
+      point.peer = true;
+      point.resolution = res.resolution;
+      if (!peer.run) point.note = "this LibTorch build sees no CUDA device, so there is no peer to compare with";
+      else if (Status s = measure_peer(base, peer, ref, o.repeats, point); !s.ok()) point.note = s.error().message();
+      else point.ran = true;
+      report(point);
       t.points.push_back(std::move(point));
     }
     t.resolutions.push_back(std::move(res));

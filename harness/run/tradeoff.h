@@ -11,9 +11,17 @@
 #include <utility>
 #include <vector>
 
+#include "harness/pipeline.h"
 #include "harness/run/case_runner.h"
 
 namespace tp {
+
+// Another implementation doing the same work (LibTorch's ops), measured beside the policies:
+// its time and its error against the same reference, with no per-layer profile.
+struct TradeoffPeer {
+  std::string name;  // "LibTorch CPU f32"
+  GraphRunner run;  // empty: the peer is unavailable here (its row says why)
+};
 
 struct TradeoffOptions {
   std::string model = "tiny-kl";     // built-in name or diffusers folder
@@ -23,10 +31,12 @@ struct TradeoffOptions {
   int repeats = 3;                    // timed runs after one warm-up; the median is reported
   std::string device = "cpu";
   std::function<void(const std::string&)> progress;  // one line per finished measurement
+  std::function<Expected<std::vector<TradeoffPeer>>(const Model&)> make_peers;  // optional
 };
 
 struct PolicyPoint {
-  std::string policy, resolution;
+  std::string policy, resolution;  // for a peer, policy is the peer's name
+  bool peer = false;
   bool ran = false;
   std::string note;                  // why it did not run, or what failed
   double rel_l2 = 0, max_abs = 0;
