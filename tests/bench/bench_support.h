@@ -8,8 +8,15 @@
 #include <filesystem>
 #include <string>
 
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
+
+#include "compiled/compiled_pipeline.h"
 #include "harness/model.h"
 #include "harness/rng.h"
+#include "harness/vae_graphs.h"
 
 namespace tp::bench {
 
@@ -50,6 +57,61 @@ inline double decoder_flops(int image) {
     }
   }
   return 2 * (macs + conv(128, 3, 3, px));
+}
+
+// The SD-VAE's conv shapes (batch 1, 256x256 image), by the diffusers module they stand for.
+struct ConvShape {
+  const char* where;  // the diffusers module it stands for, at a 256x256 image
+  int cin, cout, k, stride, h, w;
+  bool asymmetric_pad;  // Downsample2D: pad (0,1,0,1)
+};
+
+inline const ConvShape kShapes[] = {
+    {"decoder.conv_in", 4, 512, 3, 1, 32, 32, false},
+    {"decoder.mid_block.resnets.*.conv*", 512, 512, 3, 1, 32, 32, false},
+    {"decoder.up_blocks.1.resnets.*.conv*", 512, 512, 3, 1, 64, 64, false},
+    {"decoder.up_blocks.2.resnets.0.conv1", 512, 256, 3, 1, 128, 128, false},
+    {"decoder.up_blocks.2.resnets.0.conv_shortcut", 512, 256, 1, 1, 128, 128, false},
+    {"decoder.up_blocks.2.upsamplers.0.conv", 256, 256, 3, 1, 256, 256, false},
+    {"decoder.up_blocks.3.resnets.*.conv2", 128, 128, 3, 1, 256, 256, false},
+    {"decoder.conv_out", 128, 3, 3, 1, 256, 256, false},
+    {"encoder.down_blocks.0.downsamplers.0.conv", 128, 128, 3, 2, 256, 256, true},
+};
+
+// One path's per-group benchmark: the fused group of the sd-kl plan (256x256 image,
+// w=f16,a=f16,acc=f32) that holds kShapes[state.range(0)]'s conv, run alone
+// (Session::run_group) on seeded inputs on `backend`. The group adds its fused epilogue (bias,
+// residual add, activation) to the conv's work; FLOP/s counts the conv's.
+inline void conv_group_bench(benchmark::State& state, Expected<std::unique_ptr<compiled::Backend>> backend) {
+  if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
+  const ConvShape& s = kShapes[state.range(0)];
+  const Model& m = sd_kl();
+  const bool encoder = std::string(s.where).rfind("encoder", 0) == 0;
+  const Graph g = encoder ? build_encoder_graph(m.config) : build_decoder_graph(m.config);
+  const Shape in = encoder ? Shape{1, 3, 256, 256} : Shape{1, 4, 32, 32};
+  compiled::SessionOptions o;
+  o.policy.base = compiled::parse_layer_policy("w=f16,a=f16,acc=f32").value();
+  compiled::Session session(o, std::move(backend).value());
+  auto plan = session.plan_for(g, m.weights, in);
+  auto shapes = compiled::infer_shapes(g, in);
+  if (!plan.ok() || !shapes.ok()) return state.SkipWithError("planning failed");
+  int index = -1;
+  for (std::size_t i = 0; i < (*plan)->groups.size() && index < 0; ++i)
+    for (int op : (*plan)->groups[i].ops)
+      if (g.ops[std::size_t(op)].kind == OpKind::kConv2d && compiled::glob_match(s.where, g.ops[std::size_t(op)].name)) index = int(i);
+  if (index < 0) return state.SkipWithError("no group holds this conv");
+  const compiled::Group& group = (*plan)->groups[std::size_t(index)];
+  std::map<int, Tensor> values;
+  for (int v : group.inputs) values[v] = random_f32((*shapes)[std::size_t(v)], "group-input-" + std::to_string(v));
+  auto warm = session.run_group(**plan, index, in, values);
+  if (!warm.ok()) return state.SkipWithError(warm.error().message().c_str());
+  for (auto _ : state) {
+    auto out = session.run_group(**plan, index, in, values);
+    benchmark::DoNotOptimize(out);
+  }
+  const int64_t ho = s.h / s.stride, wo = s.w / s.stride;
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * s.cin * s.cout * s.k * s.k * ho * wo, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(s.where) + " (" + std::to_string(group.ops.size()) + " ops)");
 }
 
 }  // namespace tp::bench

@@ -1,7 +1,7 @@
 // CUDA benchmarks (run on a GPU machine by tools/gpu-run.sh; every benchmark skips without a
 // device): the sd-kl decode at 512x512 and 1024x1024 on the compiled path's CUDA kernels per
 // dtype policy, beside LibTorch's own CUDA ops (cuDNN, cuBLAS, SDPA) running the same graph in
-// f16 and bf16, in the same binary. Each reports FLOP/s against vae-facts.md §8's FLOP count and
+// f16 and bf16, in the same binary, and the fused groups of that plan one by one. Each reports FLOP/s against vae-facts.md §8's FLOP count and
 // its relative L2 error against LibTorch's CUDA fp32 (TF32 off) on the same input.
 #include <benchmark/benchmark.h>
 
@@ -62,6 +62,13 @@ void BM_DecodeSdKlCuda(benchmark::State& state) {
   state.counters["arena_MiB"] = double(session.plans()[0]->stats.arena_bytes) / (1 << 20);
   report(state, image, out.value()[0].second);
 }
+// The CUDA kernels per fused group, the same groups as reference_bench's BM_GroupEmulated.
+void BM_GroupCuda(benchmark::State& state) {
+  if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
+  bench::conv_group_bench(state, compiled::make_cuda_backend());
+}
+BENCHMARK(BM_GroupCuda)->DenseRange(0, std::size(bench::kShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 BENCHMARK(BM_DecodeSdKlCuda)
     ->ArgsProduct({{512, 1024}, {0, 1, 2, 3}})
     ->Unit(benchmark::kMillisecond)
