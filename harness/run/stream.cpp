@@ -82,7 +82,7 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
     auto ref = run_reference(p, checkpoint_values(*session));
     if (!ref.ok()) return Error(at + "reference path: " + ref.error().message());
     r.reference_seconds += ref->seconds;
-    run.session = std::move(session);
+    run.session = std::move(session);  // evaluate reads the plans from a CompiledRun; lent and taken back
     run.outputs = std::move(outputs).value();
     Evaluation e = evaluate(p, *ref, run, false);
     session = std::move(run.session);

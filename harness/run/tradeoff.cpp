@@ -57,23 +57,19 @@ void set_times(PolicyPoint& point, std::vector<double> times) {
   point.seconds_median = times.size() % 2 ? times[times.size() / 2] : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
 }
 
-// Warm-up, then `repeats` timed runs in one session (plans compiled once, as an app runs).
-Status time_policy(const PreparedCase& p, const compiled::DTypePolicy& policy, int repeats, PolicyPoint& point) {
-  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Session> s, session_for(p, policy));
-  auto run = [&]() -> Status {
-    auto out = compiled::run_compiled_pipeline(*s, *p.model, p.pipeline, p.input);
-    return out.ok() ? Status() : Status(out.error());
-  };
-  TP_RETURN_IF_ERROR(run());
+// `repeats` timed runs in the session the captured run warmed up (plans compiled, weights
+// prepared, arenas allocated once, as an application runs them).
+Status time_policy(compiled::Session& s, const PreparedCase& p, int repeats, PolicyPoint& point) {
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    TP_RETURN_IF_ERROR(run());
+    auto out = compiled::run_compiled_pipeline(s, *p.model, p.pipeline, p.input);
+    if (!out.ok()) return out.error();
     times.push_back(seconds_since(start));
   }
   set_times(point, times);
-  point.peak_arena_bytes = s->stats().peak_arena_bytes;
-  point.weight_bytes = s->weight_store().bytes_held();
+  point.peak_arena_bytes = s.stats().peak_arena_bytes;
+  point.weight_bytes = s.weight_store().bytes_held();
   return Status();
 }
 
@@ -229,7 +225,7 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
           for (const GroupCapture& g : run->groups)
             for (const std::string& name : g.plan->groups[std::size_t(g.group)].checkpoints) res.layers.push_back(name);
         score(p, ref, *run, res, point);
-        if (Status timed = time_policy(p, p.session.policy, o.repeats, point); !timed.ok()) point.note = timed.error().message();
+        if (Status timed = time_policy(*run->session, p, o.repeats, point); !timed.ok()) point.note = timed.error().message();
         else point.ran = true;
       }
       report(point);
