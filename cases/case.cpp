@@ -98,6 +98,7 @@ std::string Case::id() const {
   if (!boost_layer.empty()) s += " boost=" + boost_layer + "*" + format_double(boost_factor);
   if (!warm.empty()) s += " warm=" + warm;
   if (reload) s += " reload=on";
+  if (interleave) s += " interleave=on";
   if (!inject.empty()) s += " inject=" + join_list(inject, '+');
   if (reference != "f32") s += " ref=" + reference;
   if (shapes != "exact") s += " shapes=" + shapes;
@@ -174,13 +175,16 @@ Status apply_case_option(Case& c, std::string_view token) {
   } else if (key == "reload") {
     if (v != "on" && v != "off") return Error("expected reload=on or reload=off");
     c.reload = v == "on";
+  } else if (key == "interleave") {
+    if (v != "on" && v != "off") return Error("expected interleave=on or interleave=off");
+    c.interleave = v == "on";
   } else if (key == "warm") {
     c.warm = std::string(v);
   } else if (key == "inject") {
     c.inject = split_list(v, '+');
   } else {
     return Error("unknown option; a case takes model, res, stream, w, a, acc, scale, sat, keep, tiling, tile, input, "
-                 "boost, warm, reload, inject, ref, shapes, mem and seed");
+                 "boost, warm, reload, interleave, inject, ref, shapes, mem and seed");
   }
   return Status();
 }
@@ -189,8 +193,10 @@ Status check_case(const Case& c) {
   if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
   if (!c.stream.empty() && c.res_given) return Error("a stream= case gives its resolutions in stream=; leave res= out");
   if (c.memory_limit && c.stream.empty()) return Error("mem= is a stream's memory budget; it needs stream=HxW+HxW+...");
-  if (!c.stream.empty() && (c.tiling || !c.warm.empty() || c.reload))
-    return Error("a stream= case runs plain pipelines; tiling=, warm= and reload= are cases of their own");
+  if (c.interleave && (c.pipeline != "vae.roundtrip" || c.tiling))
+    return Error("interleave=on calls a roundtrip's encoder and decoder in turn: it needs vae.roundtrip without tiling");
+  if (!c.stream.empty() && (c.tiling || !c.warm.empty() || c.reload || c.interleave))
+    return Error("a stream= case runs plain pipelines; tiling=, warm=, reload= and interleave= are cases of their own");
   return Status();
 }
 

@@ -4,7 +4,7 @@
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
 //     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [warm=MODEL] [inject=FAULT+FAULT] [ref=f64]
-//     [reload=on] [seed=N] [shapes=exact|bucket:N]
+//     [reload=on] [interleave=on] [seed=N] [shapes=exact|bucket:N]
 //   vae.decode model=tiny-kl stream=64x64+64x80+96x96 [shapes=bucket:N] [mem=SIZE] ...
 // `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
 // are res / the model's downscale. `model` is a built-in config name (weights seeded from the
@@ -15,7 +15,8 @@
 // weights would hand this case the other model's plan). Cases that share a runtime (warm=, a
 // roundtrip's co-resident encoder and decoder) must also equal isolated runs bit for bit.
 // `reload=on` saves the plans, loads them into a fresh session and requires the same bits
-// (field report 2).
+// (field report 2). `interleave=on` (roundtrips) then calls decode and encode in turn in one
+// session, one VAE shared by both pipelines, and requires each call's isolated bits.
 // `input=image` is a procedural real-image-like picture (smooth regions, hard edges, saturated
 // colours, noise); decode cases take the reference encoder's latents of it.
 // `stream=` runs resolutions in order through one compiled session (field report 5): each is
@@ -48,6 +49,7 @@ struct Case {
   double boost_factor = 1;
   std::string warm;                     // a model run first in the same session
   bool reload = false;                  // plans saved, loaded into a fresh session, run again
+  bool interleave = false;              // roundtrips: encode and decode called in turn in one session
   std::vector<std::string> inject;      // fault names
   std::string reference = "f32";        // f32 | f64
   int64_t seed_variant = 0;             // seed=N: the same case with other random inputs

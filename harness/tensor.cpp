@@ -49,6 +49,7 @@ Tensor::Tensor(DType dtype, Shape shape) {
 }
 
 Tensor::Tensor(const Tensor& other) : dtype_(other.dtype_), shape_(other.shape_) {
+  if (!other.bytes_) return;  // a default-constructed (empty) tensor copies as empty
   bytes_.reset(allocate(other.nbytes()));
   if (other.nbytes() > 0) std::memcpy(bytes_.get(), other.bytes_.get(), other.nbytes());
 }

@@ -56,7 +56,8 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
                        Bad{"vae.decode mem=8MiB", "mem= is a stream's memory budget"},
                        Bad{"vae.decode stream=64x64 mem=8MB", "expected mem=SIZE"},
                        Bad{"vae.decode shapes=bucket:0", "expected shapes=exact or shapes=bucket:N"},
-                       Bad{"vae.decode stream=64x64 tiling=on", "tiling=, warm= and reload= are cases of their own"},
+                       Bad{"vae.decode stream=64x64 tiling=on", "tiling=, warm=, reload= and interleave= are cases of their own"},
+                       Bad{"vae.decode interleave=on", "it needs vae.roundtrip without tiling"},
                        Bad{"", "empty case line"}}) {
     auto c = parse_case(b.line);
     ASSERT_FALSE(c.ok()) << b.line;

@@ -12,6 +12,7 @@
 
 #include "harness/dtype.h"
 #include "harness/rng.h"
+#include "harness/tensor.h"
 
 #ifdef TWINPATH_TEST_CUDA_HEADERS
 #include <cuda_bf16.h>
@@ -186,6 +187,25 @@ TEST(DType, MatchesCudaHostConversionsFp8) {
   }
 }
 #endif
+
+}  // namespace
+}  // namespace tp
+
+namespace tp {
+namespace {
+
+// A default-constructed tensor (a placeholder in a struct) copies and assigns as empty.
+TEST(Tensor, DefaultConstructedCopiesAsEmpty) {
+  const Tensor empty;
+  Tensor copy = empty;
+  EXPECT_EQ(copy.raw(), nullptr);
+  Tensor filled(DType::kF32, {2, 3});
+  filled = empty;
+  EXPECT_EQ(filled.raw(), nullptr);
+  std::vector<Tensor> many{Tensor(), Tensor(DType::kF16, {4})};
+  EXPECT_EQ(many[0].raw(), nullptr);
+  EXPECT_NE(many[1].raw(), nullptr);
+}
 
 }  // namespace
 }  // namespace tp

@@ -252,6 +252,16 @@ TEST(HarnessRun, ReferenceNoiseFloorIsBelowTheTolerances) {
   }
 }
 
+// One VAE serving both pipelines in one session, calls interleaved: each call's bits equal the
+// same call in a session of its own, for KL and Tiny.
+TEST(HarnessRun, InterleavedEncodeAndDecodeCallsEqualIsolatedCalls) {
+  for (const char* line : {"vae.roundtrip model=tiny-kl res=48x80 w=f16 a=f16 acc=f32 interleave=on",
+                           "vae.roundtrip model=tiny-taesd res=64x64 w=bf16 a=bf16 acc=f32 interleave=on"}) {
+    const CaseResult r = run(line);
+    EXPECT_EQ(r.outcome, Outcome::kPassed) << line << ": " << r.reason;
+  }
+}
+
 // Field report 5: one session serving changing sizes. Buckets compile fewer plans than exact
 // shapes and give the same outputs; under mem=2MiB the 256x256 step (10 MiB of arenas) is
 // refused before allocating, with the figure, and the next step still runs.

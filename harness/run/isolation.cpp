@@ -91,6 +91,48 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
   return "";
 }
 
+std::string check_interleaved(const PreparedCase& p) {
+  const std::string latents_name = p.model->config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
+  // Each call in a session of its own.
+  auto alone = [&](Pipeline stage, const Tensor& input) -> Expected<Tensor> {
+    PreparedCase q = p;
+    q.warm.reset();
+    q.pipeline = stage;
+    q.input = input;
+    TP_ASSIGN_OR_RETURN(CompiledRun r, run_compiled(q, p.session.policy, false));
+    return r.outputs.front().second;
+  };
+  auto encoded = alone(Pipeline::kEncode, p.input);
+  if (!encoded.ok()) return "the isolated encode failed: " + encoded.error().message();
+  const Tensor z = encoded->to(DType::kF32);
+  Tensor other = encoded->to(DType::kF32);  // a second latent, as another request brings
+  for (int64_t i = 0; i < other.numel(); ++i) other.data<float>()[i] *= -0.5f;
+  auto decoded = alone(Pipeline::kDecode, z), decoded_other = alone(Pipeline::kDecode, other);
+  if (!decoded.ok() || !decoded_other.ok())
+    return "the isolated decode failed: " + (decoded.ok() ? decoded_other : decoded).error().message();
+  // One session, one VAE's weights, both pipelines called in turn after the roundtrip.
+  struct Call {
+    Pipeline stage;
+    const Tensor& input;
+    const Tensor& want;
+  };
+  const Call calls[] = {{Pipeline::kDecode, other, *decoded_other}, {Pipeline::kEncode, p.input, *encoded},
+                        {Pipeline::kDecode, z, *decoded},            {Pipeline::kEncode, p.input, *encoded},
+                        {Pipeline::kDecode, other, *decoded_other}};
+  auto shared = run_compiled(p, p.session.policy, false);
+  if (!shared.ok()) return "the shared session failed: " + shared.error().message();
+  for (std::size_t i = 0; i < std::size(calls); ++i) {
+    auto out = compiled::run_compiled_pipeline(*shared->session, *p.model, calls[i].stage, calls[i].input);
+    if (!out.ok()) return "interleaved call " + std::to_string(i + 1) + " failed: " + out.error().message();
+    const Tensor* got = calls[i].stage == Pipeline::kEncode ? find_tensor(*out, latents_name) : &out->front().second;
+    if (!got || !same_bits(*got, calls[i].want))
+      return "interleaved calls in one session: call " + std::to_string(i + 1) + " (" + pipeline_name(calls[i].stage) +
+             ") differs from the same call in a session of its own" +
+             (got ? " in " + std::to_string(differing(*got, calls[i].want)) + " of " + std::to_string(got->numel()) + " elements" : "");
+  }
+  return "";
+}
+
 std::string check_plan_reload(const PreparedCase& p) {
   PreparedCase alone = p;
   alone.warm.reset();

@@ -119,6 +119,10 @@ TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run);
 // "" when shared runtimes give the isolated runs' bits (warm=, a roundtrip's co-resident
 // encoder and decoder), else the first output and checkpoint that differ.
 std::string check_isolation(const PreparedCase& p, const CompiledRun& run);
+// "" when one session serving a roundtrip case's VAE through both pipelines in turn (decode,
+// encode, decode, encode, decode, after the roundtrip itself) gives each call the bits it has in a
+// session of its own (interleave=on).
+std::string check_interleaved(const PreparedCase& p);
 // "" when plans saved and loaded into a fresh session give the same bits as the run that saved them.
 std::string check_plan_reload(const PreparedCase& p);
 
