@@ -276,7 +276,9 @@ TEST(HarnessRun, StreamCountsCompilationsAndRefusesWhatCannotFit) {
   EXPECT_NE(big.note.find("needs 10.00 MiB"), std::string::npos) << big.note;
   for (const StreamStep& s : r.stream) {
     EXPECT_LE(s.peak_arena_bytes, 2 << 20) << s.resolution;
-    if (!s.refused) EXPECT_EQ(s.bucket_vs_exact_max_abs, 0.0) << s.resolution << ": " << s.note;
+    if (!s.refused) {
+      EXPECT_EQ(s.bucket_vs_exact_max_abs, 0.0) << s.resolution << ": " << s.note;
+    }
   }
   EXPECT_FALSE(r.stream[7].refused);
   EXPECT_EQ(r.stream[4].compilations, 0) << "64x64 again is a cache hit";

@@ -239,7 +239,7 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   if (!e.failed) {
     std::string why = check_isolation(p, *run);
     if (why.empty() && c.reload) why = check_plan_reload(p);
-    if (why.empty() && c.interleave) why = check_interleaved(p);
+    if (why.empty() && c.interleave) why = check_interleaved(p, *run);
     if (!why.empty()) {
       e.failed = true;
       e.reason = why;

@@ -91,7 +91,7 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
   return "";
 }
 
-std::string check_interleaved(const PreparedCase& p) {
+std::string check_interleaved(const PreparedCase& p, CompiledRun& run) {
   const std::string latents_name = p.model->config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
   // Each call in a session of its own.
   auto alone = [&](Pipeline stage, const Tensor& input) -> Expected<Tensor> {
@@ -119,10 +119,8 @@ std::string check_interleaved(const PreparedCase& p) {
   const Call calls[] = {{Pipeline::kDecode, other, *decoded_other}, {Pipeline::kEncode, p.input, *encoded},
                         {Pipeline::kDecode, z, *decoded},            {Pipeline::kEncode, p.input, *encoded},
                         {Pipeline::kDecode, other, *decoded_other}};
-  auto shared = run_compiled(p, p.session.policy, false);
-  if (!shared.ok()) return "the shared session failed: " + shared.error().message();
   for (std::size_t i = 0; i < std::size(calls); ++i) {
-    auto out = compiled::run_compiled_pipeline(*shared->session, *p.model, calls[i].stage, calls[i].input);
+    auto out = compiled::run_compiled_pipeline(*run.session, *p.model, calls[i].stage, calls[i].input);
     if (!out.ok()) return "interleaved call " + std::to_string(i + 1) + " failed: " + out.error().message();
     const Tensor* got = calls[i].stage == Pipeline::kEncode ? find_tensor(*out, latents_name) : &out->front().second;
     if (!got || !same_bits(*got, calls[i].want))
@@ -145,14 +143,9 @@ std::string check_plan_reload(const PreparedCase& p) {
   } remove{file};
   if (Status s = compiled::save_plans(*fresh->session, file); !s.ok()) return "saving plans failed: " + s.error().message();
   // A fresh session that loads the file: its runs must be cache hits with the same bits.
-  std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
-  if (p.device == "cuda") {
-    auto cuda = compiled::make_cuda_backend();
-    if (!cuda.ok()) return cuda.error().message();
-    backend = std::move(cuda).value();
-  }
-  compiled::SessionOptions options = p.session;
-  compiled::Session loaded(options, std::move(backend));
+  auto made = new_compiled_session(p, p.session);
+  if (!made.ok()) return made.error().message();
+  compiled::Session& loaded = **made;
   if (Status s = compiled::load_plans(loaded, *p.model, file); !s.ok()) return "loading the saved plans failed: " + s.error().message();
   auto again = compiled::run_compiled_pipeline(loaded, *p.model, p.pipeline, p.input, p.tiling);
   if (!again.ok()) return "running the loaded plans failed: " + again.error().message();

@@ -40,15 +40,24 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p, const std::map<std::
   return r;
 }
 
-Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy, bool capture) {
-  compiled::SessionOptions options = p.session;
-  options.policy = policy;
+Expected<std::unique_ptr<compiled::Session>> new_compiled_session(const PreparedCase& p, compiled::SessionOptions options) {
   std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
   if (p.device == "cuda") {
     TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
   }
+  return std::make_unique<compiled::Session>(std::move(options), std::move(backend));
+}
+
+Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy, bool capture,
+                                   std::unique_ptr<compiled::Session> session) {
   CompiledRun run;
-  run.session = std::make_unique<compiled::Session>(options, std::move(backend));
+  if (session) {
+    run.session = std::move(session);
+  } else {
+    compiled::SessionOptions options = p.session;
+    options.policy = policy;
+    TP_ASSIGN_OR_RETURN(run.session, new_compiled_session(p, options));
+  }
   if (p.warm) {
     auto warm = compiled::run_compiled_pipeline(*run.session, *p.warm, p.pipeline, p.input, p.tiling);
     if (!warm.ok()) return Error("warm=" + p.c.warm + ": " + warm.error().message());

@@ -70,8 +70,12 @@ struct CompiledRun {
 
 // Runs the reference, capturing the values `wanted` names per graph (empty: outputs only).
 Expected<ReferenceRun> run_reference(const PreparedCase& p, const std::map<std::string, std::vector<int>>& wanted);
-// Runs the compiled path under `policy` (the case's, or the precision search's variant).
-Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy, bool capture);
+// A compiled session with `options` on the case's device (the emulation, or CUDA).
+Expected<std::unique_ptr<compiled::Session>> new_compiled_session(const PreparedCase& p, compiled::SessionOptions options);
+// Runs the compiled path under `policy` (the case's, or the precision search's variant), in a
+// new session, or in `session` when given (made with that policy; its plans may be compiled).
+Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy, bool capture,
+                                   std::unique_ptr<compiled::Session> session = nullptr);
 // Compiles (or finds) the plans `pipeline` runs at `input` in `session`, allocating nothing, and
 // returns the arena bytes they hold at once (a roundtrip's encoder and decoder are co-resident).
 Expected<int64_t> compile_pipeline_plans(compiled::Session& session, const Model& m, Pipeline pipeline, const Shape& input);
@@ -119,10 +123,10 @@ TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run);
 // "" when shared runtimes give the isolated runs' bits (warm=, a roundtrip's co-resident
 // encoder and decoder), else the first output and checkpoint that differ.
 std::string check_isolation(const PreparedCase& p, const CompiledRun& run);
-// "" when one session serving a roundtrip case's VAE through both pipelines in turn (decode,
-// encode, decode, encode, decode, after the roundtrip itself) gives each call the bits it has in a
+// "" when the case's own session (`run`'s), serving its VAE through both pipelines in turn after
+// the roundtrip (decode, encode, decode, encode, decode), gives each call the bits it has in a
 // session of its own (interleave=on).
-std::string check_interleaved(const PreparedCase& p);
+std::string check_interleaved(const PreparedCase& p, CompiledRun& run);
 // "" when plans saved and loaded into a fresh session give the same bits as the run that saved them.
 std::string check_plan_reload(const PreparedCase& p);
 

@@ -13,14 +13,6 @@
 namespace tp {
 namespace {
 
-Expected<std::unique_ptr<compiled::Session>> new_session(const PreparedCase& p, compiled::SessionOptions options) {
-  std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
-  if (p.device == "cuda") {
-    TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
-  }
-  return std::make_unique<compiled::Session>(std::move(options), std::move(backend));
-}
-
 struct StreamVerdict {
   std::string failure;  // the first failed check ("" when none)
   int refused = 0;
@@ -36,12 +28,12 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
   compiled::SessionOptions options = first.session;
   TP_ASSIGN_OR_RETURN(options.shapes, compiled::parse_shape_policy(c.shapes));
   options.memory_limit_bytes = c.memory_limit;
-  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Session> session, new_session(first, options));
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Session> session, new_compiled_session(first, options));
   // Under bucket:N, the same stream under exact shapes and no limit: what bucketing must equal.
   std::unique_ptr<compiled::Session> exact;
   if (options.shapes.bucket) {
     compiled::SessionOptions e = first.session;
-    TP_ASSIGN_OR_RETURN(exact, new_session(first, e));
+    TP_ASSIGN_OR_RETURN(exact, new_compiled_session(first, e));
   }
   CompiledRun run;
   for (const PreparedCase& p : steps) {

@@ -40,16 +40,6 @@ Expected<Case> with_policy(Case c, const std::string& policy) {
   return c;
 }
 
-Expected<std::unique_ptr<compiled::Session>> session_for(const PreparedCase& p, const compiled::DTypePolicy& policy) {
-  compiled::SessionOptions options = p.session;
-  options.policy = policy;
-  std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
-  if (p.device == "cuda") {
-    TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
-  }
-  return std::make_unique<compiled::Session>(std::move(options), std::move(backend));
-}
-
 void set_times(PolicyPoint& point, std::vector<double> times) {
   std::sort(times.begin(), times.end());
   point.repeats = int(times.size());
@@ -190,6 +180,7 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
     // Every policy's plans first (compiling allocates nothing), so one reference run captures
     // every value any of them reads or stores.
     std::vector<PreparedCase> prepared;
+    std::vector<std::unique_ptr<compiled::Session>> sessions;  // plans compiled here serve the runs below
     std::vector<std::string> refusals;
     std::map<std::string, std::vector<int>> wanted;
     for (const std::string& policy : policies) {
@@ -200,13 +191,14 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
       if (!parsed.ok()) return Error("policy '" + policy + "': " + parsed.error().message());
       p.session.policy.base = *parsed;
       std::string refused;
-      auto s = session_for(p, p.session.policy);
+      auto s = new_compiled_session(p, p.session);
       if (!s.ok()) return s.error();
       if (auto plans = compile_pipeline_plans(**s, *p.model, p.pipeline, p.input.shape()); !plans.ok())
         refused = plans.error().message();
       else
         for (const auto& [graph, ids] : checkpoint_values(**s)) wanted[graph].insert(wanted[graph].end(), ids.begin(), ids.end());
       prepared.push_back(std::move(p));
+      sessions.push_back(std::move(s).value());
       refusals.push_back(refused);
     }
     TP_ASSIGN_OR_RETURN(ReferenceRun ref, run_reference(base, wanted));
@@ -218,7 +210,7 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
       const PreparedCase& p = prepared[k];
       if (!refusals[k].empty()) {
         point.note = refusals[k];
-      } else if (auto run = run_compiled(p, p.session.policy, true); !run.ok()) {
+      } else if (auto run = run_compiled(p, p.session.policy, true, std::move(sessions[k])); !run.ok()) {
         point.note = run.error().message();
       } else {
         if (res.layers.empty())  // the layer list: the first policy's checkpoints, in execution order
