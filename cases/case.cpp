@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "harness/dtype.h"
-#include "harness/format.h"
-#include "harness/rng.h"
-#include "harness/vae_config.h"
+#include "harness/core/dtype.h"
+#include "harness/core/format.h"
+#include "harness/core/rng.h"
+#include "harness/models/vae/vae_config.h"
 
 namespace tp {
 namespace {

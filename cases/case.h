@@ -31,7 +31,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/status.h"
+#include "harness/core/status.h"
 
 namespace tp {
 

@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <set>
 
-#include "harness/tiling.h"
+#include "harness/models/vae/tiling.h"
 #include <nlohmann/json.hpp>
 
-#include "harness/vae_config.h"
+#include "harness/models/vae/vae_config.h"
 
 namespace tp {
 namespace {

@@ -6,7 +6,7 @@
 #include <map>
 
 #include "compiled/plan.h"
-#include "harness/safetensors.h"
+#include "harness/core/safetensors.h"
 
 namespace tp::compiled {
 

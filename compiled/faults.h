@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/status.h"
+#include "harness/core/status.h"
 
 namespace tp::compiled {
 

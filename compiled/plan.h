@@ -12,7 +12,7 @@
 #include "compiled/faults.h"
 #include "compiled/policy.h"
 #include "compiled/prepared_weights.h"
-#include "harness/graph.h"
+#include "harness/core/graph.h"
 
 namespace tp::compiled {
 

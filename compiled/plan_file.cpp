@@ -5,8 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "harness/atomic_file.h"
-#include "harness/vae_graphs.h"
+#include "harness/core/atomic_file.h"
 
 namespace tp::compiled {
 namespace {
@@ -44,12 +43,19 @@ json plan_to_json(const Plan& p) {
 
 // Rebuilds one plan from its JSON, checking every index against the graph, so a damaged file
 // fails here with a sentence instead of inside a kernel.
-Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const Model& model, uint64_t identity, Session& session,
+Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& model, uint64_t identity, Session& session,
                                                const std::string& file) {
   const std::string graph_name = j.at("graph");
-  if (graph_name != "vae.encoder" && graph_name != "vae.decoder")
-    return Error(file + ": holds a plan for an unknown graph '" + graph_name + "'; make a new plan file with --save-plan");
-  const Graph graph = graph_name == "vae.encoder" ? build_encoder_graph(model.config) : build_decoder_graph(model.config);
+  const Graph* found = nullptr;
+  std::string known;
+  for (const Graph& g : model.graphs) {
+    if (g.name == graph_name) found = &g;
+    known += (known.empty() ? "" : ", ") + g.name;
+  }
+  if (found == nullptr)
+    return Error(file + ": holds a plan for graph '" + graph_name + "', which " + model.dir + " does not have (it has " + known +
+                 "); make a new plan file with --save-plan");
+  const Graph& graph = *found;
   if (j.at("graph_hash") != hex(graph.hash()))
     return Error(file + ": its " + graph_name + " plan was made for another architecture (graph " + std::string(j.at("graph_hash")) +
                  ", this model's is " + hex(graph.hash()) + "); make a new plan file with --save-plan for " + model.dir);
@@ -120,7 +126,7 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const Model& model
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(graph, plan->capacity_shape));
   for (const auto& [v, b] : plan->buffers)
     if (b.shape != shapes[std::size_t(v)]) return bad("buffer shape");
-  TP_RETURN_IF_ERROR(session.prepare_params(*plan, model.weights));
+  TP_RETURN_IF_ERROR(session.prepare_params(*plan, *model.weights));
   plan->stats.groups = int(plan->groups.size());
   plan->stats.ops = n_ops;
   return plan;
@@ -142,7 +148,7 @@ Status save_plans(const Session& session, const std::string& path) {
   });
 }
 
-Status load_plans(Session& session, const Model& model, const std::string& path) {
+Status load_plans(Session& session, const PlanModel& model, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(path + ": cannot open the plan file; check the path");
   std::string magic, body, sum;
@@ -171,7 +177,7 @@ Status load_plans(Session& session, const Model& model, const std::string& path)
       if (j.at(field) != want)
         return Error(path + ": was made with " + field + " '" + std::string(j.at(field)) + "' but this run asks for '" + want +
                      "'; pass the same options as when it was saved, or make a new plan file with --save-plan");
-    const uint64_t identity = session.identity_of(model.weights);
+    const uint64_t identity = session.identity_of(*model.weights);
     for (const json& jp : j.at("plans")) {
       TP_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, plan_from_json(jp, model, identity, session, path));
       session.adopt(std::move(plan));

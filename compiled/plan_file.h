@@ -9,7 +9,7 @@
 #include <string>
 
 #include "compiled/session.h"
-#include "harness/model.h"
+#include "harness/core/graph.h"
 
 namespace tp::compiled {
 
@@ -18,8 +18,16 @@ constexpr int kPlanFormatVersion = 1;
 // Writes every plan in the session, atomically.
 Status save_plans(const Session& session, const std::string& path);
 
+// The model a plan file is loaded for: its graphs (a plan names the graph it was made for),
+// its weights, and its folder (for messages).
+struct PlanModel {
+  std::vector<Graph> graphs;
+  const Weights* weights = nullptr;
+  std::string dir;
+};
+
 // Reads `path`, checks it against `model` and the session's options, and adds its plans to
 // the session (they are then cache hits).
-Status load_plans(Session& session, const Model& model, const std::string& path);
+Status load_plans(Session& session, const PlanModel& model, const std::string& path);
 
 }  // namespace tp::compiled

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/dtype.h"
+#include "harness/core/dtype.h"
 
 namespace tp::compiled {
 

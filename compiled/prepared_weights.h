@@ -13,7 +13,7 @@
 
 #include "compiled/faults.h"
 #include "compiled/policy.h"
-#include "harness/checkpoint.h"
+#include "harness/core/checkpoint.h"
 
 namespace tp::compiled {
 

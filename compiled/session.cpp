@@ -1,9 +1,10 @@
 #include "compiled/session.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
-#include "harness/format.h"
+#include "harness/core/format.h"
 
 namespace tp::compiled {
 
@@ -20,12 +21,10 @@ Expected<ShapePolicy> parse_shape_policy(std::string_view text) {
   return Error("shape policy '" + std::string(text) + "' is unknown; use exact or bucket:N with N a positive size in pixels (e.g. bucket:64)");
 }
 
-std::string TilingDecision::text() const {
-  std::string s = std::string(decode ? "decode" : "encode") + " input " + shape_string(input) + ": ";
-  const std::string unit = decode ? " latent" : " px";
-  if (!engaged) return s + "not tiled (within the " + std::to_string(threshold) + unit + " tile min)";
-  return s + "tiled, " + std::to_string(rows) + "x" + std::to_string(cols) + " tiles of " + std::to_string(tile) + unit +
-         " every " + std::to_string(stride);
+bool Session::injects(std::string_view fault) const {
+  for (const FaultInfo& f : all_faults())
+    if (f.name == fault) return options_.faults.has(f.fault);
+  return false;
 }
 
 Session::Session(SessionOptions options, std::unique_ptr<Backend> backend)
@@ -93,6 +92,7 @@ Expected<std::byte*> Session::arena_for(const Plan& plan, const Plan* keep) {
   const bool shared = options_.faults.has(Fault::kArenaAlias);
   Arena& a = shared ? shared_arena_ : arenas_[&plan];
   const int64_t need = plan.stats.arena_bytes;
+  a.last_use = ++uses_;
   if (a.size >= need && a.bytes) return a.bytes;
   // An explicit limit bounds every arena held together; without one, what the device has free
   // now (which already excludes the arenas held).
@@ -105,16 +105,21 @@ Expected<std::byte*> Session::arena_for(const Plan& plan, const Plan* keep) {
                  "; use a smaller resolution or batch, or tiling (tiling=on)");
   stats_.arena_bytes -= a.size;
   backend_->release(a.bytes);
-  a = Arena{};
-  if (explicit_limit)
-    for (auto& [other, held] : arenas_) {
+  a = Arena{a.last_use};
+  if (explicit_limit) {
+    // Least recently used first: the same choice on every run (not the plans' heap addresses).
+    std::vector<Arena*> idle;
+    for (auto& [other, held] : arenas_)
+      if (other != &plan && other != keep && held.bytes) idle.push_back(&held);
+    std::sort(idle.begin(), idle.end(), [](const Arena* x, const Arena* y) { return x->last_use < y->last_use; });
+    for (Arena* held : idle) {
       if (stats_.arena_bytes + need <= limit) break;
-      if (other == &plan || other == keep || !held.bytes) continue;
-      backend_->release(held.bytes);
-      stats_.arena_bytes -= held.size;
-      held = Arena{};
+      backend_->release(held->bytes);
+      stats_.arena_bytes -= held->size;
+      *held = Arena{held->last_use};
       ++stats_.evictions;
     }
+  }
   if (stats_.arena_bytes + need > limit)
     return Error(plan.graph->name + ": needs " + format_bytes(need) + " of activation memory at input " +
                  shape_string(plan.capacity_shape) + " beside " + format_bytes(stats_.arena_bytes) +

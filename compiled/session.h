@@ -11,6 +11,7 @@
 
 #include "compiled/backend.h"
 #include "compiled/planner.h"
+#include "harness/core/executor.h"
 
 namespace tp::compiled {
 
@@ -44,18 +45,7 @@ struct CacheStats {
   int64_t evictions = 0;         // idle plans' arenas released to fit the memory limit
 };
 
-// One tiled stage's decision: whether it tiled, and the grid it used.
-struct TilingDecision {
-  bool decode = false;
-  Shape input;
-  bool engaged = false;
-  int64_t rows = 0, cols = 0;
-  int64_t tile = 0, stride = 0;  // latents (decode) or pixels (encode)
-  int64_t threshold = 0;         // the size the input must exceed to tile (KL)
-  std::string text() const;
-};
-
-class Session {
+class Session : public GraphExecutor {
  public:
   // Plans run on `backend`: the CPU emulation unless given another (make_cuda_backend()).
   explicit Session(SessionOptions options, std::unique_ptr<Backend> backend = make_emulated_backend());
@@ -73,12 +63,15 @@ class Session {
 
   // Runs a graph; outputs as NCHW tensors in their storage (activation) dtypes.
   Expected<NamedTensors> run(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
-                             const GroupObserver& observe = {});
+                             const GroupObserver& observe);
+  Expected<NamedTensors> run(const Graph& graph, const Weights& weights, const NamedTensors& inputs) override {
+    return run(graph, weights, inputs, GroupObserver{});
+  }
   // Runs `first`, then `second` with its only input read in place from `first`'s output
   // `handoff` (no copy): how encoder and decoder plans run co-resident in a roundtrip.
   // Returns the second graph's outputs, then the first's (read after the second ran).
   Expected<NamedTensors> run_chained(const Graph& first, const Graph& second, const Weights& weights,
-                                     const NamedTensors& inputs, const std::string& handoff);
+                                     const NamedTensors& inputs, const std::string& handoff) override;
 
   // Runs group `index` of `plan` alone on given input values (Backend::run_group), in the plan's
   // arena: a layer's local error, or two backends on the same inputs.
@@ -97,7 +90,9 @@ class Session {
   const WeightStore& weight_store() const { return store_; }
   uint64_t identity_of(const Weights& weights);
   // Tiling decisions (engaged or not, tile grid), for statistics and reports.
-  void record_tiling(TilingDecision d) { tiling_.push_back(std::move(d)); }
+  void record_tiling(const TilingDecision& d) override { tiling_.push_back(d); }
+  bool streams_tiles() const override { return true; }
+  bool injects(std::string_view fault) const override;
   const std::vector<TilingDecision>& tiling() const { return tiling_; }
 
  private:
@@ -109,6 +104,7 @@ class Session {
   GroupObserver observer_for(const Plan& plan, const GroupObserver& observe) const;
 
   struct Arena {
+    int64_t last_use = 0;  // uses_ when a run last asked for it (eviction order)
     std::byte* bytes = nullptr;  // from backend_
     int64_t size = 0;
   };
@@ -118,6 +114,7 @@ class Session {
   std::map<std::string, std::unique_ptr<Plan>> cache_;
   std::vector<const Plan*> order_;
   std::map<const Plan*, Arena> arenas_;
+  int64_t uses_ = 0;
   Arena shared_arena_;  // every plan's arena under the arena-alias fault
   std::map<const Weights*, uint64_t> identities_;
   CacheStats stats_;

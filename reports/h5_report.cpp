@@ -7,8 +7,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "harness/atomic_file.h"
-#include "harness/format.h"
+#include "harness/core/atomic_file.h"
+#include "harness/core/format.h"
 #include "reports/h5_util.h"
 
 namespace tp {

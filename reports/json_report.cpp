@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "harness/format.h"
+#include "harness/core/format.h"
 
 namespace tp {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/run/result.h"
+#include "reports/result.h"
 
 namespace tp {
 
@@ -28,6 +28,11 @@ std::string outcome_counts(const std::vector<CaseResult>& cases);
 // The terminal lines for one case: its outcome and id, and for a non-passing case the reason,
 // the NaN origin, the suggested --keep-fp32 list and the repro.
 std::string case_lines(const CaseResult& r);
+// Expected refusals (UNSUPPORTED) counted per reason in one line, so they do not bury the lines a
+// reviewer needs: "164 refused as unsupported (each in the report and JUnit): 34 weights in f16
+// with activations in bf16 is not a combination ...; 12 ...". "" when there are none. A reason's
+// layer prefix and its advice are left out of the grouping.
+std::string refusal_summary(const std::vector<CaseResult>& cases);
 // Whether a run with these cases exits 1 (a case failed, errored, or found a NaN).
 bool any_failure(const std::vector<CaseResult>& cases);
 

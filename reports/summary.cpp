@@ -1,11 +1,12 @@
+#include <algorithm>
 #include <unistd.h>
 
 #include <cstdio>
 #include <ctime>
 #include <map>
 
-#include "harness/atomic_file.h"
-#include "harness/format.h"
+#include "harness/core/atomic_file.h"
+#include "harness/core/format.h"
 #include "reports/report.h"
 
 namespace tp {
@@ -42,6 +43,27 @@ bool any_failure(const std::vector<CaseResult>& cases) {
   for (const CaseResult& c : cases)
     if (c.outcome == Outcome::kFailed || c.outcome == Outcome::kError) return true;
   return false;
+}
+
+std::string refusal_summary(const std::vector<CaseResult>& cases) {
+  std::vector<std::pair<std::string, int>> counts;  // in order of first appearance
+  int total = 0;
+  for (const CaseResult& c : cases) {
+    if (c.outcome != Outcome::kUnsupported) continue;
+    std::string why = c.reason;
+    const std::size_t colon = why.find(": ");
+    if (colon != std::string::npos && why.find(' ') > colon) why = why.substr(colon + 2);  // "decoder.conv_in: ..."
+    why = why.substr(0, std::min(why.find(';'), why.find(" (")));
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& e) { return e.first == why; });
+    if (it == counts.end()) counts.emplace_back(why, 1);
+    else ++it->second;
+    ++total;
+  }
+  if (total == 0) return "";
+  std::string s = std::to_string(total) + " refused as unsupported (each in the report and JUnit; `twinpath report show` prints them): ";
+  for (std::size_t i = 0; i < counts.size(); ++i)
+    s += (i ? "; " : "") + std::to_string(counts[i].second) + " " + counts[i].first;
+  return s;
 }
 
 std::string case_lines(const CaseResult& r) {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <sstream>
 
-#include "harness/atomic_file.h"
-#include "harness/format.h"
+#include "harness/core/atomic_file.h"
+#include "harness/core/format.h"
 #include "reports/h5_util.h"
 #include "reports/svg_plot.h"
 

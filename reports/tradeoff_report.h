@@ -6,8 +6,8 @@
 
 #include <string>
 
-#include "harness/run/tradeoff.h"
 #include "reports/report.h"
+#include "reports/tradeoff_result.h"
 
 namespace tp {
 

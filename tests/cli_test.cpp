@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "harness/safetensors.h"
-#include "harness/tensor_io.h"
+#include "harness/core/safetensors.h"
+#include "harness/core/tensor_io.h"
 #include "tests/support/command.h"
 
 namespace tp {

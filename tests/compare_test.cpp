@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "harness/compare.h"
-#include "harness/rng.h"
+#include "harness/core/compare.h"
+#include "harness/core/rng.h"
 
 namespace tp {
 namespace {

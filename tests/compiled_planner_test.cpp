@@ -5,7 +5,7 @@
 #include <set>
 
 #include "compiled/planner.h"
-#include "harness/vae_graphs.h"
+#include "harness/models/vae/vae_graphs.h"
 #include "tests/support/fixtures.h"
 
 namespace tp::compiled {

@@ -6,9 +6,10 @@
 #include <cmath>
 
 #include "compiled/session.h"
-#include "compiled/tiling.h"
-#include "harness/rng.h"
-#include "harness/vae_graphs.h"
+#include "harness/models/vae/pipeline.h"
+#include "harness/models/vae/tiling.h"
+#include "harness/core/rng.h"
+#include "harness/models/vae/vae_graphs.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixtures.h"
 
@@ -239,7 +240,7 @@ TEST_F(CompiledRuntimeTest, TilingEngagesExactlyByTheConfigRuleAndRecordsTheGrid
   for (int64_t w : {7, 8, 9, 14}) {
     Session tiled(options("w=f16,a=f16")), plain(options("w=f16,a=f16"));
     const Tensor z = random_latent(8, w, uint64_t(w));
-    const Tensor a = only(run_tiled(tiled, kl_, Pipeline::kDecode, z, on), "sample");
+    const Tensor a = only(run_pipeline(kl_, Pipeline::kDecode, z, tiled, on), "sample");
     const bool engaged = tiled.tiling().back().engaged;
     EXPECT_EQ(engaged, tiling_engages(geometry.value(), Pipeline::kDecode, z.shape())) << tiled.tiling().back().text();
     EXPECT_EQ(engaged, w > 8) << tiled.tiling().back().text();
@@ -254,8 +255,8 @@ TEST_F(CompiledRuntimeTest, FaultTileThresholdFromStrideTilesWhatShouldNotBe) {
   const Tensor z = random_latent(8, 7, 77);
   const TilingOptions on{true, 0, 0};
   Session clean(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "tile-threshold-from-stride"));
-  const Tensor want = only(run_tiled(clean, kl_, Pipeline::kDecode, z, on), "sample");
-  const Tensor got = only(run_tiled(faulty, kl_, Pipeline::kDecode, z, on), "sample");
+  const Tensor want = only(run_pipeline(kl_, Pipeline::kDecode, z, clean, on), "sample");
+  const Tensor got = only(run_pipeline(kl_, Pipeline::kDecode, z, faulty, on), "sample");
   EXPECT_NE(faulty.tiling().back().text().find(": tiled, 2x2 tiles"), std::string::npos) << faulty.tiling().back().text();
   EXPECT_EQ(got.shape(), want.shape()) << "right-shaped, as in the field";
   expect_fault_shows(got, want, "tile-threshold-from-stride");
@@ -263,7 +264,7 @@ TEST_F(CompiledRuntimeTest, FaultTileThresholdFromStrideTilesWhatShouldNotBe) {
 
 TEST_F(CompiledRuntimeTest, RefusesTileSizesThatGiveNoWholeTiles) {
   Session s(options("w=f16,a=f16"));
-  auto r = run_tiled(s, kl_, Pipeline::kDecode, latent_, TilingOptions{true, 2, 0});
+  auto r = run_pipeline(kl_, Pipeline::kDecode, latent_, s, TilingOptions{true, 2, 0});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("use a tile min of at least 8 px"), std::string::npos) << r.error().message();
 }

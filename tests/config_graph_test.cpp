@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "harness/model.h"
-#include "harness/vae_graphs.h"
+#include "harness/models/vae/model.h"
+#include "harness/models/vae/vae_graphs.h"
 
 namespace tp {
 namespace {

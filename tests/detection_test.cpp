@@ -7,7 +7,7 @@
 
 #include "cases/suite.h"
 #include "compiled/faults.h"
-#include "harness/run/case_runner.h"
+#include "harness/runner/case_runner.h"
 
 namespace tp {
 namespace {
@@ -17,6 +17,8 @@ struct Expectation {
   const char* cases;     // regex over ci's case ids: the part of ci aimed at this fault
   const char* reported;  // what the first failing case's reason names
 };
+
+std::ostream& operator<<(std::ostream& os, const Expectation& e) { return os << e.fault; }
 
 const Expectation kExpectations[] = {
     {"tile-threshold-from-stride", "^vae.decode model=tiny-kl res=28x32 w=f16 a=f16 acc=f32 tiling=on$",

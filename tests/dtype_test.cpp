@@ -10,9 +10,9 @@
 #include <limits>
 #include <vector>
 
-#include "harness/dtype.h"
-#include "harness/rng.h"
-#include "harness/tensor.h"
+#include "harness/core/dtype.h"
+#include "harness/core/rng.h"
+#include "harness/core/tensor.h"
 
 #ifdef TWINPATH_TEST_CUDA_HEADERS
 #include <cuda_bf16.h>

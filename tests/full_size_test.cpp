@@ -7,13 +7,14 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "compiled/compiled_pipeline.h"
-#include "harness/model.h"
-#include "harness/rng.h"
-#include "harness/safetensors.h"
+#include "compiled/describe_session.h"
+#include "harness/models/vae/pipeline.h"
+#include "harness/models/vae/model.h"
+#include "harness/core/rng.h"
+#include "harness/core/safetensors.h"
 #include "reference/executor.h"
 #include "tests/support/compare.h"
-#include "harness/tensor_io.h"
+#include "harness/core/tensor_io.h"
 
 namespace tp {
 namespace {
@@ -69,7 +70,7 @@ TEST(FullSize, SdKlCompiledEmulationAgainstReference) {
       compiled::SessionOptions o;
       o.policy.base = compiled::parse_layer_policy(policy).value();
       compiled::Session session(o);
-      auto got = compiled::run_compiled_pipeline(session, model.value(), pipeline, input);
+      auto got = run_pipeline(model.value(), pipeline, input, session);
       ASSERT_TRUE(got.ok()) << got.error().message();
       for (const auto& [name, t] : got.value()) {
         const double err = testing::relative_l2(t, *find_tensor(want.value(), name));

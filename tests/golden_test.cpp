@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "harness/cli/paths.h"
-#include "harness/model.h"
+#include "harness/models/vae/model.h"
 #include "tests/support/compare.h"
 
 namespace tp {

@@ -7,17 +7,20 @@
 //    in device memory): relative L2 between the two backends, far inside the policy's bar
 //    against the fp32 reference.
 #include <gtest/gtest.h>
+
+#include <cctype>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <map>
 
-#include "compiled/compiled_pipeline.h"
+#include "compiled/describe_session.h"
 #include "compiled/device.h"
-#include "harness/compare.h"
-#include "harness/rng.h"
-#include "harness/vae_graphs.h"
+#include "harness/models/vae/pipeline.h"
+#include "harness/core/compare.h"
+#include "harness/core/rng.h"
+#include "harness/models/vae/vae_graphs.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixtures.h"
 
@@ -152,8 +155,8 @@ TEST_P(GpuCompiledTest, PipelinesMatchTheEmulation) {
   for (Pipeline p : {Pipeline::kEncode, Pipeline::kDecode, Pipeline::kRoundtrip}) {
     const Tensor input = input_for(m, p);
     Session emulated(options(GetParam().policy)), device(options(GetParam().policy), cuda());
-    auto want = compiled::run_compiled_pipeline(emulated, m, p, input);
-    auto got = compiled::run_compiled_pipeline(device, m, p, input);
+    auto want = run_pipeline(m, p, input, emulated);
+    auto got = run_pipeline(m, p, input, device);
     ASSERT_TRUE(want.ok()) << want.error().message();
     ASSERT_TRUE(got.ok()) << got.error().message();
     for (const auto& [name, t] : got.value()) {
@@ -175,7 +178,13 @@ INSTANTIATE_TEST_SUITE_P(Policies, GpuCompiledTest,
                                            GpuCase{"tiny-kl", "w=f32,a=f32,acc=f32", 1e-5},
                                            GpuCase{"sd-kl", "w=f16,a=f16,acc=f32", 5e-4},
                                            GpuCase{"sd-kl", "w=bf16,a=bf16,acc=f32", 3e-3},
-                                           GpuCase{"sd-kl", "w=f8e4m3,a=f16,acc=f32", 5e-4}));
+                                           GpuCase{"sd-kl", "w=f8e4m3,a=f16,acc=f32", 5e-4}),
+                         [](const ::testing::TestParamInfo<GpuCase>& info) {  // e.g. tiny_kl_w_f16_a_f16_acc_f32
+                           std::string name = std::string(info.param.model) + "_" + info.param.policy;
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
 
 TEST(GpuCompiled, RefusesClearlyWithoutADevice) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";

@@ -6,13 +6,13 @@
 #include <cmath>
 #include <cstring>
 
-#include "harness/compare.h"
-#include "harness/procedural_image.h"
-#include "harness/run/case_runner.h"
-#include "harness/run/runs.h"
-#include "harness/run/tolerance.h"
-#include "harness/tensor_io.h"
-#include "harness/vae_graphs.h"
+#include "harness/core/compare.h"
+#include "harness/models/vae/procedural_image.h"
+#include "harness/runner/case_runner.h"
+#include "harness/runner/runs.h"
+#include "harness/runner/tolerance.h"
+#include "harness/core/tensor_io.h"
+#include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
 
 namespace tp {

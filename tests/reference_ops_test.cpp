@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "harness/rng.h"
+#include "harness/core/rng.h"
 #include "reference/executor.h"
 #include "reference/torch/torch_path.h"
 #include "tests/support/compare.h"

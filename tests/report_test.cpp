@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "harness/cli/report_command.h"
 #include "reports/h5_report.h"
 #include "reports/report_tools.h"
 #include "tests/support/command.h"
@@ -52,6 +53,12 @@ TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
   const auto r = twinpath("run --suite " + p("suite.txt") + " --report " + p("r.h5") + " --junit " + p("r.xml") + " --dump failing");
   EXPECT_EQ(r.code, 1) << r.output;  // the overflow case fails
   EXPECT_NE(r.output.find("1 mistrusted, 1 unsupported, 4 passed, 1 failed\n"), std::string::npos) << r.output;
+  // The expected refusal is counted in one summary line, not printed as a case of its own.
+  EXPECT_EQ(r.output.find("UNSUPPORTED "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 refused as unsupported (each in the report and JUnit; `twinpath report show` prints them): 1 "
+                          "activations are stored in f32, f16 or bf16, not f8e4m3\n"),
+            std::string::npos)
+      << r.output;
 
   const auto dump = shell("h5dump -H " + p("r.h5"));
   ASSERT_EQ(dump.code, 0) << dump.output;
@@ -169,6 +176,14 @@ TEST_F(ReportTest, DiffFlagsPlantedErrorGrowthAndNewNonFinite) {
   EXPECT_NE(diff.output.find(grown->name + "\n    local rel L2 grew"), std::string::npos) << diff.output;
   EXPECT_NE(diff.output.find("1 non-finite values where the reference is finite (0 before)"), std::string::npos) << diff.output;
   EXPECT_NE(diff.output.find("2 regressions"), std::string::npos) << diff.output;
+
+  // The same commands in process, from a binary that links only the reports and the core.
+  auto in_process = report_diff_command(p("base.h5"), p("planted.h5"), 2.0);
+  ASSERT_TRUE(in_process.ok());
+  EXPECT_EQ(*in_process, 1);
+  auto shown = report_show_command(p("base.h5"), false);
+  ASSERT_TRUE(shown.ok());
+  EXPECT_EQ(*shown, 0);
 }
 
 TEST_F(ReportTest, ReadersRefuseWhatIsNotAReport) {

@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/safetensors.h"
-#include "harness/tensor_io.h"
+#include "harness/core/safetensors.h"
+#include "harness/core/tensor_io.h"
 
 namespace tp {
 namespace {

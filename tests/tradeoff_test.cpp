@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "harness/png_io.h"
+#include "harness/core/png_io.h"
 #include "tests/support/command.h"
 
 namespace tp {

@@ -7,7 +7,8 @@
 
 #include "cases/case.h"
 #include "harness/cli/paths.h"
-#include "harness/status.h"
+#include "harness/cli/report_command.h"
+#include "harness/core/status.h"
 #include "reports/report.h"
 
 namespace tp {
@@ -59,16 +60,13 @@ struct TriageOptions {
   std::string tiling = "off";
   std::string device = "cpu";
   std::string report;
-  std::string repro = "twinpath-repro.safetensors";
+  std::string repro;  // "": beside --report (NAME-repro.safetensors), else out/twinpath-repro.safetensors
   bool json = false;
 };
 // Exit code 1 when the case fails (a NaN or a breach), 0 when it passes.
 Expected<int> triage_command(const TriageOptions& options);
 Expected<int> replay_command(const std::string& file, const std::string& device);
 
-Expected<int> report_show_command(const std::string& path, bool json);
-Expected<int> report_diff_command(const std::string& base, const std::string& next, double ratio);
-Expected<int> report_merge_command(const std::vector<std::string>& inputs, const std::string& out);
 
 struct TradeoffCommandOptions {
   std::string model, pipeline = "vae.decode";

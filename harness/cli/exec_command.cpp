@@ -4,7 +4,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/cli/paths.h"
-#include "harness/tensor_io.h"
+#include "harness/core/tensor_io.h"
 
 namespace tp {
 

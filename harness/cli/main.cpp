@@ -94,7 +94,9 @@ int main(int argc, char** argv) {
   triage->add_option("--tiling", to.tiling, "on | off")->capture_default_str();
   triage->add_option("--device", to.device, "cpu | cuda: where the compiled path runs")->capture_default_str();
   triage->add_option("--report", to.report, "also write an HDF5 report");
-  triage->add_option("--repro", to.repro, "where to write the origin group's minimal repro (for `twinpath replay`)")->capture_default_str();
+  triage->add_option("--repro", to.repro,
+                    "where to write the origin group's minimal repro (for `twinpath replay`); default: beside --report "
+                    "as NAME-repro.safetensors, else out/twinpath-repro.safetensors");
   triage->add_flag("--json", to.json, "print one JSON object: outcome, origin.layer/op/cause/index/reference_value, keep_fp32");
 
   CLI::App* replay = app.add_subcommand("replay", "Run the minimal repro `triage` wrote: the origin group alone, op by op");

@@ -1,8 +1,9 @@
+#include "harness/models/vae/vae_graphs.h"
 #include "harness/cli/paths.h"
 
 #include <memory>
 
-#include "compiled/compiled_pipeline.h"
+#include "compiled/describe_session.h"
 #include "compiled/plan_file.h"
 #include "reference/executor.h"
 #ifdef TWINPATH_HAVE_TORCH
@@ -13,7 +14,7 @@ namespace tp {
 namespace {
 
 PathChoice graph_path(GraphRunner runner, std::string description, const TilingOptions& tiling) {
-  return PathChoice{[runner, tiling](const Model& m, Pipeline p, const Tensor& in) { return run_tiled_pipeline(m, p, in, runner, tiling); },
+  return PathChoice{[runner, tiling](const Model& m, Pipeline p, const Tensor& in) { return run_pipeline(m, p, in, runner, tiling); },
                     std::move(description), {}};
 }
 
@@ -34,8 +35,8 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o, const Ti
   if (!so.faults.empty()) description += ", INJECTED FAULTS " + so.faults.to_string();
   return PathChoice{[session, o, tiling](const Model& m, Pipeline p, const Tensor& in) -> Expected<NamedTensors> {
                       if (!o.load_plan.empty() && session->stats().loaded == 0)
-                        TP_RETURN_IF_ERROR(compiled::load_plans(*session, m, o.load_plan));
-                      TP_ASSIGN_OR_RETURN(NamedTensors out, compiled::run_compiled_pipeline(*session, m, p, in, tiling));
+                        TP_RETURN_IF_ERROR(compiled::load_plans(*session, {model_graphs(m.config), &m.weights, m.dir}, o.load_plan));
+                      TP_ASSIGN_OR_RETURN(NamedTensors out, run_pipeline(m, p, in, *session, tiling));
                       if (!o.save_plan.empty()) TP_RETURN_IF_ERROR(compiled::save_plans(*session, o.save_plan));
                       return out;
                     },

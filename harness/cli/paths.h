@@ -4,8 +4,8 @@
 #include <functional>
 #include <string>
 
-#include "harness/pipeline.h"
-#include "harness/tiling.h"
+#include "harness/models/vae/pipeline.h"
+#include "harness/models/vae/tiling.h"
 
 namespace tp {
 

@@ -1,7 +1,8 @@
 // `twinpath report show|diff|merge`.
+#include "harness/cli/report_command.h"
+
 #include <iostream>
 
-#include "harness/cli/commands.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
 #include "reports/report_tools.h"

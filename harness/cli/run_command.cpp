@@ -7,8 +7,8 @@
 
 #include "cases/suite.h"
 #include "harness/cli/commands.h"
-#include "harness/format.h"
-#include "harness/run/case_runner.h"
+#include "harness/core/format.h"
+#include "harness/runner/case_runner.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
 #include "reports/report_tools.h"
@@ -85,13 +85,14 @@ RunReport report_header(const std::string& command_line, const std::string& devi
 }
 
 Expected<int> run_command(const RunCommandOptions& given, const std::string& command_line) {
-  // With no cases named, the main job: the ci suite, reported to reports/latest.h5 (+ JUnit).
+  // With no cases named, the main job: the ci suite, reported to out/latest.h5 (+ JUnit), outside
+  // the sources.
   RunCommandOptions o = given;
   if (o.cases.empty() && o.suite.empty() && o.report.empty() && o.junit.empty()) {
     std::error_code ec;
-    std::filesystem::create_directories("reports", ec);
-    o.report = "reports/latest.h5";
-    o.junit = "reports/latest.xml";
+    std::filesystem::create_directories("out", ec);
+    o.report = "out/latest.h5";
+    o.junit = "out/latest.xml";
   }
   if (o.device != "cpu" && o.device != "cuda") return Error("--device " + o.device + " is unknown; use cpu or cuda");
   DumpPolicy dump = DumpPolicy::kNone;
@@ -119,7 +120,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     if (int(i % std::size_t(shard.total)) != shard.index) continue;
     CaseResult r = run_case(cases[i], options, models);
     r.ordinal = int64_t(i);
-    progress << case_lines(r) << std::flush;
+    if (r.outcome != Outcome::kUnsupported) progress << case_lines(r) << std::flush;  // counted at the end
     report.cases.push_back(std::move(r));
   }
   if (!o.report.empty()) TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
@@ -135,6 +136,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   if (!o.report.empty()) progress << "report: " << o.report << "\n";
   if (!o.junit.empty()) progress << "junit: " << o.junit << "\n";
   if (o.json) std::cout << run_json(report).dump(2) << "\n";
+  if (const std::string refused = refusal_summary(report.cases); !refused.empty()) progress << refused << "\n";
   progress << outcome_counts(report.cases) << "\n";
   return any_failure(report.cases) || regressed ? 1 : 0;
 }

@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "harness/cli/commands.h"
-#include "harness/format.h"
-#include "harness/run/tradeoff.h"
+#include "harness/core/format.h"
+#include "harness/runner/tradeoff.h"
 #include "reports/tradeoff_report.h"
 #ifdef TWINPATH_HAVE_TORCH
 #include "reference/torch/torch_path.h"

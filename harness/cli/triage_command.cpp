@@ -1,13 +1,14 @@
 // `twinpath triage`: a user's model, input and configuration in, a few lines out: the outcome,
 // where the first non-finite value came from and why, and the --keep-fp32 list that fixes it.
 // `twinpath replay`: the minimal repro triage writes, run alone.
+#include <filesystem>
 #include <iostream>
 
 #include "harness/cli/commands.h"
-#include "harness/format.h"
-#include "harness/run/case_runner.h"
-#include "harness/run/group_repro.h"
-#include "harness/tensor_io.h"
+#include "harness/core/format.h"
+#include "harness/runner/case_runner.h"
+#include "harness/runner/group_repro.h"
+#include "harness/core/tensor_io.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
 
@@ -57,6 +58,12 @@ Expected<int> triage_command(const TriageOptions& o) {
   options.device = o.device;
   options.search = true;
   options.repro_file = o.repro;
+  if (options.repro_file.empty()) {  // beside the report that names it, else in out/
+    std::error_code ec;
+    if (o.report.empty()) std::filesystem::create_directories("out", ec);
+    const std::string stem = o.report.empty() ? "out/twinpath" : o.report.substr(0, o.report.rfind(".h5"));
+    options.repro_file = stem + "-repro.safetensors";
+  }
   ModelCache models;
   const CaseResult r = run_case(c, options, models);
   if (!o.report.empty()) {

@@ -4,8 +4,8 @@
 // GEMM accumulation only.
 #pragma once
 
-#include "harness/graph.h"
-#include "harness/tensor.h"
+#include "harness/core/graph.h"
+#include "harness/core/tensor.h"
 
 namespace tp::ref {
 

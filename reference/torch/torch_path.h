@@ -5,9 +5,9 @@
 
 #include <memory>
 
-#include "harness/checkpoint.h"
-#include "harness/graph.h"
-#include "harness/safetensors.h"
+#include "harness/core/checkpoint.h"
+#include "harness/core/graph.h"
+#include "harness/core/safetensors.h"
 
 namespace tp::torch_path {
 

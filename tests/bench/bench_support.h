@@ -13,10 +13,10 @@
 #include <map>
 #include <memory>
 
-#include "compiled/compiled_pipeline.h"
-#include "harness/model.h"
-#include "harness/rng.h"
-#include "harness/vae_graphs.h"
+#include "compiled/describe_session.h"
+#include "harness/models/vae/model.h"
+#include "harness/core/rng.h"
+#include "harness/models/vae/vae_graphs.h"
 
 namespace tp::bench {
 

@@ -7,9 +7,10 @@
 
 #include <map>
 
-#include "compiled/compiled_pipeline.h"
+#include "compiled/describe_session.h"
 #include "compiled/device.h"
-#include "harness/vae_graphs.h"
+#include "harness/models/vae/pipeline.h"
+#include "harness/models/vae/vae_graphs.h"
 #include "reference/torch/torch_path.h"
 #include "tests/bench/bench_support.h"
 #include "tests/support/compare.h"
@@ -51,10 +52,10 @@ void BM_DecodeSdKlCuda(benchmark::State& state) {
   if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
   compiled::Session session(o, std::move(backend).value());
   const Tensor latent = latent_for(image);
-  auto out = compiled::run_compiled_pipeline(session, sd_kl(), Pipeline::kDecode, latent);  // plans, uploads weights
+  auto out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);  // plans, uploads weights
   if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
   for (auto _ : state) {
-    out = compiled::run_compiled_pipeline(session, sd_kl(), Pipeline::kDecode, latent);
+    out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);
     if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
   }
   state.SetLabel(policy);

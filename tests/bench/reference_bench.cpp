@@ -7,10 +7,10 @@
 
 #include <Eigen/Core>
 
-#include "compiled/compiled_pipeline.h"
+#include "compiled/describe_session.h"
 #include "tests/bench/bench_support.h"
-#include "harness/pipeline.h"
-#include "harness/vae_graphs.h"
+#include "harness/models/vae/pipeline.h"
+#include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
 #include "reference/torch/torch_path.h"
 
@@ -87,10 +87,10 @@ void BM_DecodeSdKl256Compiled(benchmark::State& state) {
   compiled::SessionOptions o;
   o.policy.base = compiled::parse_layer_policy(kPolicies[state.range(0)]).value();
   compiled::Session session(o);
-  auto warm = compiled::run_compiled_pipeline(session, m, Pipeline::kDecode, latent);
+  auto warm = run_pipeline(m, Pipeline::kDecode, latent, session);
   if (!warm.ok()) state.SkipWithError(warm.error().message().c_str());
   for (auto _ : state) {
-    auto out = compiled::run_compiled_pipeline(session, m, Pipeline::kDecode, latent);
+    auto out = run_pipeline(m, Pipeline::kDecode, latent, session);
     benchmark::DoNotOptimize(out);
   }
   state.SetLabel(kPolicies[state.range(0)]);

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "harness/tensor.h"
+#include "harness/core/tensor.h"
 
 namespace tp::testing {
 

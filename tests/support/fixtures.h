@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "harness/model.h"
-#include "harness/safetensors.h"
+#include "harness/models/vae/model.h"
+#include "harness/core/safetensors.h"
 
 namespace tp::testing {
 

@@ -5,8 +5,8 @@
 #pragma once
 
 #include "compiled/prepared_weights.h"
-#include "harness/graph.h"
-#include "harness/tensor.h"
+#include "harness/core/graph.h"
+#include "harness/core/tensor.h"
 
 namespace tp::compiled::emulated {
 

@@ -1,0 +1,95 @@
+#include "harness/core/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tp {
+namespace {
+
+double smallest_normal(DType dt) {
+  switch (dt) {
+    case DType::kF64: return std::numeric_limits<double>::min();
+    case DType::kF16: return 0x1p-14;
+    case DType::kF8E4M3: return 0x1p-6;
+    case DType::kF8E5M2: return 0x1p-14;
+    default: return std::numeric_limits<float>::min();  // f32, bf16
+  }
+}
+
+Shape unflatten(int64_t flat, const Shape& shape) {
+  Shape index(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
+
+double quantile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  const std::size_t k = std::min(v.size() - 1, std::size_t(q * double(v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+double ulp_at(double x, DType dt) {
+  const double m = std::max(std::abs(x), smallest_normal(dt));
+  return dtype_epsilon(dt) * std::exp2(std::floor(std::log2(m)));
+}
+
+Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType compared, double rel_floor) {
+  if (got.shape() != want.shape())
+    return Error("shape " + shape_string(got.shape()) + " does not match the reference's " + shape_string(want.shape()));
+  const Tensor g = got.to(DType::kF64), w = want.to(DType::kF64);
+  const double* a = g.data<double>();
+  const double* b = w.data<double>();
+  const int64_t n = g.numel();
+  Metrics m;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(b[i])) m.want_max_abs = std::max(m.want_max_abs, std::abs(b[i]));
+  const double floor = std::max(rel_floor * m.want_max_abs, std::numeric_limits<double>::min());
+  double diff_sq = 0, want_sq = 0, got_sq = 0, dot = 0;
+  std::vector<double> ulps;
+  ulps.reserve(std::size_t(n));
+  std::vector<std::pair<double, int64_t>> errors;
+  errors.reserve(std::size_t(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const bool fg = std::isfinite(a[i]), fw = std::isfinite(b[i]);
+    m.non_finite_got += fg ? 0 : 1;
+    m.non_finite_want += fw ? 0 : 1;
+    if (!fg || !fw) {
+      const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i];
+      m.non_finite_new += (!fg && !same) ? 1 : 0;
+      continue;
+    }
+    const double d = std::abs(a[i] - b[i]);
+    ++m.count;
+    m.max_abs = std::max(m.max_abs, d);
+    m.max_rel = std::max(m.max_rel, d / std::max(std::abs(b[i]), floor));
+    diff_sq += d * d;
+    want_sq += b[i] * b[i];
+    got_sq += a[i] * a[i];
+    dot += a[i] * b[i];
+    ulps.push_back(d / ulp_at(b[i], compared));
+    errors.emplace_back(d, i);
+  }
+  m.rel_l2 = want_sq > 0 ? std::sqrt(diff_sq / want_sq) : (diff_sq > 0 ? INFINITY : 0);
+  m.cosine = (want_sq > 0 && got_sq > 0) ? dot / std::sqrt(want_sq * got_sq) : (want_sq == got_sq ? 1 : 0);
+  if (!ulps.empty()) m.ulp_max = *std::max_element(ulps.begin(), ulps.end());
+  m.ulp_median = quantile(ulps, 0.5);
+  m.ulp_p99 = quantile(ulps, 0.99);
+  m.headroom = m.want_max_abs > 0 ? dtype_max_finite(compared) / m.want_max_abs : INFINITY;
+  const std::size_t k = std::min<std::size_t>(5, errors.size());
+  std::partial_sort(errors.begin(), errors.begin() + std::ptrdiff_t(k), errors.end(),
+                    [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+  for (std::size_t j = 0; j < k; ++j) {
+    const int64_t i = errors[j].second;
+    m.worst.push_back(WorstElement{unflatten(i, got.shape()), a[i], b[i], errors[j].first});
+  }
+  return m;
+}
+
+}  // namespace tp

@@ -1,0 +1,76 @@
+#include "harness/core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+
+namespace tp {
+namespace {
+constexpr std::size_t kAlignment = 64;  // one cache line; enough for any SIMD load
+
+std::byte* allocate(std::size_t nbytes) {
+  if (nbytes == 0) return nullptr;
+  const std::size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  return static_cast<std::byte*>(p);
+}
+}  // namespace
+
+int64_t shape_numel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string shape_string(const Shape& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+void Tensor::FreeAligned::operator()(std::byte* p) const { std::free(p); }
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  for (int64_t d : shape) TP_CHECK(d >= 0, "negative dimension in " + shape_string(shape));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.bytes_.reset(allocate(t.nbytes()));
+  return t;
+}
+
+Tensor::Tensor(DType dtype, Shape shape) {
+  *this = uninitialized(dtype, std::move(shape));
+  if (nbytes() > 0) std::memset(bytes_.get(), 0, nbytes());
+}
+
+Tensor::Tensor(const Tensor& other) : dtype_(other.dtype_), shape_(other.shape_) {
+  if (!other.bytes_) return;  // a default-constructed (empty) tensor copies as empty
+  bytes_.reset(allocate(other.nbytes()));
+  if (other.nbytes() > 0) std::memcpy(bytes_.get(), other.bytes_.get(), other.nbytes());
+}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) *this = Tensor(other);
+  return *this;
+}
+
+Tensor Tensor::to(DType dtype, Saturation sat) const {
+  Tensor out = uninitialized(dtype, shape_);
+  convert_elements(raw(), dtype_, out.raw(), dtype, std::size_t(numel()), sat);
+  return out;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  TP_CHECK(shape_numel(shape) == numel(),
+           "reshape " + shape_string(shape_) + " to " + shape_string(shape));
+  Tensor out(*this);
+  out.shape_ = std::move(shape);
+  return out;
+}
+
+}  // namespace tp

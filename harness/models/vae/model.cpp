@@ -1,0 +1,136 @@
+#include "harness/models/vae/model.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "harness/core/atomic_file.h"
+#include "harness/core/rng.h"
+#include "harness/models/vae/vae_graphs.h"
+
+namespace tp {
+namespace fs = std::filesystem;
+
+Expected<Model> load_model(const std::string& dir) {
+  if (!fs::is_directory(dir))
+    return Error(dir + ": no such model folder; pass a diffusers model folder (config.json + "
+                 "diffusion_pytorch_model.safetensors), or make one with `twinpath model init`");
+  Model m;
+  m.dir = dir;
+  TP_ASSIGN_OR_RETURN(m.config, load_vae_config((fs::path(dir) / "config.json").string()));
+  fs::path weights = fs::path(dir) / "diffusion_pytorch_model.safetensors";
+  if (!fs::exists(weights) && fs::exists(fs::path(dir) / "diffusion_pytorch_model.fp16.safetensors"))
+    weights = fs::path(dir) / "diffusion_pytorch_model.fp16.safetensors";
+  if (!fs::exists(weights)) {
+    std::string hint = fs::exists(fs::path(dir) / "diffusion_pytorch_model.bin")
+                           ? "; only a pickle .bin is there: convert it to safetensors first"
+                           : "";
+    return Error(weights.string() + ": missing model weights" + hint);
+  }
+  TP_ASSIGN_OR_RETURN(m.weights, load_checkpoint(weights.string(), model_param_specs(m.config)));
+  return m;
+}
+
+namespace {
+
+Tensor random_param(const ParamSpec& spec, const std::vector<ParamSpec>& all, uint64_t seed) {
+  Tensor t(DType::kF32, spec.shape);
+  float* p = t.data<float>();
+  Rng rng(seed, spec.key);
+  const bool is_norm = spec.key.find("norm") != std::string::npos;
+  double lo, hi;
+  if (is_norm) {
+    const bool gamma = spec.key.size() > 7 && spec.key.compare(spec.key.size() - 7, 7, ".weight") == 0;
+    lo = gamma ? 0.9 : -0.1;
+    hi = gamma ? 1.1 : 0.1;
+  } else {
+    // fan_in of the layer: the weight's elements per output channel (for a bias, its weight's).
+    std::string weight_key = spec.key;
+    if (spec.shape.size() == 1) weight_key = spec.key.substr(0, spec.key.size() - 4) + "weight";
+    int64_t fan_in = 1;
+    for (const ParamSpec& s : all)
+      if (s.key == weight_key) fan_in = shape_numel(s.shape) / s.shape[0];
+    hi = 1.0 / std::sqrt(double(fan_in));
+    lo = -hi;
+  }
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = float(rng.uniform(lo, hi));
+  return t;
+}
+
+// The config.json of a built-in name or a file, parsed.
+Expected<std::pair<nlohmann::json, VaeConfig>> read_config(const std::string& config_name_or_path) {
+  std::string text;
+  if (fs::exists(config_name_or_path) && !fs::is_directory(config_name_or_path)) {
+    std::ifstream in(config_name_or_path);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } else {
+    TP_ASSIGN_OR_RETURN(text, builtin_config_text(config_name_or_path));
+  }
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false, true);
+  if (j.is_discarded()) return Error(config_name_or_path + ": not valid JSON");
+  TP_ASSIGN_OR_RETURN(VaeConfig config, parse_vae_config(j, config_name_or_path));
+  j["_class_name"] = config.class_name();
+  return std::make_pair(std::move(j), std::move(config));
+}
+
+Model seeded_model(const std::string& name, VaeConfig config, uint64_t seed) {
+  Model m;
+  m.dir = name;
+  m.config = std::move(config);
+  const std::vector<ParamSpec> specs = model_param_specs(m.config);
+  for (const ParamSpec& s : specs) m.weights.emplace(s.key, random_param(s, specs, seed));
+  return m;
+}
+
+}  // namespace
+
+Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed) {
+  TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));
+  return seeded_model(config_name_or_path, std::move(parsed.second), seed);
+}
+
+Status scale_layer(Model& model, const std::string& layer, double factor) {
+  bool found = false;
+  for (const char* suffix : {".weight", ".bias"}) {
+    auto it = model.weights.find(layer + suffix);
+    if (it == model.weights.end()) continue;
+    found = true;
+    Tensor f = it->second.to(DType::kF32);
+    for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = float(f.data<float>()[i] * factor);
+    it->second = f.to(it->second.dtype());
+  }
+  if (!found)
+    return Error("the model has no layer '" + layer + "' with weights; name it by its diffusers path, e.g. "
+                 "decoder.up_blocks.0.resnets.0.conv1");
+  return Status();
+}
+
+Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir, const std::string& scale) {
+  TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));
+  Model m = seeded_model(config_name_or_path, parsed.second, seed);
+  if (!scale.empty()) {
+    const std::size_t star = scale.rfind('*');
+    char* end = nullptr;
+    const double factor = star == std::string::npos ? 0 : std::strtod(scale.c_str() + star + 1, &end);
+    if (star == std::string::npos || star == 0 || end == scale.c_str() + star + 1 || *end != '\0')
+      return Error("--scale-layer '" + scale + "' is not LAYER*FACTOR, e.g. decoder.up_blocks.0.resnets.0.conv1*1e5");
+    TP_RETURN_IF_ERROR(scale_layer(m, scale.substr(0, star), factor));
+  }
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return Error("cannot create " + out_dir + ": " + ec.message());
+  NamedTensors tensors;
+  for (const ParamSpec& s : model_param_specs(m.config)) tensors.emplace_back(s.key, m.weights.at(s.key));
+  TP_RETURN_IF_ERROR(write_safetensors((fs::path(out_dir) / "diffusion_pytorch_model.safetensors").string(),
+                                       tensors, {{"format", "pt"}, {"twinpath_seed", std::to_string(seed)}}));
+  return write_file_atomically((fs::path(out_dir) / "config.json").string(), [&](std::ostream& out) {
+    out << parsed.first.dump(2) << "\n";
+    return Status();
+  });
+}
+
+}  // namespace tp

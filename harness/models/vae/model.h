@@ -1,0 +1,35 @@
+// A model: a diffusers-layout folder with config.json and diffusion_pytorch_model.safetensors.
+#pragma once
+
+#include <string>
+
+#include "harness/core/checkpoint.h"
+#include "harness/models/vae/vae_config.h"
+
+namespace tp {
+
+struct Model {
+  std::string dir;
+  VaeConfig config;
+  Weights weights;
+};
+
+// Loads config.json and the weights (diffusion_pytorch_model.safetensors, or the .fp16 variant
+// when only that is present), checked against the config.
+Expected<Model> load_model(const std::string& dir);
+
+// Writes a model folder with seeded random weights for a built-in config name or a
+// config.json path. Conv/linear weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (torch's
+// default init); GroupNorm weight ~ 1 + U(-0.1, 0.1), bias ~ U(-0.1, 0.1). Each tensor's values
+// depend only on (seed, key).
+// Multiplies one layer's weight and bias (diffusers path, e.g. decoder.up_blocks.0.resnets.0.conv1)
+// by `factor`: the SDXL-VAE f16 overflow on demand, or 0 for a constant output.
+Status scale_layer(Model& model, const std::string& layer, double factor);
+
+// The same model in memory (m.dir holds the config name), without writing files.
+Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed);
+// `scale` (optional, "LAYER*FACTOR") applies scale_layer before writing.
+Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir,
+                  const std::string& scale = "");
+
+}  // namespace tp

@@ -1,0 +1,190 @@
+#include "harness/models/vae/vae_config.h"
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace tp {
+namespace {
+
+using nlohmann::json;
+
+// Reads `key` into `out` when present; a value of the wrong type is an error naming the key.
+template <class T>
+Status read_field(const json& j, const char* key, T& out, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status();
+  try {
+    out = it->get<T>();
+  } catch (const json::exception&) {
+    return Error(source + ": field '" + key + "' has the wrong type: " + it->dump());
+  }
+  return Status();
+}
+
+Status expect_all(const json& j, const char* key, const std::string& value, std::size_t count,
+                  const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end()) return Status();
+  if (!it->is_array() || it->size() != count)
+    return Error(source + ": '" + key + "' must list " + std::to_string(count) +
+                 " entries, one per block_out_channels entry");
+  for (const auto& v : *it)
+    if (v != value)
+      return Error(source + ": '" + key + "' entry " + v.dump() + " is not supported; twinpath builds " + value);
+  return Status();
+}
+
+Expected<KlConfig> parse_kl(const json& j, const std::string& src) {
+  KlConfig c;
+  TP_RETURN_IF_ERROR(read_field(j, "in_channels", c.in_channels, src));
+  TP_RETURN_IF_ERROR(read_field(j, "out_channels", c.out_channels, src));
+  TP_RETURN_IF_ERROR(read_field(j, "block_out_channels", c.block_out_channels, src));
+  TP_RETURN_IF_ERROR(read_field(j, "layers_per_block", c.layers_per_block, src));
+  TP_RETURN_IF_ERROR(read_field(j, "latent_channels", c.latent_channels, src));
+  TP_RETURN_IF_ERROR(read_field(j, "norm_num_groups", c.norm_num_groups, src));
+  if (auto it = j.find("sample_size"); it != j.end() && it->is_array() && !it->empty()) {
+    if (!(*it)[0].is_number_integer()) return Error(src + ": sample_size entries must be integers");
+    c.sample_size = (*it)[0].get<int>();  // diffusers uses sample_size[0] for tiling
+  } else {
+    TP_RETURN_IF_ERROR(read_field(j, "sample_size", c.sample_size, src));
+  }
+  TP_RETURN_IF_ERROR(read_field(j, "scaling_factor", c.scaling_factor, src));
+  if (auto it = j.find("shift_factor"); it != j.end() && !it->is_null()) c.shift_factor = it->get<double>();
+  TP_RETURN_IF_ERROR(read_field(j, "force_upcast", c.force_upcast, src));
+  TP_RETURN_IF_ERROR(read_field(j, "use_quant_conv", c.use_quant_conv, src));
+  TP_RETURN_IF_ERROR(read_field(j, "use_post_quant_conv", c.use_post_quant_conv, src));
+  TP_RETURN_IF_ERROR(read_field(j, "mid_block_add_attention", c.mid_block_add_attention, src));
+  std::string act = "silu";
+  TP_RETURN_IF_ERROR(read_field(j, "act_fn", act, src));
+  if (act != "silu")
+    return Error(src + ": act_fn '" + act + "' is not supported; twinpath builds AutoencoderKL with silu (as every SD/SDXL VAE uses)");
+  const std::size_t levels = c.block_out_channels.size();
+  if (levels == 0) return Error(src + ": block_out_channels is empty");
+  TP_RETURN_IF_ERROR(expect_all(j, "down_block_types", "DownEncoderBlock2D", levels, src));
+  TP_RETURN_IF_ERROR(expect_all(j, "up_block_types", "UpDecoderBlock2D", levels, src));
+  for (int ch : c.block_out_channels)
+    if (ch <= 0 || ch % c.norm_num_groups != 0)
+      return Error(src + ": block_out_channels entry " + std::to_string(ch) +
+                   " is not a positive multiple of norm_num_groups " + std::to_string(c.norm_num_groups));
+  if (c.layers_per_block < 1 || c.latent_channels < 1 || c.in_channels < 1 || c.out_channels < 1)
+    return Error(src + ": layers_per_block, latent_channels, in_channels and out_channels must be positive");
+  return c;
+}
+
+Expected<TinyConfig> parse_tiny(const json& j, const std::string& src) {
+  TinyConfig c;
+  TP_RETURN_IF_ERROR(read_field(j, "in_channels", c.in_channels, src));
+  TP_RETURN_IF_ERROR(read_field(j, "out_channels", c.out_channels, src));
+  TP_RETURN_IF_ERROR(read_field(j, "encoder_block_out_channels", c.encoder_block_out_channels, src));
+  TP_RETURN_IF_ERROR(read_field(j, "decoder_block_out_channels", c.decoder_block_out_channels, src));
+  TP_RETURN_IF_ERROR(read_field(j, "num_encoder_blocks", c.num_encoder_blocks, src));
+  TP_RETURN_IF_ERROR(read_field(j, "num_decoder_blocks", c.num_decoder_blocks, src));
+  TP_RETURN_IF_ERROR(read_field(j, "latent_channels", c.latent_channels, src));
+  TP_RETURN_IF_ERROR(read_field(j, "latent_magnitude", c.latent_magnitude, src));
+  TP_RETURN_IF_ERROR(read_field(j, "latent_shift", c.latent_shift, src));
+  TP_RETURN_IF_ERROR(read_field(j, "scaling_factor", c.scaling_factor, src));
+  TP_RETURN_IF_ERROR(read_field(j, "shift_factor", c.shift_factor, src));
+  std::string act = "relu", upsample = "nearest";
+  int factor = 2;
+  TP_RETURN_IF_ERROR(read_field(j, "act_fn", act, src));
+  TP_RETURN_IF_ERROR(read_field(j, "upsample_fn", upsample, src));
+  TP_RETURN_IF_ERROR(read_field(j, "upsampling_scaling_factor", factor, src));
+  if (act != "relu" || upsample != "nearest" || factor != 2)
+    return Error(src + ": twinpath builds AutoencoderTiny with act_fn relu, upsample_fn nearest and "
+                 "upsampling_scaling_factor 2 (as TAESD); this file asks for " + act + ", " + upsample +
+                 ", " + std::to_string(factor));
+  if (c.encoder_block_out_channels.size() != c.num_encoder_blocks.size() ||
+      c.decoder_block_out_channels.size() != c.num_decoder_blocks.size() || c.num_encoder_blocks.empty() ||
+      c.num_encoder_blocks.size() != c.num_decoder_blocks.size())
+    return Error(src + ": encoder/decoder block_out_channels and num_*_blocks must have one equal, "
+                 "non-zero length");
+  // diffusers' EncoderTiny/DecoderTiny connect block i to block i+1 without a channel change,
+  // so unequal widths cannot run there either.
+  for (const auto* list : {&c.encoder_block_out_channels, &c.decoder_block_out_channels})
+    for (int ch : *list)
+      if (ch != list->front() || ch <= 0)
+        return Error(src + ": AutoencoderTiny block_out_channels must all be equal and positive "
+                     "(diffusers cannot run unequal ones)");
+  return c;
+}
+
+const std::map<std::string, std::string>& builtin_configs() {
+  // sd-kl: runwayml/stable-diffusion-v1-5 vae/config.json. sdxl-kl: SDXL base 1.0
+  // vae/config.json. tiny-*: small models of the same architectures, for fast CI.
+  static const std::map<std::string, std::string> kConfigs = {
+      {"tiny-kl", R"({"_class_name": "AutoencoderKL", "act_fn": "silu",
+ "block_out_channels": [16, 32, 32], "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],
+ "up_block_types": ["UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"],
+ "in_channels": 3, "out_channels": 3, "latent_channels": 4, "layers_per_block": 1,
+ "norm_num_groups": 8, "sample_size": 32, "scaling_factor": 0.18215})"},
+      {"tiny-taesd", R"({"_class_name": "AutoencoderTiny", "act_fn": "relu",
+ "encoder_block_out_channels": [16, 16, 16, 16], "decoder_block_out_channels": [16, 16, 16, 16],
+ "num_encoder_blocks": [1, 1, 1, 1], "num_decoder_blocks": [1, 1, 1, 1],
+ "in_channels": 3, "out_channels": 3, "latent_channels": 4, "latent_magnitude": 3, "latent_shift": 0.5,
+ "scaling_factor": 1.0, "shift_factor": 0.0, "upsample_fn": "nearest", "upsampling_scaling_factor": 2})"},
+      {"sd-kl", R"({"_class_name": "AutoencoderKL", "_diffusers_version": "0.6.0", "act_fn": "silu",
+ "block_out_channels": [128, 256, 512, 512],
+ "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],
+ "up_block_types": ["UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"],
+ "in_channels": 3, "out_channels": 3, "latent_channels": 4, "layers_per_block": 2,
+ "norm_num_groups": 32, "sample_size": 512, "scaling_factor": 0.18215})"},
+      {"sdxl-kl", R"({"_class_name": "AutoencoderKL", "_diffusers_version": "0.20.0.dev0", "act_fn": "silu",
+ "block_out_channels": [128, 256, 512, 512],
+ "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],
+ "up_block_types": ["UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"],
+ "in_channels": 3, "out_channels": 3, "latent_channels": 4, "layers_per_block": 2,
+ "norm_num_groups": 32, "sample_size": 1024, "scaling_factor": 0.13025, "force_upcast": true})"},
+  };
+  return kConfigs;
+}
+
+}  // namespace
+
+Expected<VaeConfig> parse_vae_config(const json& j, const std::string& source) {
+  if (!j.is_object()) return Error(source + ": config must be a JSON object");
+  VaeConfig cfg;
+  std::string cls;
+  if (auto it = j.find("_class_name"); it != j.end() && it->is_string()) {
+    cls = it->get<std::string>();
+  } else {
+    cls = j.contains("encoder_block_out_channels") ? "AutoencoderTiny" : "AutoencoderKL";
+  }
+  if (cls == "AutoencoderKL") {
+    cfg.kind = VaeConfig::Kind::kKl;
+    TP_ASSIGN_OR_RETURN(cfg.kl, parse_kl(j, source));
+  } else if (cls == "AutoencoderTiny") {
+    cfg.kind = VaeConfig::Kind::kTiny;
+    TP_ASSIGN_OR_RETURN(cfg.tiny, parse_tiny(j, source));
+  } else {
+    return Error(source + ": _class_name '" + cls +
+                 "' is not supported; twinpath runs AutoencoderKL and AutoencoderTiny");
+  }
+  return cfg;
+}
+
+Expected<VaeConfig> load_vae_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error(path + ": cannot open the model config (a diffusers model folder holds config.json)");
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  if (j.is_discarded()) return Error(path + ": not valid JSON");
+  return parse_vae_config(j, path);
+}
+
+Expected<std::string> builtin_config_text(const std::string& name) {
+  auto it = builtin_configs().find(name);
+  if (it == builtin_configs().end()) {
+    std::string names;
+    for (const auto& n : builtin_config_names()) names += (names.empty() ? "" : ", ") + n;
+    return Error("unknown built-in config '" + name + "'; use one of " + names + " or a config.json path");
+  }
+  return it->second;
+}
+
+const std::vector<std::string>& builtin_config_names() {
+  static const std::vector<std::string> kNames = {"tiny-kl", "tiny-taesd", "sd-kl", "sdxl-kl"};
+  return kNames;
+}
+
+}  // namespace tp

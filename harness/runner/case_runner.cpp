@@ -1,0 +1,279 @@
+#include "harness/runner/case_runner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "compiled/backend.h"
+#include "compiled/describe_session.h"
+#include "harness/core/format.h"
+#include "harness/models/vae/procedural_image.h"
+#include "harness/core/rng.h"
+#include "harness/runner/group_repro.h"
+#include "harness/runner/runs.h"
+#include "harness/core/tensor_io.h"
+#include "harness/models/vae/vae_graphs.h"
+#include "reference/executor.h"
+
+namespace tp {
+namespace {
+
+// A model is seeded from its name: every case on `tiny-kl` shares its weights.
+uint64_t model_seed(const std::string& name) { return hash_name("model:" + name); }
+
+// Seeded inputs: decode latents ~ N(0, sigma^2); encode images ~ U(-1, 1) * sigma (already in
+// the image processor's [-1, 1]).
+Tensor generated_input(const Case& c, const VaeConfig& config, Pipeline p, double sigma) {
+  const bool latents = p == Pipeline::kDecode;
+  const int64_t ds = latents ? config.downscale() : 1;
+  const Shape shape{1, latents ? config.latent_channels() : config.image_channels(), c.height / ds, c.width / ds};
+  Tensor t(DType::kF32, shape);
+  Rng rng(c.seed(), "input");
+  float* d = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (latents) {
+      const double u1 = 1 - rng.uniform(), u2 = rng.uniform();  // Box-Muller, u1 in (0, 1]
+      d[i] = float(sigma * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+    } else {
+      d[i] = float(sigma * rng.uniform(-1, 1));
+    }
+  }
+  return t;
+}
+
+// A procedural picture; a decoder gets the reference encoder's latents of it (the KL mean).
+Expected<Tensor> image_input(const Case& c, const Model& m, Pipeline p) {
+  Tensor image = procedural_image(c.seed(), m.config.image_channels(), c.height, c.width);
+  if (p != Pipeline::kDecode) return image;
+  const Graph encoder = build_encoder_graph(m.config);
+  TP_ASSIGN_OR_RETURN(NamedTensors z, ref::run_graph(encoder, m.weights, {{encoder.inputs[0].first, image}}, DType::kF32));
+  return z[0].second.to(DType::kF32);
+}
+
+Expected<Tensor> case_input(const Case& c, const Model& m, Pipeline p) {
+  const int64_t ds = m.config.downscale();
+  const bool generated = c.input == "normal" || c.input == "image" || c.input.rfind("normal*", 0) == 0;
+  if (generated && p == Pipeline::kDecode && (c.height % ds || c.width % ds))
+    return Error("res=" + resolution_text(c.height, c.width) + " is not a multiple of the model's " + std::to_string(ds) +
+                 "x downscale, so it has no latent size; use a multiple of " + std::to_string(ds));
+  if (c.input == "image") return image_input(c, m, p);
+  if (generated) {
+    const double sigma = c.input == "normal" ? 1.0 : std::stod(c.input.substr(7));
+    return generated_input(c, m.config, p, sigma);
+  }
+  TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(c.input));
+  TP_ASSIGN_OR_RETURN(Tensor t, select_pipeline_input(p, file, c.input));
+  const int64_t scale = p == Pipeline::kDecode ? ds : 1;
+  if (t.rank() != 4 || t.dim(2) * scale != c.height || t.dim(3) * scale != c.width)
+    return Error(c.input + " holds " + shape_string(t.shape()) + ", not res=" + std::to_string(c.height) + "x" +
+                 std::to_string(c.width) + "; give the case the input's resolution");
+  return t.to(DType::kF32);
+}
+
+// Layers kept in fp32 run w=f32,a=f32, which every build supports: a policy without kernels
+// still runs when every layer with a weight matrix is kept.
+bool every_weighted_layer_kept(const Case& c, const Model& m) {
+  if (c.keep_fp32.empty()) return false;
+  for (const Graph& g : {build_encoder_graph(m.config), build_decoder_graph(m.config)})
+    for (const Op& op : g.ops) {
+      if (op.kind != OpKind::kConv2d && op.kind != OpKind::kLinear) continue;
+      bool kept = false;
+      for (const std::string& glob : c.keep_fp32) kept = kept || compiled::glob_match(glob, op.name);
+      if (!kept) return false;
+    }
+  return true;
+}
+
+// The parts of a policy keep-fp32 cannot override: the dtypes must exist as storage at all.
+bool expected_supported_base_in_fp32(const Case& c) {
+  Case fp32 = c;
+  fp32.weight = fp32.activation = "f32";
+  fp32.accumulation = "f32";
+  return c.activation != "f8e4m3" && c.activation != "f8e5m2" && c.activation != "f64" && c.weight != "f64" &&
+         expected_supported(fp32);
+}
+
+std::string dtypes_text(const Case& c) { return "w=" + c.weight + ",a=" + c.activation + ",acc=" + c.accumulation; }
+
+void dump(CaseResult& r, const std::string& name, const Tensor& got, const Tensor& want) {
+  r.dumps.emplace_back(name + "/compiled", got.to(DType::kF32));
+  r.dumps.emplace_back(name + "/reference", want.to(DType::kF32));
+}
+
+void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref, const CompiledRun& run) {
+  if (o.dump == DumpPolicy::kNone || (o.dump == DumpPolicy::kFailing && r.outcome == Outcome::kPassed)) return;
+  std::map<std::string, bool> failing;
+  for (const CheckpointRecord& c : r.checkpoints) failing[c.name] = !c.passed;
+  for (const GroupCapture& g : run.groups) {
+    const compiled::Group& grp = g.plan->groups[std::size_t(g.group)];
+    for (std::size_t i = 0; i < grp.outputs.size(); ++i)
+      if (o.dump == DumpPolicy::kAll || failing[grp.checkpoints[i]])
+        dump(r, grp.checkpoints[i], g.stored[i].second, ref.values.at(g.plan->graph->name).at(grp.outputs[i]));
+  }
+  for (const auto& [name, got] : run.outputs)
+    if (const Tensor* want = find_tensor(ref.outputs, name)) dump(r, "output:" + name, got, *want);
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_or_dir) {
+  auto it = models_.find(name_or_dir);
+  if (it != models_.end()) return it->second;
+  // A built-in name, optionally with @SEED; anything else is a folder.
+  const std::size_t at = name_or_dir.rfind('@');
+  const std::string name = at == std::string::npos ? name_or_dir : name_or_dir.substr(0, at);
+  const auto& names = builtin_config_names();
+  const bool builtin = std::find(names.begin(), names.end(), name) != names.end();
+  uint64_t seed = model_seed(name);
+  if (builtin && at != std::string::npos) {
+    const std::string digits = name_or_dir.substr(at + 1);
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
+      return Error("model=" + name_or_dir + ": the seed after @ must be a number, e.g. " + name + "@7");
+    seed = std::stoull(digits);
+  }
+  Expected<Model> m = builtin ? make_model(name, seed) : load_model(name_or_dir);
+  if (!m.ok()) return m.error();
+  auto shared = std::make_shared<const Model>(std::move(m).value());
+  models_[name_or_dir] = shared;
+  return shared;
+}
+
+// The case made concrete; `refusal` says which outcome a failure is (ERROR or SKIPPED). A policy
+// the compiled path refuses is recorded, not refused here: run_case checks it against expectations.
+Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCache& models, Outcome& refusal) {
+  PreparedCase p;
+  p.c = c;
+  p.device = o.device;
+  refusal = Outcome::kError;
+  TP_ASSIGN_OR_RETURN(p.pipeline, parse_pipeline(c.pipeline));
+  TP_ASSIGN_OR_RETURN(p.model, models.get(c.model));
+  if (!c.boost_layer.empty()) {
+    Model m = *p.model;
+    TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
+    p.model = std::make_shared<const Model>(std::move(m));
+  }
+  TP_ASSIGN_OR_RETURN(p.input, case_input(c, *p.model, p.pipeline));
+  if (!c.warm.empty()) {
+    TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
+  }
+  p.reference = c.reference == "f64" ? DType::kF64 : DType::kF32;
+  p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};
+  TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(join_list(c.inject, ',')));
+  p.session.policy.keep_fp32 = c.keep_fp32;
+  TP_ASSIGN_OR_RETURN(p.session.shapes, compiled::parse_shape_policy(c.shapes));
+  p.session.memory_limit_bytes = c.memory_limit;
+  auto policy = compiled::parse_layer_policy(c.policy_text());
+  if (policy.ok()) p.session.policy.base = *policy;
+  else p.policy_refusal = policy.error().message();
+  if (o.device == "cuda") {
+    refusal = Outcome::kSkipped;
+    TP_ASSIGN_OR_RETURN(auto backend, compiled::make_cuda_backend());
+  }
+  refusal = Outcome::kError;
+  return p;
+}
+
+bool case_supported(const Case& c, const Model& m) {
+  return expected_supported(c) || (expected_supported_base_in_fp32(c) && every_weighted_layer_kept(c, m));
+}
+
+Outcome judge_unsupported(const Case& c, const std::string* refusal, std::string& reason) {
+  if (!refusal) {
+    reason = "the compiled path ran " + dtypes_text(c) + ", which has no kernels: it must refuse it, naming the layer, both dtypes and the fix";
+    return Outcome::kFailed;
+  }
+  if (refusal->find(c.weight) != std::string::npos && refusal->find(c.activation) != std::string::npos) {
+    reason = *refusal;
+    return Outcome::kUnsupported;
+  }
+  reason = "the compiled path refused " + dtypes_text(c) + " without naming both dtypes: " + *refusal;
+  return Outcome::kFailed;
+}
+
+CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
+  CaseResult r;
+  r.id = c.id();
+  r.seed = c.seed();
+  r.repro = repro_command(c);
+  r.device = o.device == "cuda" ? "cuda" : "cpu-emulated";
+  auto finish = [&](Outcome outcome, std::string reason) {
+    r.outcome = outcome;
+    r.reason = std::move(reason);
+    return r;
+  };
+  if (!c.stream.empty()) return run_stream_case(c, o, models, std::move(r));
+  Outcome refusal = Outcome::kError;
+  auto prepared = prepare_case(c, o, models, refusal);
+  if (!prepared.ok()) return finish(refusal, prepared.error().message());
+  const PreparedCase& p = *prepared;
+  r.provenance = input_provenance(p.input);
+  if (r.provenance.found) return finish(Outcome::kError, r.provenance.detail);
+
+  // Unsupported dtype combinations must be refused, with a sentence naming the dtypes; supported
+  // ones must run.
+  const bool supported = case_supported(c, *p.model);
+  if (!p.policy_refusal.empty())
+    return supported ? finish(Outcome::kFailed, "the compiled path refused " + dtypes_text(c) + ", which it should run: " + p.policy_refusal)
+                     : finish(Outcome::kUnsupported, p.policy_refusal);
+  auto run = run_compiled(p, p.session.policy, true);
+  if (!supported) {
+    std::string reason;
+    const Outcome outcome = judge_unsupported(c, run.ok() ? nullptr : &run.error().message(), reason);
+    return finish(outcome, reason);
+  }
+  if (!run.ok()) return finish(Outcome::kError, "compiled path: " + run.error().message());
+  r.compiled_seconds = run->seconds;
+  r.plan_stats = compiled::describe_session(*run->session);
+  auto ref = run_reference(p, checkpoint_values(*run->session));
+  if (!ref.ok()) return finish(Outcome::kError, "reference path: " + ref.error().message());
+  r.reference_seconds = ref->seconds;
+
+  Evaluation e = evaluate(p, *ref, *run, o.local_error && !p.tiling.enabled);
+  if (p.tiling.enabled) {
+    TilingCheck t = check_tiling(p, *run);
+    e.checkpoints.insert(e.checkpoints.end(), t.records.begin(), t.records.end());
+    if (!t.failure.empty()) {  // the cause, ahead of the output difference it makes
+      e.reason = t.failure;
+      e.failed = true;
+    }
+  }
+  if (!e.failed) {
+    std::string why = check_isolation(p, *run);
+    if (why.empty() && c.reload) why = check_plan_reload(p);
+    if (why.empty() && c.interleave) why = check_interleaved(p, *run);
+    if (!why.empty()) {
+      e.failed = true;
+      e.reason = why;
+    }
+  }
+  r.checkpoints = e.checkpoints;
+  if (e.non_finite) {
+    r.provenance = locate_non_finite(p, *ref, *run);
+    if (r.provenance.found && r.provenance.group >= 0 && !o.repro_file.empty()) {
+      const Status written = write_group_repro(o.repro_file, p, *run, r.provenance);
+      r.repro_file = written.ok() ? o.repro_file : "";
+      if (!written.ok()) r.provenance.detail += " (repro not written: " + written.error().message() + ")";
+    }
+  }
+  if (e.failed) {
+    r.outcome = Outcome::kFailed;
+    r.reason = e.reason;
+    if (r.provenance.found) r.reason = "first non-finite value: " + r.provenance.detail;
+    if (o.search) {
+      const SearchResult s = search_keep_fp32(p, *ref, *run, e, r.provenance);
+      r.searched = true;
+      r.keep_fp32 = s.keep_fp32;
+      r.search_note = s.note;
+      r.search_runs = s.runs;
+    }
+  } else if (e.mistrusted) {
+    r.outcome = Outcome::kMistrusted;
+    r.reason = e.mistrust_reason;
+  } else {
+    r.outcome = Outcome::kPassed;
+    r.reason = "every checkpoint within tolerance";
+  }
+  add_dumps(r, o, *ref, *run);
+  return r;
+}
+
+}  // namespace tp

@@ -1,0 +1,38 @@
+// Runs one case on the reference path and the compiled path (CPU emulation or CUDA), captures
+// every checkpoint without changing what runs, compares them, and decides: the harness's core.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "cases/case.h"
+#include "harness/models/vae/model.h"
+#include "reports/result.h"
+
+namespace tp {
+
+enum class DumpPolicy : uint8_t { kNone, kFailing, kAll };
+
+struct RunOptions {
+  std::string device = "cpu";  // cpu: the emulated kernels; cuda: the CUDA kernels
+  DumpPolicy dump = DumpPolicy::kNone;
+  bool local_error = true;     // run every group alone on the reference's inputs
+  bool search = false;         // precision search when the case fails (triage)
+  std::string repro_file;      // where to write the NaN origin group's repro (triage); "" for none
+};
+
+// Models by built-in name or folder, made or loaded once per process. Built-in models are
+// seeded from their name, so every case on `tiny-kl` sees the same weights.
+class ModelCache {
+ public:
+  Expected<std::shared_ptr<const Model>> get(const std::string& name_or_dir);
+
+ private:
+  std::map<std::string, std::shared_ptr<const Model>> models_;
+};
+
+// Never fails: what goes wrong is the result's ERROR (or SKIPPED / UNSUPPORTED) with its reason.
+CaseResult run_case(const Case& c, const RunOptions& options, ModelCache& models);
+
+}  // namespace tp

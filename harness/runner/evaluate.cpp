@@ -1,0 +1,219 @@
+// Comparison and verdict for one compiled run against the reference: every captured checkpoint
+// (accumulated error, and local error: the group alone on the reference's inputs), then the
+// pipeline outputs, each against its line of the tolerance table.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "harness/core/format.h"
+#include "harness/runner/runs.h"
+#include "harness/runner/tolerance.h"
+
+namespace tp {
+namespace {
+
+OpClass class_of(compiled::GroupKind kind) {
+  switch (kind) {
+    case compiled::GroupKind::kConv: return OpClass::kConv;
+    case compiled::GroupKind::kGroupNorm: return OpClass::kGroupNorm;
+    case compiled::GroupKind::kAttention: return OpClass::kAttention;
+    case compiled::GroupKind::kElementwise: return OpClass::kElementwise;
+    case compiled::GroupKind::kUpsample: return OpClass::kUpsample;
+  }
+  return OpClass::kElementwise;
+}
+
+
+// The longest sum an op computes: conv/linear fan-in, attention's channel and token sums,
+// GroupNorm's group. Shapes from the reference's values (NCHW).
+int64_t reduction_of(const compiled::Plan& plan, const Op& op, const std::map<int, Tensor>& values) {
+  const Shape* in = nullptr;
+  if (auto it = values.find(op.inputs[0]); it != values.end()) in = &it->second.shape();
+  switch (op.kind) {
+    case OpKind::kConv2d:
+    case OpKind::kLinear:
+      if (auto it = plan.params.find(op.weight); it != plan.params.end())
+        return shape_numel(it->second->shape) / it->second->shape[0];
+      return 1;
+    case OpKind::kAttention: return in ? std::max(in->at(1), in->at(2) * in->at(3)) : 1;
+    case OpKind::kGroupNorm: return in ? in->at(1) / std::max(op.attrs.groups, 1) * in->at(2) * in->at(3) : 1;
+    default: return 1;
+  }
+}
+
+ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp, const std::map<int, Tensor>& values,
+                     DType reference) {
+  ValuePath path;
+  path.reference = reference;
+  for (int o : grp.ops) path.reduction = std::max(path.reduction, reduction_of(plan, plan.graph->ops[std::size_t(o)], values));
+  for (int v : grp.inputs) path.dtypes.push_back(plan.buffers.at(v).dtype);
+  for (int v : grp.outputs) path.dtypes.push_back(plan.buffers.at(v).dtype);
+  // Parameters as stored: conv/linear matrices in the weight dtype, GroupNorm's affine and biases
+  // in it too unless it is fp8 (then f32).
+  for (int o : grp.ops) {
+    const Op& op = plan.graph->ops[std::size_t(o)];
+    if (op.weight.empty()) continue;
+    const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear;
+    path.dtypes.push_back(compiled::param_storage(grp.policy, matrix));
+    if (!op.bias.empty()) path.dtypes.push_back(compiled::param_storage(grp.policy, false));
+  }
+  path.accumulation = grp.policy.accumulation;
+  return path;
+}
+
+std::string fmt(const char* f, double a, double b = 0) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, f, a, b);
+  return buf;
+}
+
+
+// Applies `tol` to `m`; returns why it fails, or "" when it passes.
+std::string judge(const Metrics& m, const Tolerance& tol) {
+  if (m.non_finite_new > 0) return std::to_string(m.non_finite_new) + " non-finite values where the reference is finite";
+  if (m.rel_l2 > tol.rel_l2) return fmt("rel L2 %.3g > %.3g", m.rel_l2, tol.rel_l2) + " (" + tol.basis + ")";
+  const double element = m.want_max_abs > 0 ? m.max_abs / m.want_max_abs : m.max_abs;
+  if (element > tol.max_element) {
+    std::string where = m.worst.empty() ? "" : " at " + format_index(m.worst[0].index);
+    return fmt("worst element off by %.3g of max|ref| > %.3g", element, tol.max_element) + where;
+  }
+  return "";
+}
+
+void set_tolerance(CheckpointRecord& rec, const Tolerance& tol) {
+  rec.tolerance_rel_l2 = tol.rel_l2;
+  rec.tolerance_max_element = tol.max_element;
+  rec.tolerance_basis = tol.basis;
+}
+
+bool constant(const Tensor& t, double& value) {
+  const Tensor f = t.to(DType::kF64);
+  const double* d = f.data<double>();
+  bool seen = false;
+  double lo = 0, hi = 0;
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    if (!std::isfinite(d[i])) continue;
+    lo = seen ? std::min(lo, d[i]) : d[i];
+    hi = seen ? std::max(hi, d[i]) : d[i];
+    seen = true;
+  }
+  value = lo;
+  return seen && lo == hi;
+}
+
+}  // namespace
+
+Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local) {
+  Evaluation e;
+  auto fail = [&](const std::string& why) {
+    if (!e.failed) e.reason = why;
+    e.failed = true;
+  };
+  // The output's tolerance: every group of the largest plan per graph (tiles share a graph).
+  std::map<std::string, const compiled::Plan*> largest;
+  for (const compiled::Plan* plan : run.session->plans()) {
+    const compiled::Plan*& l = largest[plan->graph->name];
+    if (!l || plan->groups.size() > l->groups.size()) l = plan;
+  }
+  std::vector<ValuePath> all;
+  const std::map<int, Tensor> no_values;
+  for (const auto& [name, plan] : largest) {
+    auto values = ref.values.find(name);
+    for (const compiled::Group& grp : plan->groups)
+      all.push_back(group_path(*plan, grp, values == ref.values.end() ? no_values : values->second, p.reference));
+  }
+
+  for (const GroupCapture& g : run.groups) {
+    const compiled::Plan& plan = *g.plan;
+    const compiled::Group& grp = plan.groups[std::size_t(g.group)];
+    const std::map<int, Tensor>& want = ref.values.at(plan.graph->name);
+    const Tolerance tol = local_tolerance(class_of(grp.kind), group_path(plan, grp, want, p.reference));
+    std::vector<Tensor> alone;
+    if (local) {
+      std::map<int, Tensor> inputs;
+      for (int v : grp.inputs) inputs[v] = want.at(v);
+      auto r = run.session->run_group(plan, g.group, plan_input_shape(ref, plan), inputs);
+      if (!r.ok()) fail(grp.checkpoints[0] + ": running the group alone failed: " + r.error().message());
+      else alone = std::move(r).value();
+    }
+    for (std::size_t i = 0; i < grp.outputs.size(); ++i) {
+      const int v = grp.outputs[i];
+      CheckpointRecord rec;
+      rec.name = grp.checkpoints[i];
+      rec.graph = plan.graph->name;
+      rec.group = g.group;
+      rec.op_class = op_class_name(class_of(grp.kind));
+      const DType stored = plan.buffers.at(v).dtype;
+      rec.dtype = dtype_name(stored);
+      set_tolerance(rec, tol);
+      auto m = compare_tensors(g.stored[i].second, want.at(v), stored);
+      if (!m.ok()) {
+        rec.passed = false;
+        fail(rec.name + ": " + m.error().message());
+        e.checkpoints.push_back(std::move(rec));
+        continue;
+      }
+      rec.accumulated = std::move(m).value();
+      if (rec.accumulated.non_finite_new > 0) {
+        rec.passed = false;
+        e.non_finite = true;
+        fail(rec.name + ": " + std::to_string(rec.accumulated.non_finite_new) +
+             " non-finite values where the reference is finite");
+      }
+      if (i < alone.size()) {
+        auto lm = compare_tensors(alone[i], want.at(v), stored);
+        if (lm.ok()) {
+          rec.has_local = true;
+          rec.local = std::move(lm).value();
+          const std::string why = judge(rec.local, tol);
+          if (!why.empty()) {
+            rec.passed = false;
+            fail(rec.name + ": local error (the layer alone on the reference's inputs): " + why);
+          }
+        }
+      }
+      e.checkpoints.push_back(std::move(rec));
+    }
+  }
+
+  const Tolerance out_tol = output_tolerance(all);
+  for (const auto& [name, got] : run.outputs) {
+    CheckpointRecord rec;
+    rec.name = "output:" + name;
+    rec.graph = pipeline_name(p.pipeline);
+    rec.op_class = op_class_name(OpClass::kOutput);
+    rec.dtype = dtype_name(got.dtype());
+    set_tolerance(rec, out_tol);
+    const Tensor* want = find_tensor(ref.outputs, name);
+    if (!want) {
+      rec.passed = false;
+      fail("output " + name + ": the reference has no such output");
+      e.checkpoints.push_back(std::move(rec));
+      continue;
+    }
+    auto m = compare_tensors(got, *want, got.dtype());
+    if (!m.ok()) {
+      rec.passed = false;
+      fail("output " + name + ": " + m.error().message());
+      e.checkpoints.push_back(std::move(rec));
+      continue;
+    }
+    rec.accumulated = std::move(m).value();
+    if (rec.accumulated.non_finite_new > 0) e.non_finite = true;
+    const std::string why = judge(rec.accumulated, out_tol);
+    if (!why.empty()) {
+      rec.passed = false;
+      fail("output " + name + ": " + why);
+    }
+    double value = 0;
+    if (constant(*want, value) && !e.mistrusted) {
+      e.mistrusted = true;
+      e.mistrust_reason = "the reference output " + name + " is constant (every element " + fmt("%.6g", value) +
+                          "), so agreeing with it proves nothing; check the model's weights and the input";
+    }
+    e.checkpoints.push_back(std::move(rec));
+  }
+  return e;
+}
+
+}  // namespace tp

@@ -1,0 +1,97 @@
+#include "harness/runner/tolerance.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace tp {
+namespace {
+
+// Named factors (docs/tolerances.md gives the measurements behind each).
+// One group alone: its inputs rounded to storage, weights rounded, one rounding at the store.
+// Independent roundings of relative size <= u give a relative L2 of about u/sqrt(3) each; a few
+// of them add in quadrature (measured: up to 1.0 u for f16/bf16 convs), so 3 u keeps 3x margin.
+constexpr double kLocalFactor = 3;
+// GroupNorm divides by the group's standard deviation: where |mean| >> std the input's rounding
+// error (relative to |x|) is amplified by |mean|/std. Measured GroupNorm local errors on the
+// built-in models reach 0.17 of 6 u (about 1 u); 6 u keeps that margin without hiding a wrong
+// statistic (which moves every element by O(1)).
+constexpr double kGroupNormFactor = 6;
+// Attention's softmax turns score errors into relative weight errors multiplied by the score
+// magnitude |q.k| * scale. Measured attention local errors reach 0.18 of 4 u.
+constexpr double kAttentionFactor = 4;
+// A K-term sum rounds K times; with rounding errors of random sign the relative error grows like
+// sqrt(K) * u(accumulator), and the reference's own sum adds the same in its precision. This term
+// is what an f32 policy is judged by (its storage roundings are as fine as the reference's), and
+// what acc=f16 pays. Measured f32 local errors on the built-in models stay under 0.25 of the bound.
+constexpr double kSumFactor = 1;
+// A pipeline output carries every group's error: independent errors add in quadrature, so the
+// bound is the root sum of squares of the groups' own (u + summation) terms. GroupNorm and the
+// residual paths are assumed to pass them on with a gain near 1; measured outputs reach 0.58 of
+// 2 x that root sum (f16), so the factor 2 keeps a 1.7x margin.
+constexpr double kOutputFactor = 2;
+// The worst element against the output's largest magnitude: a region broken by a bug moves
+// elements by O(max|want|), while rounding moves them by a few u of it.
+constexpr double kElementFactor = 8;
+
+double summation_u(const ValuePath& path) {
+  return kSumFactor * std::sqrt(double(std::max<int64_t>(path.reduction, 1))) *
+         (unit_roundoff(path.accumulation) + unit_roundoff(path.reference));
+}
+
+double coarsest_u(const ValuePath& path) {
+  double u = unit_roundoff(DType::kF32);
+  for (DType d : path.dtypes) u = std::max(u, unit_roundoff(d));
+  return u;
+}
+
+DType coarsest(const ValuePath& path) {
+  DType c = DType::kF32;
+  for (DType d : path.dtypes)
+    if (unit_roundoff(d) > unit_roundoff(c)) c = d;
+  return c;
+}
+
+}  // namespace
+
+const char* op_class_name(OpClass c) {
+  switch (c) {
+    case OpClass::kConv: return "conv";
+    case OpClass::kGroupNorm: return "group_norm";
+    case OpClass::kAttention: return "attention";
+    case OpClass::kElementwise: return "elementwise";
+    case OpClass::kUpsample: return "upsample";
+    case OpClass::kOutput: return "output";
+  }
+  return "?";
+}
+
+double unit_roundoff(DType dt) { return dtype_epsilon(dt) / 2; }
+
+Tolerance local_tolerance(OpClass c, const ValuePath& path) {
+  double factor = kLocalFactor;
+  if (c == OpClass::kGroupNorm) factor = kGroupNormFactor;
+  if (c == OpClass::kAttention) factor = kAttentionFactor;
+  const double value = factor * coarsest_u(path) + summation_u(path);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.3g u(%s) + sum K=%lld = %.2e", factor, dtype_name(coarsest(path)),
+                static_cast<long long>(path.reduction), value);
+  return Tolerance{value, kElementFactor * value, buf};
+}
+
+Tolerance output_tolerance(const std::vector<ValuePath>& groups) {
+  double squares = 0;
+  DType worst = DType::kF32;
+  for (const ValuePath& g : groups) {
+    const double e = coarsest_u(g) + summation_u(g);
+    squares += e * e;
+    if (unit_roundoff(coarsest(g)) > unit_roundoff(worst)) worst = coarsest(g);
+  }
+  const double value = kOutputFactor * std::sqrt(squares);
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%.3g x rss of %zu groups' u (up to %s) = %.2e", kOutputFactor, groups.size(),
+                dtype_name(worst), value);
+  return Tolerance{value, kElementFactor * value, buf};
+}
+
+}  // namespace tp

@@ -1,0 +1,44 @@
+// Tolerances: one table keyed by dtype policy and op class (docs/tolerances.md explains every
+// factor and the measurements behind it). A bound is a named factor times the unit roundoff
+// u = eps/2 of the coarsest dtype the values pass through, so a tolerance moves with the
+// policy, never with the case.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/core/dtype.h"
+
+namespace tp {
+
+enum class OpClass : uint8_t { kConv, kGroupNorm, kAttention, kElementwise, kUpsample, kOutput };
+const char* op_class_name(OpClass c);
+
+struct Tolerance {
+  double rel_l2 = 0;       // ||got - want|| / ||want||
+  double max_element = 0;  // max |got - want| / max |want|: one bad region cannot hide in an average
+  std::string basis;       // "8 u(f16) = 3.9e-03": how the figure was derived
+};
+
+// The dtypes a checkpoint's values passed through: storage of its inputs and output, the
+// weights, and the accumulator.
+struct ValuePath {
+  std::vector<DType> dtypes;   // inputs' and output's storage, and the weight dtype when the op has weights
+  DType accumulation = DType::kF32;
+  int64_t reduction = 1;       // the longest sum (dot product, softmax row, GroupNorm group) in the group
+  DType reference = DType::kF32;  // the reference sums in its own precision too
+};
+
+// One group alone on reference inputs (local error).
+Tolerance local_tolerance(OpClass c, const ValuePath& path);
+// A pipeline output after every group (accumulated error): the root sum of squares of each
+// group's own unit roundoff and summation term, times a factor.
+Tolerance output_tolerance(const std::vector<ValuePath>& groups);
+
+// The measured fp32-vs-fp64 reference noise floor must stay this far below every f32 bound
+// (checked by a test over the built-in models).
+constexpr double kNoiseFloorMargin = 10;
+
+double unit_roundoff(DType dt);  // eps/2
+
+}  // namespace tp
