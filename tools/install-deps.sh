@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
+  clang-format             # tools/check-format.sh (ctest: formatting)
   libeigen3-dev            # reference path
   libhdf5-dev hdf5-tools   # reports (h5dump is the independent reader in tests)
   libpng-dev               # .png inputs and outputs
