@@ -30,7 +30,9 @@ std::vector<Token> split(std::string_view line) {
 }
 
 bool parse_int(std::string_view s, int64_t& out) {
-  if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  if (s.empty() || s.size() > 9 ||
+      !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
   out = std::strtoll(std::string(s).c_str(), nullptr, 10);
   return true;
 }
@@ -44,7 +46,8 @@ bool parse_double(std::string_view s, double& out) {
 
 bool parse_resolution(std::string_view v, int64_t& h, int64_t& w) {
   const std::size_t x = v.find('x');
-  return x != std::string_view::npos && parse_int(v.substr(0, x), h) && parse_int(v.substr(x + 1), w) && h > 0 && w > 0;
+  return x != std::string_view::npos && parse_int(v.substr(0, x), h) &&
+         parse_int(v.substr(x + 1), w) && h > 0 && w > 0;
 }
 
 // Sizes as written in a case: a whole number of KiB, MiB or GiB.
@@ -56,9 +59,12 @@ std::string memory_text(int64_t bytes) {
 
 bool parse_memory(std::string_view v, int64_t& bytes) {
   int shift = 0;
-  if (v.size() > 3 && v.substr(v.size() - 3) == "KiB") shift = 10;
-  else if (v.size() > 3 && v.substr(v.size() - 3) == "MiB") shift = 20;
-  else if (v.size() > 3 && v.substr(v.size() - 3) == "GiB") shift = 30;
+  if (v.size() > 3 && v.substr(v.size() - 3) == "KiB")
+    shift = 10;
+  else if (v.size() > 3 && v.substr(v.size() - 3) == "MiB")
+    shift = 20;
+  else if (v.size() > 3 && v.substr(v.size() - 3) == "GiB")
+    shift = 30;
   int64_t n = 0;
   if (!shift || !parse_int(v.substr(0, v.size() - 3), n) || n <= 0) return false;
   bytes = n << shift;
@@ -80,20 +86,25 @@ std::string Case::policy_text() const {
   return p;
 }
 
-std::string resolution_text(int64_t height, int64_t width) { return std::to_string(height) + "x" + std::to_string(width); }
+std::string resolution_text(int64_t height, int64_t width) {
+  return std::to_string(height) + "x" + std::to_string(width);
+}
 
 std::string Case::id() const {
   std::string res = " res=" + resolution_text(height, width);
   if (!stream.empty()) {
     res = " stream=";
-    for (std::size_t i = 0; i < stream.size(); ++i) res += (i ? "+" : "") + resolution_text(stream[i].first, stream[i].second);
+    for (std::size_t i = 0; i < stream.size(); ++i)
+      res += (i ? "+" : "") + resolution_text(stream[i].first, stream[i].second);
   }
-  std::string s = pipeline + " model=" + model + res + " w=" + weight + " a=" + activation + " acc=" + accumulation;
+  std::string s = pipeline + " model=" + model + res + " w=" + weight + " a=" + activation +
+                  " acc=" + accumulation;
   if (!scale.empty()) s += " scale=" + scale;
   if (!saturation.empty()) s += " sat=" + saturation;
   if (!keep_fp32.empty()) s += " keep=" + join_list(keep_fp32, '+');
   if (tiling) s += " tiling=on";
-  if (tile_min || tile_stride) s += " tile=" + std::to_string(tile_min) + ":" + std::to_string(tile_stride);
+  if (tile_min || tile_stride)
+    s += " tile=" + std::to_string(tile_min) + ":" + std::to_string(tile_stride);
   if (input != "normal") s += " input=" + input;
   if (!boost_layer.empty()) s += " boost=" + boost_layer + "*" + format_double(boost_factor);
   if (!warm.empty()) s += " warm=" + warm;
@@ -119,13 +130,16 @@ Status apply_case_option(Case& c, std::string_view token) {
   if (key == "model") {
     c.model = std::string(v);
   } else if (key == "res") {
-    if (!parse_resolution(v, c.height, c.width)) return Error("expected res=HEIGHTxWIDTH in pixels, e.g. res=64x64");
+    if (!parse_resolution(v, c.height, c.width))
+      return Error("expected res=HEIGHTxWIDTH in pixels, e.g. res=64x64");
     c.res_given = true;
   } else if (key == "stream") {
     c.stream.clear();
     for (const std::string& r : split_list(v, '+')) {
       int64_t h = 0, w = 0;
-      if (!parse_resolution(r, h, w)) return Error("'" + r + "' is not a resolution; expected stream=HxW+HxW+..., e.g. stream=64x64+64x80");
+      if (!parse_resolution(r, h, w))
+        return Error("'" + r +
+                     "' is not a resolution; expected stream=HxW+HxW+..., e.g. stream=64x64+64x80");
       c.stream.emplace_back(h, w);
     }
     if (c.stream.size() > 64) return Error("a stream takes at most 64 resolutions");
@@ -133,16 +147,23 @@ Status apply_case_option(Case& c, std::string_view token) {
     c.width = c.stream[0].second;
   } else if (key == "shapes") {
     int64_t n = 0;
-    if (v != "exact" && !(v.substr(0, 7) == "bucket:" && parse_int(v.substr(7), n) && n > 0 && n <= 4096))
-      return Error("expected shapes=exact or shapes=bucket:N with N a size in pixels, e.g. shapes=bucket:32");
+    if (v != "exact" &&
+        !(v.substr(0, 7) == "bucket:" && parse_int(v.substr(7), n) && n > 0 && n <= 4096))
+      return Error(
+          "expected shapes=exact or shapes=bucket:N with N a size in pixels, e.g. "
+          "shapes=bucket:32");
     c.shapes = std::string(v);
   } else if (key == "mem") {
-    if (!parse_memory(v, c.memory_limit)) return Error("expected mem=SIZE as a whole number of KiB, MiB or GiB, e.g. mem=24MiB");
+    if (!parse_memory(v, c.memory_limit))
+      return Error("expected mem=SIZE as a whole number of KiB, MiB or GiB, e.g. mem=24MiB");
   } else if (key == "w" || key == "a" || key == "acc" || key == "ref") {
     auto dt = parse_dtype(v);
     if (!dt.ok()) return dt.error();
     if (key == "ref" && v != "f32" && v != "f64") return Error("the reference runs in f32 or f64");
-    (key == "w" ? c.weight : key == "a" ? c.activation : key == "acc" ? c.accumulation : c.reference) = std::string(v);
+    (key == "w"     ? c.weight
+     : key == "a"   ? c.activation
+     : key == "acc" ? c.accumulation
+                    : c.reference) = std::string(v);
   } else if (key == "scale") {
     if (v != "channel" && v != "tensor") return Error("expected scale=channel or scale=tensor");
     c.scale = std::string(v);
@@ -164,11 +185,14 @@ Status apply_case_option(Case& c, std::string_view token) {
     double sigma = 0;
     if (v.rfind("normal*", 0) == 0 && (!parse_double(v.substr(7), sigma) || !(sigma > 0)))
       return Error("expected input=normal*SIGMA with a positive SIGMA");
-    if (v.rfind("image", 0) == 0 && v != "image") return Error("expected input=image (a procedural picture)");
+    if (v.rfind("image", 0) == 0 && v != "image")
+      return Error("expected input=image (a procedural picture)");
   } else if (key == "boost") {
     const std::size_t star = v.rfind('*');
-    if (star == std::string_view::npos || star == 0 || !parse_double(v.substr(star + 1), c.boost_factor))
-      return Error("expected boost=LAYER*FACTOR, e.g. boost=decoder.up_blocks.0.resnets.0.conv1*1000");
+    if (star == std::string_view::npos || star == 0 ||
+        !parse_double(v.substr(star + 1), c.boost_factor))
+      return Error(
+          "expected boost=LAYER*FACTOR, e.g. boost=decoder.up_blocks.0.resnets.0.conv1*1000");
     c.boost_layer = std::string(v.substr(0, star));
   } else if (key == "seed") {
     if (!parse_int(v, c.seed_variant)) return Error("expected seed=N, a non-negative integer");
@@ -183,20 +207,28 @@ Status apply_case_option(Case& c, std::string_view token) {
   } else if (key == "inject") {
     c.inject = split_list(v, '+');
   } else {
-    return Error("unknown option; a case takes model, res, stream, w, a, acc, scale, sat, keep, tiling, tile, input, "
-                 "boost, warm, reload, interleave, inject, ref, shapes, mem and seed");
+    return Error(
+        "unknown option; a case takes model, res, stream, w, a, acc, scale, sat, keep, tiling, "
+        "tile, input, "
+        "boost, warm, reload, interleave, inject, ref, shapes, mem and seed");
   }
   return Status();
 }
 
 Status check_case(const Case& c) {
   if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
-  if (!c.stream.empty() && c.res_given) return Error("a stream= case gives its resolutions in stream=; leave res= out");
-  if (c.memory_limit && c.stream.empty()) return Error("mem= is a stream's memory budget; it needs stream=HxW+HxW+...");
+  if (!c.stream.empty() && c.res_given)
+    return Error("a stream= case gives its resolutions in stream=; leave res= out");
+  if (c.memory_limit && c.stream.empty())
+    return Error("mem= is a stream's memory budget; it needs stream=HxW+HxW+...");
   if (c.interleave && (c.pipeline != "vae.roundtrip" || c.tiling))
-    return Error("interleave=on calls a roundtrip's encoder and decoder in turn: it needs vae.roundtrip without tiling");
+    return Error(
+        "interleave=on calls a roundtrip's encoder and decoder in turn: it needs vae.roundtrip "
+        "without tiling");
   if (!c.stream.empty() && (c.tiling || !c.warm.empty() || c.reload || c.interleave))
-    return Error("a stream= case runs plain pipelines; tiling=, warm=, reload= and interleave= are cases of their own");
+    return Error(
+        "a stream= case runs plain pipelines; tiling=, warm=, reload= and interleave= are cases of "
+        "their own");
   return Status();
 }
 
@@ -206,16 +238,20 @@ bool is_pipeline_name(std::string_view name) {
 
 Expected<Case> parse_case(std::string_view line) {
   const std::vector<Token> tokens = split(line);
-  if (tokens.empty()) return Error("empty case line; a case starts with its pipeline (vae.encode, vae.decode, vae.roundtrip)");
+  if (tokens.empty())
+    return Error(
+        "empty case line; a case starts with its pipeline (vae.encode, vae.decode, vae.roundtrip)");
   Case c;
   auto bad = [&](const Token& t, const std::string& what) {
     return Error("column " + std::to_string(t.column) + ": '" + std::string(t.text) + "': " + what);
   };
   const Token& first = tokens[0];
-  if (!is_pipeline_name(first.text)) return bad(first, "a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
+  if (!is_pipeline_name(first.text))
+    return bad(first, "a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
   c.pipeline = std::string(first.text);
   for (std::size_t i = 1; i < tokens.size(); ++i)
-    if (Status s = apply_case_option(c, tokens[i].text); !s.ok()) return bad(tokens[i], s.error().message());
+    if (Status s = apply_case_option(c, tokens[i].text); !s.ok())
+      return bad(tokens[i], s.error().message());
   TP_RETURN_IF_ERROR(check_case(c));
   return c;
 }

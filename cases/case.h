@@ -3,8 +3,8 @@
 // its seed. A line is whitespace-separated: the pipeline first, then key=value options.
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
-//     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [warm=MODEL] [inject=FAULT+FAULT] [ref=f64]
-//     [reload=on] [interleave=on] [seed=N] [shapes=exact|bucket:N]
+//     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [warm=MODEL] [inject=FAULT+FAULT]
+//     [ref=f64] [reload=on] [interleave=on] [seed=N] [shapes=exact|bucket:N]
 //   vae.decode model=tiny-kl stream=64x64+64x80+96x96 [shapes=bucket:N] [mem=SIZE] ...
 // `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
 // are res / the model's downscale. `model` is a built-in config name (weights seeded from the
@@ -40,27 +40,27 @@ struct Case {
   std::string model = "tiny-kl";
   int64_t height = 64, width = 64;
   std::string weight = "f16", activation = "f16", accumulation = "f32";
-  std::string scale, saturation;        // empty: the policy's default
-  std::vector<std::string> keep_fp32;   // module globs
+  std::string scale, saturation;       // empty: the policy's default
+  std::vector<std::string> keep_fp32;  // module globs
   bool tiling = false;
   int64_t tile_min = 0, tile_stride = 0;  // 0: the model config's
   std::string input = "normal";
   std::string boost_layer;
   double boost_factor = 1;
-  std::string warm;                     // a model run first in the same session
-  bool reload = false;                  // plans saved, loaded into a fresh session, run again
-  bool interleave = false;              // roundtrips: encode and decode called in turn in one session
-  std::vector<std::string> inject;      // fault names
-  std::string reference = "f32";        // f32 | f64
-  int64_t seed_variant = 0;             // seed=N: the same case with other random inputs
-  std::string shapes = "exact";         // the compiled session's shape policy
+  std::string warm;                 // a model run first in the same session
+  bool reload = false;              // plans saved, loaded into a fresh session, run again
+  bool interleave = false;          // roundtrips: encode and decode called in turn in one session
+  std::vector<std::string> inject;  // fault names
+  std::string reference = "f32";    // f32 | f64
+  int64_t seed_variant = 0;         // seed=N: the same case with other random inputs
+  std::string shapes = "exact";     // the compiled session's shape policy
   std::vector<std::pair<int64_t, int64_t>> stream;  // resolutions in order (height, width)
-  int64_t memory_limit = 0;             // bytes; 0: the machine's
-  bool res_given = false;               // parsing only: res= was written
+  int64_t memory_limit = 0;                         // bytes; 0: the machine's
+  bool res_given = false;                           // parsing only: res= was written
 
   // The canonical line (options in a fixed order, defaults left out): the case id.
   std::string id() const;
-  uint64_t seed() const;                // from the id only
+  uint64_t seed() const;  // from the id only
   // `w=..,a=..,acc=..[,scale=..][,sat=..]`, the compiled path's policy syntax.
   std::string policy_text() const;
 };

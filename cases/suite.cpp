@@ -1,10 +1,10 @@
 #include "cases/suite.h"
 
-#include "cases/tiling_points.h"
-
 #include <fstream>
 #include <set>
 #include <sstream>
+
+#include "cases/tiling_points.h"
 
 namespace tp {
 namespace {
@@ -16,7 +16,10 @@ std::vector<std::pair<std::string, std::size_t>> split_at(std::string_view s, ch
   std::size_t start = 0;
   while (true) {
     const std::size_t end = s.find(sep, start);
-    out.emplace_back(std::string(s.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start)), start);
+    out.emplace_back(
+        std::string(
+            s.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start)),
+        start);
     if (end == std::string_view::npos) break;
     start = end + 1;
   }
@@ -24,7 +27,8 @@ std::vector<std::pair<std::string, std::size_t>> split_at(std::string_view s, ch
 }
 
 bool to_int(const std::string& s, int64_t& out) {
-  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
+    return false;
   out = std::stoll(s);
   return true;
 }
@@ -37,11 +41,12 @@ Expected<std::vector<std::string>> expand_dimension(const std::string& spec) {
     if (!to_int(spec, a)) return Error("'" + spec + "' is not a size in pixels");
     return std::vector<std::string>{spec};
   }
-  if (parts.size() != 3 || !to_int(parts[0].first, a) || !to_int(parts[1].first, b) || !to_int(parts[2].first, step) ||
-      step <= 0 || b < a)
+  if (parts.size() != 3 || !to_int(parts[0].first, a) || !to_int(parts[1].first, b) ||
+      !to_int(parts[2].first, step) || step <= 0 || b < a)
     return Error("'" + spec + "' is not a range A:B:STEP with A <= B and STEP > 0");
   if ((b - a) / step + 1 > int64_t(kMaxCasesPerLine))
-    return Error("'" + spec + "' expands to more than " + std::to_string(kMaxCasesPerLine) + " sizes; narrow it");
+    return Error("'" + spec + "' expands to more than " + std::to_string(kMaxCasesPerLine) +
+                 " sizes; narrow it");
   std::vector<std::string> out;
   for (int64_t v = a; v <= b; v += step) out.push_back(std::to_string(v));
   return out;
@@ -52,8 +57,11 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
   std::vector<std::string> alternatives;
   if (first) {
     for (const auto& [p, off] : split_at(token, ','))
-      if (!is_pipeline_name(p)) return Error("'" + p + "': a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
-      else alternatives.push_back(p);
+      if (!is_pipeline_name(p))
+        return Error("'" + p +
+                     "': a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
+      else
+        alternatives.push_back(p);
     return alternatives;
   }
   const std::size_t eq = token.find('=');
@@ -61,16 +69,19 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
   const std::string key = token.substr(0, eq), value = token.substr(eq + 1);
   for (const auto& [alt, off] : split_at(value, ',')) {
     if (key == "res" && alt == "tiling") {
-      alternatives.push_back("res=tiling");  // the generator: points from the model config, per case
+      alternatives.push_back(
+          "res=tiling");  // the generator: points from the model config, per case
       continue;
     }
     if (key == "res") {
       const std::size_t x = alt.find('x');
-      if (x == std::string::npos) return Error("'" + alt + "': expected res=HEIGHTxWIDTH, each a size or a range A:B:STEP");
+      if (x == std::string::npos)
+        return Error("'" + alt + "': expected res=HEIGHTxWIDTH, each a size or a range A:B:STEP");
       TP_ASSIGN_OR_RETURN(std::vector<std::string> hs, expand_dimension(alt.substr(0, x)));
       TP_ASSIGN_OR_RETURN(std::vector<std::string> ws, expand_dimension(alt.substr(x + 1)));
       if (hs.size() * ws.size() + alternatives.size() > kMaxCasesPerLine)
-        return Error("'" + alt + "' expands to more than " + std::to_string(kMaxCasesPerLine) + " cases; narrow its ranges");
+        return Error("'" + alt + "' expands to more than " + std::to_string(kMaxCasesPerLine) +
+                     " cases; narrow its ranges");
       for (const auto& h : hs)
         for (const auto& w : ws) alternatives.push_back("res=" + h + "x" + w);
     } else {
@@ -79,8 +90,10 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
   }
   Case scratch;
   for (const std::string& a : alternatives)
-    if (a == "res=tiling") continue;
-    else if (Status s = apply_case_option(scratch, a); !s.ok()) return Error("'" + a + "': " + s.error().message());
+    if (a == "res=tiling")
+      continue;
+    else if (Status s = apply_case_option(scratch, a); !s.ok())
+      return Error("'" + a + "': " + s.error().message());
   return alternatives;
 }
 
@@ -108,11 +121,12 @@ Expected<std::vector<Case>> expand_suite(std::string_view text, const std::strin
     for (std::size_t t = 0; t < tokens.size(); ++t) {
       auto alts = expand_token(tokens[t].first, t == 0);
       if (!alts.ok())
-        return Error(where + ":" + std::to_string(tokens[t].second) + ": " + alts.error().message() +
-                     (t == 0 ? "" : " (in '" + tokens[t].first + "')"));
+        return Error(where + ":" + std::to_string(tokens[t].second) + ": " +
+                     alts.error().message() + (t == 0 ? "" : " (in '" + tokens[t].first + "')"));
       total *= alts->size();
       if (total > kMaxCasesPerLine)
-        return Error(where + ": this line expands to more than " + std::to_string(kMaxCasesPerLine) + " cases; split it or narrow its ranges");
+        return Error(where + ": this line expands to more than " +
+                     std::to_string(kMaxCasesPerLine) + " cases; split it or narrow its ranges");
       choices.push_back(std::move(alts).value());
     }
     // Cross product, first token slowest.
@@ -124,15 +138,19 @@ Expected<std::vector<Case>> expand_suite(std::string_view text, const std::strin
         rest /= choices[t].size();
       }
       std::string expanded;
-      for (std::size_t t = 0; t < choices.size(); ++t) expanded += (t ? " " : "") + choices[t][pick[t]];
+      for (std::size_t t = 0; t < choices.size(); ++t)
+        expanded += (t ? " " : "") + choices[t][pick[t]];
       const std::size_t generator = expanded.find(" res=tiling");
       if (generator != std::string::npos) expanded.erase(generator, 11);
       auto c = parse_case(expanded);
-      if (!c.ok()) return Error(where + ": " + c.error().message() + " (expanded: " + expanded + ")");
+      if (!c.ok())
+        return Error(where + ": " + c.error().message() + " (expanded: " + expanded + ")");
       std::vector<Case> generated{*c};
       if (generator != std::string::npos) {
         auto points = tiling_points(*c);
-        if (!points.ok()) return Error(where + ": res=tiling: " + points.error().message() + " (expanded: " + expanded + ")");
+        if (!points.ok())
+          return Error(where + ": res=tiling: " + points.error().message() +
+                       " (expanded: " + expanded + ")");
         generated.clear();
         for (const auto& [h, w] : *points) {
           Case g = *c;
@@ -154,7 +172,8 @@ Expected<std::vector<Case>> load_suite(const std::string& name_or_path) {
   if (!in) {
     std::string names;
     for (const auto& n : builtin_suite_names()) names += (names.empty() ? "" : ", ") + n;
-    return Error("'" + name_or_path + "' is neither a built-in suite (" + names + ") nor a readable suite file");
+    return Error("'" + name_or_path + "' is neither a built-in suite (" + names +
+                 ") nor a readable suite file");
   }
   std::stringstream s;
   s << in.rdbuf();

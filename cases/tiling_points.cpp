@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "harness/models/vae/tiling.h"
-#include <nlohmann/json.hpp>
-
 #include "harness/models/vae/vae_config.h"
 
 namespace tp {
@@ -27,8 +26,9 @@ Expected<VaeConfig> case_config(const std::string& model) {
 
 Expected<std::vector<std::pair<int64_t, int64_t>>> tiling_points(const Case& c) {
   TP_ASSIGN_OR_RETURN(VaeConfig config, case_config(c.model));
-  TP_ASSIGN_OR_RETURN(TileGeometry g, tile_geometry(config, TilingOptions{true, c.tile_min, c.tile_stride}));
-  const int64_t q = config.downscale();  // one latent pixel, in image pixels
+  TP_ASSIGN_OR_RETURN(TileGeometry g,
+                      tile_geometry(config, TilingOptions{true, c.tile_min, c.tile_stride}));
+  const int64_t q = config.downscale();                 // one latent pixel, in image pixels
   std::vector<std::pair<int64_t, int64_t>> thresholds;  // (threshold, stride) in pixels, per stage
   if (c.pipeline != "vae.decode") thresholds.emplace_back(g.sample_min, g.encode_stride);
   if (c.pipeline != "vae.encode") thresholds.emplace_back(g.latent_min * q, g.decode_stride * q);

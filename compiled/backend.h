@@ -15,8 +15,10 @@ namespace tp::compiled {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string device() const = 0;       // "cpu-emulated" or "cuda": part of plan keys and plan files
-  virtual std::string description() const = 0;  // for humans: "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
+  virtual std::string device()
+      const = 0;  // "cpu-emulated" or "cuda": part of plan keys and plan files
+  virtual std::string description()
+      const = 0;  // for humans: "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
   virtual int64_t available_bytes() const = 0;  // memory an arena may take now
   // An arena of `bytes`, poisoned with NaN so a value never written shows.
   virtual Expected<std::byte*> allocate(int64_t bytes) = 0;
@@ -24,9 +26,11 @@ class Backend {
   virtual Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs,
                          const GroupObserver& observe) = 0;
   // One group alone on given input values (see execute_group in executor.h).
-  virtual Expected<std::vector<Tensor>> run_group(const Plan& plan, std::byte* arena, int index, const Shape& input_shape,
+  virtual Expected<std::vector<Tensor>> run_group(const Plan& plan, std::byte* arena, int index,
+                                                  const Shape& input_shape,
                                                   const std::map<int, Tensor>& values) = 0;
-  virtual Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value, const Shape& shape) = 0;
+  virtual Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value,
+                                const Shape& shape) = 0;
 };
 
 std::unique_ptr<Backend> make_emulated_backend();

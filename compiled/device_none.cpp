@@ -9,8 +9,11 @@ std::string cuda_device_description(int) { return "no CUDA in this build"; }
 
 namespace compiled {
 Expected<std::unique_ptr<Backend>> make_cuda_backend() {
-  return Error("compiled:cuda: this twinpath was built without CUDA (nvcc was not found); rebuild on a machine with the CUDA "
-               "toolkit at /usr/local/cuda, or use compiled:cpu, which runs the same plans under the same numerics contract");
+  return Error(
+      "compiled:cuda: this twinpath was built without CUDA (nvcc was not found); rebuild on a "
+      "machine with the CUDA "
+      "toolkit at /usr/local/cuda, or use compiled:cpu, which runs the same plans under the same "
+      "numerics contract");
 }
 }  // namespace compiled
 

@@ -23,19 +23,24 @@ class EmulatedBackend final : public Backend {
   int64_t available_bytes() const override { return mem_available_bytes(); }
   Expected<std::byte*> allocate(int64_t bytes) override {
     auto* p = new (std::nothrow) std::byte[std::size_t(std::max<int64_t>(bytes, 1))];
-    if (!p) return Error("could not allocate " + std::to_string(bytes) + " bytes of host memory for an arena");
+    if (!p)
+      return Error("could not allocate " + std::to_string(bytes) +
+                   " bytes of host memory for an arena");
     std::memset(p, 0xFF, std::size_t(bytes));  // NaN in f32, f16 and bf16
     return p;
   }
   void release(std::byte* arena) override { delete[] arena; }
-  Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs, const GroupObserver& observe) override {
+  Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs,
+                 const GroupObserver& observe) override {
     return compiled::execute(plan, arena, inputs, observe);
   }
-  Expected<std::vector<Tensor>> run_group(const Plan& plan, std::byte* arena, int index, const Shape& input_shape,
+  Expected<std::vector<Tensor>> run_group(const Plan& plan, std::byte* arena, int index,
+                                          const Shape& input_shape,
                                           const std::map<int, Tensor>& values) override {
     return execute_group(plan, arena, index, input_shape, values);
   }
-  Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value, const Shape& shape) override {
+  Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value,
+                        const Shape& shape) override {
     return read_value(plan, arena, value, shape);
   }
 };

@@ -13,9 +13,14 @@ Shape nhwc(const Shape& s) { return {s[0], s[2], s[3], s[1]}; }
 
 class GroupRun {
  public:
-  GroupRun(const Plan& plan, std::byte* arena, const std::vector<Shape>& shapes, const std::map<int, BufferView>& views,
-           const FaultSet* faults = nullptr)
-      : plan_(plan), g_(*plan.graph), arena_(arena), shapes_(shapes), views_(views), faults_(faults ? *faults : plan.faults) {}
+  GroupRun(const Plan& plan, std::byte* arena, const std::vector<Shape>& shapes,
+           const std::map<int, BufferView>& views, const FaultSet* faults = nullptr)
+      : plan_(plan),
+        g_(*plan.graph),
+        arena_(arena),
+        shapes_(shapes),
+        views_(views),
+        faults_(faults ? *faults : plan.faults) {}
 
   // The group's values after run(): inputs as read (fp32) and every op output before rounding.
   const std::map<int, Tensor>& values() const { return local_; }
@@ -36,26 +41,34 @@ class GroupRun {
           const bool up = grp.upsample_prologue;
           const int src = up ? g_.ops[std::size_t(grp.ops[0])].inputs[0] : op.inputs[0];
           const em::Upsample mode = !up ? em::Upsample::kNone
-                                    : f.has(Fault::kUpsampleOffByOne) ? em::Upsample::kNearest2xOffByOne
-                                                                      : em::Upsample::kNearest2x;
-          out = em::conv2d(value(src), param(op.weight), param_or_null(op.bias), op.attrs, mode, pol.accumulation);
+                                    : f.has(Fault::kUpsampleOffByOne)
+                                        ? em::Upsample::kNearest2xOffByOne
+                                        : em::Upsample::kNearest2x;
+          out = em::conv2d(value(src), param(op.weight), param_or_null(op.bias), op.attrs, mode,
+                           pol.accumulation);
           break;
         }
         case OpKind::kLinear:
-          out = em::conv2d(value(op.inputs[0]), param(op.weight), param_or_null(op.bias), OpAttrs{}, em::Upsample::kNone,
-                           pol.accumulation);
+          out = em::conv2d(value(op.inputs[0]), param(op.weight), param_or_null(op.bias), OpAttrs{},
+                           em::Upsample::kNone, pol.accumulation);
           break;
         case OpKind::kGroupNorm:
-          out = em::group_norm(value(op.inputs[0]), param(op.weight), param(op.bias), op.attrs.groups, op.attrs.eps,
-                               f.has(Fault::kGroupNormF16Accum));
+          out = em::group_norm(value(op.inputs[0]), param(op.weight), param(op.bias),
+                               op.attrs.groups, op.attrs.eps, f.has(Fault::kGroupNormF16Accum));
           break;
         case OpKind::kAttention:
-          out = em::attention(value(op.inputs[0]), value(op.inputs[1]), value(op.inputs[2]), op.attrs.scale,
-                              f.has(Fault::kSoftmaxNoMax), pol.activation);
+          out = em::attention(value(op.inputs[0]), value(op.inputs[1]), value(op.inputs[2]),
+                              op.attrs.scale, f.has(Fault::kSoftmaxNoMax), pol.activation);
           break;
-        case OpKind::kAdd: out = em::add(value(op.inputs[0]), value(op.inputs[1])); break;
-        case OpKind::kSliceChannels: out = em::slice_channels(value(op.inputs[0]), op.attrs.begin, op.attrs.end); break;
-        default: out = em::pointwise(op.kind, op.attrs, value(op.inputs[0])); break;
+        case OpKind::kAdd:
+          out = em::add(value(op.inputs[0]), value(op.inputs[1]));
+          break;
+        case OpKind::kSliceChannels:
+          out = em::slice_channels(value(op.inputs[0]), op.attrs.begin, op.attrs.end);
+          break;
+        default:
+          out = em::pointwise(op.kind, op.attrs, value(op.inputs[0]));
+          break;
       }
       local_[op.output] = std::move(out);
     }
@@ -81,7 +94,9 @@ class GroupRun {
     return local_.emplace(v, std::move(t)).first->second;
   }
   const PreparedParam& param(const std::string& key) const { return *plan_.params.at(key); }
-  const PreparedParam* param_or_null(const std::string& key) const { return key.empty() ? nullptr : &param(key); }
+  const PreparedParam* param_or_null(const std::string& key) const {
+    return key.empty() ? nullptr : &param(key);
+  }
 
   const Plan& plan_;
   const Graph& g_;
@@ -94,12 +109,14 @@ class GroupRun {
 
 }  // namespace
 
-void transpose_channels(const std::byte* src, std::byte* dst, const Shape& s, std::size_t elem, bool to_last) {
+void transpose_channels(const std::byte* src, std::byte* dst, const Shape& s, std::size_t elem,
+                        bool to_last) {
   const int64_t b = s[0], c = s[1], hw = s[2] * s[3];
   for (int64_t n = 0; n < b; ++n)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < hw; ++p) {
-        const std::size_t first = std::size_t((n * c + ch) * hw + p) * elem, last = std::size_t((n * hw + p) * c + ch) * elem;
+        const std::size_t first = std::size_t((n * c + ch) * hw + p) * elem,
+                          last = std::size_t((n * hw + p) * c + ch) * elem;
         std::memcpy(dst + (to_last ? last : first), src + (to_last ? first : last), elem);
       }
 }
@@ -110,8 +127,10 @@ Expected<BoundInputs> bind_inputs(const Plan& plan, const std::vector<PlanInput>
   const PlanInput& first = inputs[0];
   const Shape in_shape = first.tensor ? first.tensor->shape() : first.view.shape;
   const Shape& cap = plan.capacity_shape;
-  if (in_shape.size() != 4 || in_shape[0] != cap[0] || in_shape[1] != cap[1] || in_shape[2] > cap[2] || in_shape[3] > cap[3])
-    return Error("input " + shape_string(in_shape) + " does not fit the plan compiled for " + shape_string(cap));
+  if (in_shape.size() != 4 || in_shape[0] != cap[0] || in_shape[1] != cap[1] ||
+      in_shape[2] > cap[2] || in_shape[3] > cap[3])
+    return Error("input " + shape_string(in_shape) + " does not fit the plan compiled for " +
+                 shape_string(cap));
   BoundInputs bound;
   TP_ASSIGN_OR_RETURN(bound.shapes, infer_shapes(g, in_shape));
   for (const PlanInput& in : inputs) {
@@ -127,17 +146,20 @@ Expected<BoundInputs> bind_inputs(const Plan& plan, const std::vector<PlanInput>
   return bound;
 }
 
-Expected<std::vector<Shape>> bind_group_inputs(const Plan& plan, int index, const Shape& input_shape,
+Expected<std::vector<Shape>> bind_group_inputs(const Plan& plan, int index,
+                                               const Shape& input_shape,
                                                const std::map<int, Tensor>& values) {
   TP_CHECK(index >= 0 && index < int(plan.groups.size()), "group index");
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(*plan.graph, input_shape));
   for (int v : plan.groups[std::size_t(index)].inputs) {
     auto it = values.find(v);
     const std::string& name = plan.graph->value_names[std::size_t(v)];
-    if (it == values.end()) return Error("group " + std::to_string(index) + " reads " + name + ", which was not given");
+    if (it == values.end())
+      return Error("group " + std::to_string(index) + " reads " + name + ", which was not given");
     if (it->second.shape() != shapes[std::size_t(v)])
-      return Error("group " + std::to_string(index) + " reads " + name + " as " + shape_string(shapes[std::size_t(v)]) +
-                   " but it was given as " + shape_string(it->second.shape()));
+      return Error("group " + std::to_string(index) + " reads " + name + " as " +
+                   shape_string(shapes[std::size_t(v)]) + " but it was given as " +
+                   shape_string(it->second.shape()));
   }
   return shapes;
 }
@@ -147,9 +169,11 @@ void stage_input(const Tensor& t, DType dtype, std::byte* dst) {
   transpose_channels(rounded.raw(), dst, rounded.shape(), dtype_size(dtype), true);
 }
 
-Expected<std::vector<Tensor>> execute_group(const Plan& plan, std::byte* arena, int index, const Shape& input_shape,
+Expected<std::vector<Tensor>> execute_group(const Plan& plan, std::byte* arena, int index,
+                                            const Shape& input_shape,
                                             const std::map<int, Tensor>& values) {
-  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, bind_group_inputs(plan, index, input_shape, values));
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes,
+                      bind_group_inputs(plan, index, input_shape, values));
   const Group& grp = plan.groups[std::size_t(index)];
   for (int v : grp.inputs) {
     const Buffer& b = plan.buffers.at(v);
@@ -162,9 +186,10 @@ Expected<std::vector<Tensor>> execute_group(const Plan& plan, std::byte* arena, 
   return out;
 }
 
-Expected<GroupReplay> replay_group(const Plan& plan, int index, const Shape& input_shape, const std::map<int, Tensor>& values,
-                                   const FaultSet& faults) {
-  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, bind_group_inputs(plan, index, input_shape, values));
+Expected<GroupReplay> replay_group(const Plan& plan, int index, const Shape& input_shape,
+                                   const std::map<int, Tensor>& values, const FaultSet& faults) {
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes,
+                      bind_group_inputs(plan, index, input_shape, values));
   const Group& grp = plan.groups[std::size_t(index)];
   std::vector<std::byte> arena(std::size_t(plan.stats.arena_bytes));
   for (int v : grp.inputs) {
@@ -186,7 +211,8 @@ Expected<GroupReplay> replay_group(const Plan& plan, int index, const Shape& inp
     const int v = plan.graph->ops[std::size_t(o)].output;
     if (run.values().count(v)) replay.ops.emplace_back(o, to_nchw(v));
   }
-  for (int v : grp.outputs) replay.stored.push_back(read_value(plan, arena.data(), v, shapes[std::size_t(v)]));
+  for (int v : grp.outputs)
+    replay.stored.push_back(read_value(plan, arena.data(), v, shapes[std::size_t(v)]));
   return replay;
 }
 
@@ -202,11 +228,13 @@ BufferView view_value(const Plan& plan, const std::byte* arena, int value, const
   return BufferView{arena + b.offset, b.dtype, shape};
 }
 
-Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
+Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs,
+               const GroupObserver& observe) {
   TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
   for (const auto& [v, t] : bound.uploads) {
     const Buffer& b = plan.buffers.at(v);
-    stage_input(*t, b.dtype, arena + b.offset);  // one rounding from the file's dtype, then channels-last
+    stage_input(*t, b.dtype,
+                arena + b.offset);  // one rounding from the file's dtype, then channels-last
   }
   GroupRun run(plan, arena, bound.shapes, bound.views);
   for (const Group& grp : plan.groups) {
@@ -214,7 +242,9 @@ Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>&
     if (!observe) continue;
     NamedTensors stored;
     for (std::size_t i = 0; i < grp.outputs.size(); ++i)
-      stored.emplace_back(grp.checkpoints[i], read_value(plan, arena, grp.outputs[i], bound.shapes[std::size_t(grp.outputs[i])]));
+      stored.emplace_back(
+          grp.checkpoints[i],
+          read_value(plan, arena, grp.outputs[i], bound.shapes[std::size_t(grp.outputs[i])]));
     observe(grp, stored);
   }
   return Status();

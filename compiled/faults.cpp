@@ -5,17 +5,21 @@ namespace tp::compiled {
 const std::vector<FaultInfo>& all_faults() {
   static const std::vector<FaultInfo> faults = {
       {Fault::kTileThresholdFromStride, "tile-threshold-from-stride",
-       "tiling engages when the latent exceeds tile stride / ratio instead of tile min / ratio (field report 4)"},
+       "tiling engages when the latent exceeds tile stride / ratio instead of tile min / ratio "
+       "(field report 4)"},
       {Fault::kArenaAlias, "arena-alias",
-       "co-resident plans share one arena, so running one overwrites the other's live output (field report 1)"},
+       "co-resident plans share one arena, so running one overwrites the other's live output "
+       "(field report 1)"},
       {Fault::kCacheKeyIgnoresWeights, "cache-key-ignores-weights",
-       "the plan cache key leaves out the weights identity, so a plan built for other weights is reused"},
+       "the plan cache key leaves out the weights identity, so a plan built for other weights is "
+       "reused"},
       {Fault::kGroupNormF16Accum, "groupnorm-f16-accum",
        "GroupNorm accumulates its sums and sums of squares in f16 instead of fp32"},
       {Fault::kSoftmaxNoMax, "softmax-no-max",
        "attention softmax skips the max subtraction and holds exp() in the activation dtype"},
       {Fault::kFp8NoScale, "fp8-no-scale",
-       "fp8 weights are cast without a scale (scale 1), flushing small weights and saturating large ones"},
+       "fp8 weights are cast without a scale (scale 1), flushing small weights and saturating "
+       "large ones"},
       {Fault::kUpsampleOffByOne, "upsample-off-by-one",
        "the fused nearest-upsample + conv reads source index (i+1)/2 instead of i/2"},
   };
@@ -43,7 +47,8 @@ Expected<FaultSet> parse_faults(std::string_view text) {
       }
     if (!found) {
       std::string known;
-      for (const FaultInfo& f : all_faults()) known += (known.empty() ? "" : ", ") + std::string(f.name);
+      for (const FaultInfo& f : all_faults())
+        known += (known.empty() ? "" : ", ") + std::string(f.name);
       return Error("unknown fault '" + std::string(name) + "'; the compiled path knows " + known);
     }
     start = end + 1;

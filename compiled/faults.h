@@ -13,13 +13,19 @@
 namespace tp::compiled {
 
 enum class Fault : uint8_t {
-  kTileThresholdFromStride,  // tiling engages at latent size > stride/ratio instead of min/ratio (field report 4)
-  kArenaAlias,               // co-resident plans share one arena, so one run overwrites another's live output (field report 1)
-  kCacheKeyIgnoresWeights,   // the plan cache key leaves out the weights, so another model's plan is reused
-  kGroupNormF16Accum,        // GroupNorm sums and sums of squares accumulate in f16 (overflow, lost precision)
-  kSoftmaxNoMax,             // softmax without max subtraction, exp() held in the activation dtype (overflow to inf/NaN)
-  kFp8NoScale,               // fp8 weights cast without a scale (small weights flush, large ones saturate)
-  kUpsampleOffByOne,         // fused nearest-upsample + conv reads source row/column (i+1)/2 instead of i/2
+  kTileThresholdFromStride,  // tiling engages at latent size > stride/ratio instead of min/ratio
+                             // (field report 4)
+  kArenaAlias,  // co-resident plans share one arena, so one run overwrites another's live output
+                // (field report 1)
+  kCacheKeyIgnoresWeights,  // the plan cache key leaves out the weights, so another model's plan is
+                            // reused
+  kGroupNormF16Accum,       // GroupNorm sums and sums of squares accumulate in f16 (overflow, lost
+                            // precision)
+  kSoftmaxNoMax,  // softmax without max subtraction, exp() held in the activation dtype (overflow
+                  // to inf/NaN)
+  kFp8NoScale,    // fp8 weights cast without a scale (small weights flush, large ones saturate)
+  kUpsampleOffByOne,  // fused nearest-upsample + conv reads source row/column (i+1)/2 instead of
+                      // i/2
 };
 constexpr int kFaultCount = 7;
 

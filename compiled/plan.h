@@ -17,31 +17,32 @@
 namespace tp::compiled {
 
 enum class GroupKind : uint8_t {
-  kConv,          // conv + bias [+ residual add] [+ activation] [+ gaussian tail], optional upsample prologue
-  kGroupNorm,     // GroupNorm [+ SiLU]
-  kAttention,     // to_q/to_k/to_v + softmax(q k^T * scale) v + to_out [+ residual add]
-  kElementwise,   // a standalone pointwise op (and its pointwise successors)
-  kUpsample,      // a standalone nearest upsample (its consumer is not a conv)
+  kConv,         // conv + bias [+ residual add] [+ activation] [+ gaussian tail], optional upsample
+                 // prologue
+  kGroupNorm,    // GroupNorm [+ SiLU]
+  kAttention,    // to_q/to_k/to_v + softmax(q k^T * scale) v + to_out [+ residual add]
+  kElementwise,  // a standalone pointwise op (and its pointwise successors)
+  kUpsample,     // a standalone nearest upsample (its consumer is not a conv)
 };
 const char* group_kind_name(GroupKind kind);
 
 struct Group {
   GroupKind kind;
-  std::vector<int> ops;                       // op indices, in the order they run inside the group
-  std::vector<int> inputs;                    // values read from outside the group
-  std::vector<int> outputs;                   // values the group stores (read later or graph outputs)
-  std::vector<std::string> checkpoints;       // per output: its diffusers module path, else its op name
-  bool upsample_prologue = false;             // the conv reads its input through a nearest 2x upsample
+  std::vector<int> ops;                  // op indices, in the order they run inside the group
+  std::vector<int> inputs;               // values read from outside the group
+  std::vector<int> outputs;              // values the group stores (read later or graph outputs)
+  std::vector<std::string> checkpoints;  // per output: its diffusers module path, else its op name
+  bool upsample_prologue = false;        // the conv reads its input through a nearest 2x upsample
   LayerPolicy policy;
-  std::string label() const;                  // "conv+add+relu" etc., from the ops
+  std::string label() const;  // "conv+add+relu" etc., from the ops
 };
 
 // Where a value lives: NHWC in the arena, in its group's activation dtype.
 struct Buffer {
   int value = -1;
   DType dtype = DType::kF16;
-  Shape shape;          // NCHW at the plan's capacity shape
-  int64_t offset = 0;   // bytes into the arena
+  Shape shape;         // NCHW at the plan's capacity shape
+  int64_t offset = 0;  // bytes into the arena
   int64_t bytes = 0;
   int first_group = 0;  // -1 for graph inputs
   int last_group = 0;   // groups.size() for graph outputs
@@ -57,15 +58,15 @@ struct PlanStats {
 };
 
 struct Plan {
-  std::string key;             // the cache key (graph, weights, shape, policy, faults, device)
+  std::string key;  // the cache key (graph, weights, shape, policy, faults, device)
   std::shared_ptr<const Graph> graph;
   uint64_t graph_hash = 0;
   uint64_t weights_identity = 0;
-  Shape capacity_shape;        // input shape the arena is sized for (>= actual shapes under bucketing)
+  Shape capacity_shape;  // input shape the arena is sized for (>= actual shapes under bucketing)
   DTypePolicy policy;
   FaultSet faults;
-  std::string device;          // the backend it runs on: "cpu-emulated" or "cuda"
-  std::vector<Group> groups;   // in execution order
+  std::string device;             // the backend it runs on: "cpu-emulated" or "cuda"
+  std::vector<Group> groups;      // in execution order
   std::map<int, Buffer> buffers;  // by value id
   std::map<std::string, std::shared_ptr<const PreparedParam>> params;  // by parameter key
   PlanStats stats;

@@ -27,23 +27,39 @@ uint64_t checksum(const std::string& s) {
 json plan_to_json(const Plan& p) {
   json groups = json::array();
   for (const Group& g : p.groups)
-    groups.push_back({{"kind", int(g.kind)}, {"ops", g.ops}, {"inputs", g.inputs}, {"outputs", g.outputs},
-                      {"checkpoints", g.checkpoints}, {"upsample_prologue", g.upsample_prologue},
+    groups.push_back({{"kind", int(g.kind)},
+                      {"ops", g.ops},
+                      {"inputs", g.inputs},
+                      {"outputs", g.outputs},
+                      {"checkpoints", g.checkpoints},
+                      {"upsample_prologue", g.upsample_prologue},
                       {"policy", layer_policy_string(g.policy)}});
   json buffers = json::array();
   for (const auto& [v, b] : p.buffers)
-    buffers.push_back({{"value", v}, {"dtype", dtype_name(b.dtype)}, {"shape", b.shape}, {"offset", b.offset},
-                       {"bytes", b.bytes}, {"first_group", b.first_group}, {"last_group", b.last_group}});
-  return {{"key", p.key}, {"graph", p.graph->name}, {"graph_hash", hex(p.graph_hash)},
-          {"weights_identity", hex(p.weights_identity)}, {"capacity_shape", p.capacity_shape},
-          {"groups", groups}, {"buffers", buffers},
-          {"stats", {{"arena_bytes", p.stats.arena_bytes}, {"unshared_bytes", p.stats.unshared_bytes},
-                     {"compile_seconds", p.stats.compile_seconds}}}};
+    buffers.push_back({{"value", v},
+                       {"dtype", dtype_name(b.dtype)},
+                       {"shape", b.shape},
+                       {"offset", b.offset},
+                       {"bytes", b.bytes},
+                       {"first_group", b.first_group},
+                       {"last_group", b.last_group}});
+  return {{"key", p.key},
+          {"graph", p.graph->name},
+          {"graph_hash", hex(p.graph_hash)},
+          {"weights_identity", hex(p.weights_identity)},
+          {"capacity_shape", p.capacity_shape},
+          {"groups", groups},
+          {"buffers", buffers},
+          {"stats",
+           {{"arena_bytes", p.stats.arena_bytes},
+            {"unshared_bytes", p.stats.unshared_bytes},
+            {"compile_seconds", p.stats.compile_seconds}}}};
 }
 
 // Rebuilds one plan from its JSON, checking every index against the graph, so a damaged file
 // fails here with a sentence instead of inside a kernel.
-Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& model, uint64_t identity, Session& session,
+Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& model,
+                                               uint64_t identity, Session& session,
                                                const std::string& file) {
   const std::string graph_name = j.at("graph");
   const Graph* found = nullptr;
@@ -53,15 +69,18 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
     known += (known.empty() ? "" : ", ") + g.name;
   }
   if (found == nullptr)
-    return Error(file + ": holds a plan for graph '" + graph_name + "', which " + model.dir + " does not have (it has " + known +
-                 "); make a new plan file with --save-plan");
+    return Error(file + ": holds a plan for graph '" + graph_name + "', which " + model.dir +
+                 " does not have (it has " + known + "); make a new plan file with --save-plan");
   const Graph& graph = *found;
   if (j.at("graph_hash") != hex(graph.hash()))
-    return Error(file + ": its " + graph_name + " plan was made for another architecture (graph " + std::string(j.at("graph_hash")) +
-                 ", this model's is " + hex(graph.hash()) + "); make a new plan file with --save-plan for " + model.dir);
+    return Error(file + ": its " + graph_name + " plan was made for another architecture (graph " +
+                 std::string(j.at("graph_hash")) + ", this model's is " + hex(graph.hash()) +
+                 "); make a new plan file with --save-plan for " + model.dir);
   if (j.at("weights_identity") != hex(identity))
-    return Error(file + ": its plans were made for other weights (identity " + std::string(j.at("weights_identity")) +
-                 ", " + model.dir + " has " + hex(identity) + "); use the model the plan was saved with, or make a new plan file with --save-plan");
+    return Error(
+        file + ": its plans were made for other weights (identity " +
+        std::string(j.at("weights_identity")) + ", " + model.dir + " has " + hex(identity) +
+        "); use the model the plan was saved with, or make a new plan file with --save-plan");
   auto plan = std::make_unique<Plan>();
   plan->key = j.at("key");
   plan->graph = std::make_shared<const Graph>(graph);
@@ -72,7 +91,9 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
   plan->faults = session.options().faults;
   plan->device = session.backend().device();
   const int n_ops = int(graph.ops.size()), n_values = int(graph.value_names.size());
-  auto bad = [&](const std::string& what) { return Error(file + ": is corrupt (" + what + "); make a new plan file with --save-plan"); };
+  auto bad = [&](const std::string& what) {
+    return Error(file + ": is corrupt (" + what + "); make a new plan file with --save-plan");
+  };
   if (plan->capacity_shape.size() != 4) return bad("capacity shape");
   std::vector<int> op_seen(std::size_t(n_ops), 0);
   for (const json& jg : j.at("groups")) {
@@ -107,7 +128,8 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
     b.bytes = jb.at("bytes");
     b.first_group = jb.at("first_group");
     b.last_group = jb.at("last_group");
-    if (b.value < 0 || b.value >= n_values || b.offset < 0 || b.bytes != shape_numel(b.shape) * int64_t(dtype_size(b.dtype)))
+    if (b.value < 0 || b.value >= n_values || b.offset < 0 ||
+        b.bytes != shape_numel(b.shape) * int64_t(dtype_size(b.dtype)))
       return bad("buffer");
     plan->buffers[b.value] = b;
   }
@@ -120,7 +142,8 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
   for (const Group& g : plan->groups)
     for (const std::vector<int>* vs : {&g.inputs, &g.outputs})
       for (int v : *vs)
-        if (!plan->buffers.count(v) && std::none_of(graph.inputs.begin(), graph.inputs.end(), [&](auto& in) { return in.second == v; }))
+        if (!plan->buffers.count(v) && std::none_of(graph.inputs.begin(), graph.inputs.end(),
+                                                    [&](auto& in) { return in.second == v; }))
           return bad("a group reads or writes a value without a buffer");
   // Shapes the file claims must be what this graph gives at the capacity shape.
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(graph, plan->capacity_shape));
@@ -139,11 +162,12 @@ Status save_plans(const Session& session, const std::string& path) {
   for (const Plan* p : session.plans()) plans.push_back(plan_to_json(*p));
   const SessionOptions& o = session.options();
   const json body = {{"tool_version", TWINPATH_VERSION}, {"device", session.backend().device()},
-                     {"policy", o.policy.to_string()}, {"faults", o.faults.to_string()},
-                     {"shapes", o.shapes.to_string()}, {"plans", plans}};
+                     {"policy", o.policy.to_string()},   {"faults", o.faults.to_string()},
+                     {"shapes", o.shapes.to_string()},   {"plans", plans}};
   const std::string text = body.dump();
   return write_file_atomically(path, [&](std::ostream& out) {
-    out << "twinpath-plan " << kPlanFormatVersion << "\n" << text << "\nchecksum " << hex(checksum(text)) << "\n";
+    out << "twinpath-plan " << kPlanFormatVersion << "\n"
+        << text << "\nchecksum " << hex(checksum(text)) << "\n";
     return Status();
   });
 }
@@ -153,33 +177,42 @@ Status load_plans(Session& session, const PlanModel& model, const std::string& p
   if (!in) return Error(path + ": cannot open the plan file; check the path");
   std::string magic, body, sum;
   std::getline(in, magic);
-  if (magic.rfind("twinpath-plan ", 0) != 0) return Error(path + ": is not a twinpath plan file (it does not start with 'twinpath-plan')");
+  if (magic.rfind("twinpath-plan ", 0) != 0)
+    return Error(path + ": is not a twinpath plan file (it does not start with 'twinpath-plan')");
   if (magic != "twinpath-plan " + std::to_string(kPlanFormatVersion))
-    return Error(path + ": is plan format " + magic.substr(14) + ", this twinpath reads format " + std::to_string(kPlanFormatVersion) +
-                 "; make a new plan file with --save-plan");
+    return Error(path + ": is plan format " + magic.substr(14) + ", this twinpath reads format " +
+                 std::to_string(kPlanFormatVersion) + "; make a new plan file with --save-plan");
   std::getline(in, body);
   std::getline(in, sum);
-  if (sum.rfind("checksum ", 0) != 0) return Error(path + ": is truncated (no checksum line); make a new plan file with --save-plan");
+  if (sum.rfind("checksum ", 0) != 0)
+    return Error(path + ": is truncated (no checksum line); make a new plan file with --save-plan");
   if (sum.substr(9) != hex(checksum(body)))
-    return Error(path + ": is corrupt (its checksum does not match its content); make a new plan file with --save-plan");
+    return Error(path +
+                 ": is corrupt (its checksum does not match its content); make a new plan file "
+                 "with --save-plan");
   try {
     const json j = json::parse(body);
     if (j.at("tool_version") != TWINPATH_VERSION)
-      return Error(path + ": was made by twinpath " + std::string(j.at("tool_version")) + ", this is " + TWINPATH_VERSION +
-                   "; make a new plan file with --save-plan");
+      return Error(path + ": was made by twinpath " + std::string(j.at("tool_version")) +
+                   ", this is " + TWINPATH_VERSION + "; make a new plan file with --save-plan");
     const std::string device = session.backend().device();
     if (j.at("device") != device)
-      return Error(path + ": was made for device " + std::string(j.at("device")) + ", this run is on " + device +
-                   "; make a plan file on this device");
+      return Error(path + ": was made for device " + std::string(j.at("device")) +
+                   ", this run is on " + device + "; make a plan file on this device");
     const SessionOptions& o = session.options();
-    for (const auto& [field, want] : {std::pair<const char*, std::string>{"policy", o.policy.to_string()},
-                                      {"faults", o.faults.to_string()}, {"shapes", o.shapes.to_string()}})
+    for (const auto& [field, want] :
+         {std::pair<const char*, std::string>{"policy", o.policy.to_string()},
+          {"faults", o.faults.to_string()},
+          {"shapes", o.shapes.to_string()}})
       if (j.at(field) != want)
-        return Error(path + ": was made with " + field + " '" + std::string(j.at(field)) + "' but this run asks for '" + want +
-                     "'; pass the same options as when it was saved, or make a new plan file with --save-plan");
+        return Error(path + ": was made with " + field + " '" + std::string(j.at(field)) +
+                     "' but this run asks for '" + want +
+                     "'; pass the same options as when it was saved, or make a new plan file with "
+                     "--save-plan");
     const uint64_t identity = session.identity_of(*model.weights);
     for (const json& jp : j.at("plans")) {
-      TP_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, plan_from_json(jp, model, identity, session, path));
+      TP_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
+                          plan_from_json(jp, model, identity, session, path));
       session.adopt(std::move(plan));
     }
   } catch (const json::exception& e) {

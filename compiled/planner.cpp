@@ -9,16 +9,19 @@ namespace tp::compiled {
 namespace {
 
 bool is_pointwise(OpKind k) {
-  return k == OpKind::kSilu || k == OpKind::kRelu || k == OpKind::kTanhClamp || k == OpKind::kAffine ||
-         k == OpKind::kClamp || k == OpKind::kAdd || k == OpKind::kSliceChannels;
+  return k == OpKind::kSilu || k == OpKind::kRelu || k == OpKind::kTanhClamp ||
+         k == OpKind::kAffine || k == OpKind::kClamp || k == OpKind::kAdd ||
+         k == OpKind::kSliceChannels;
 }
 
 struct GraphIndex {
   std::vector<std::vector<int>> consumers;  // by value id: ops reading it
   std::vector<bool> graph_output;
-  std::vector<int> producer;                // by value id: op writing it, -1 for inputs
+  std::vector<int> producer;  // by value id: op writing it, -1 for inputs
   explicit GraphIndex(const Graph& g)
-      : consumers(g.value_names.size()), graph_output(g.value_names.size(), false), producer(g.value_names.size(), -1) {
+      : consumers(g.value_names.size()),
+        graph_output(g.value_names.size(), false),
+        producer(g.value_names.size(), -1) {
     for (std::size_t i = 0; i < g.ops.size(); ++i) {
       for (int v : g.ops[i].inputs) consumers[std::size_t(v)].push_back(int(i));
       producer[std::size_t(g.ops[i].output)] = int(i);
@@ -38,7 +41,8 @@ std::vector<int> match_attention(const Graph& g, const GraphIndex& ix, int q_op)
   if (a.kind != OpKind::kAttention || a.inputs[0] != q.output) return {};
   const int k = ix.producer[std::size_t(a.inputs[1])], v = ix.producer[std::size_t(a.inputs[2])];
   for (int p : {k, v}) {
-    if (p < 0 || g.ops[std::size_t(p)].kind != OpKind::kLinear || g.ops[std::size_t(p)].inputs[0] != q.inputs[0] ||
+    if (p < 0 || g.ops[std::size_t(p)].kind != OpKind::kLinear ||
+        g.ops[std::size_t(p)].inputs[0] != q.inputs[0] ||
         ix.of(g.ops[std::size_t(p)].output).size() != 1)
       return {};
   }
@@ -49,19 +53,22 @@ std::vector<int> match_attention(const Graph& g, const GraphIndex& ix, int q_op)
 }
 
 // Appends the pointwise ops that follow `value` while it has no other reader: the epilogue.
-void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vector<int>& assigned, int group,
-                     std::vector<int>& ops) {
+void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vector<int>& assigned,
+                     int group, std::vector<int>& ops) {
   while (!ix.graph_output[std::size_t(value)]) {
     const std::vector<int>& readers = ix.of(value);
     if (readers.empty()) return;
     bool all_slices = true;
-    for (int r : readers) all_slices = all_slices && g.ops[std::size_t(r)].kind == OpKind::kSliceChannels && assigned[std::size_t(r)] < 0;
+    for (int r : readers)
+      all_slices = all_slices && g.ops[std::size_t(r)].kind == OpKind::kSliceChannels &&
+                   assigned[std::size_t(r)] < 0;
     if (readers.size() > 1 && all_slices) {  // the DiagonalGaussian tail: mean, logvar (+ clamp)
       for (int r : readers) {
         assigned[std::size_t(r)] = group;
         ops.push_back(r);
       }
-      for (int r : readers) absorb_epilogue(g, ix, g.ops[std::size_t(r)].output, assigned, group, ops);
+      for (int r : readers)
+        absorb_epilogue(g, ix, g.ops[std::size_t(r)].output, assigned, group, ops);
       return;
     }
     if (readers.size() != 1) return;
@@ -76,18 +83,23 @@ void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vecto
 
 GroupKind kind_of(OpKind k) {
   switch (k) {
-    case OpKind::kConv2d: return GroupKind::kConv;
-    case OpKind::kGroupNorm: return GroupKind::kGroupNorm;
-    case OpKind::kUpsampleNearest2x: return GroupKind::kUpsample;
+    case OpKind::kConv2d:
+      return GroupKind::kConv;
+    case OpKind::kGroupNorm:
+      return GroupKind::kGroupNorm;
+    case OpKind::kUpsampleNearest2x:
+      return GroupKind::kUpsample;
     case OpKind::kLinear:  // a linear outside an attention block runs as a 1x1 conv
       return GroupKind::kConv;
-    default: return GroupKind::kElementwise;
+    default:
+      return GroupKind::kElementwise;
   }
 }
 
 // Orders groups so each runs after the groups producing its inputs (a residual add fused into
 // conv2 needs the shortcut conv, which the graph lists later), ties broken by first op.
-std::vector<Group> schedule(std::vector<Group> groups, const Graph& g, const GraphIndex& ix, const std::vector<int>& assigned) {
+std::vector<Group> schedule(std::vector<Group> groups, const Graph& g, const GraphIndex& ix,
+                            const std::vector<int>& assigned) {
   const std::size_t n = groups.size();
   std::vector<std::set<int>> deps(n);
   std::vector<std::vector<int>> users(n);
@@ -95,10 +107,12 @@ std::vector<Group> schedule(std::vector<Group> groups, const Graph& g, const Gra
     for (int op : groups[gi].ops)
       for (int v : g.ops[std::size_t(op)].inputs) {
         const int producer = ix.producer[std::size_t(v)];
-        if (producer >= 0 && assigned[std::size_t(producer)] != int(gi)) deps[gi].insert(assigned[std::size_t(producer)]);
+        if (producer >= 0 && assigned[std::size_t(producer)] != int(gi))
+          deps[gi].insert(assigned[std::size_t(producer)]);
       }
   std::vector<int> pending(n);
-  std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>> ready;  // (first op, group)
+  std::priority_queue<std::pair<int, int>, std::vector<std::pair<int, int>>, std::greater<>>
+      ready;  // (first op, group)
   for (std::size_t gi = 0; gi < n; ++gi) {
     pending[gi] = int(deps[gi].size());
     for (int d : deps[gi]) users[std::size_t(d)].push_back(int(gi));
@@ -131,7 +145,8 @@ std::vector<Group> partition_into_groups(const Graph& g) {
     int head = op.output;
     const std::vector<int>& readers = ix.of(op.output);
     const std::vector<int> attention = match_attention(g, ix, int(i));
-    if (op.kind == OpKind::kUpsampleNearest2x && readers.size() == 1 && !ix.graph_output[std::size_t(op.output)] &&
+    if (op.kind == OpKind::kUpsampleNearest2x && readers.size() == 1 &&
+        !ix.graph_output[std::size_t(op.output)] &&
         g.ops[std::size_t(readers[0])].kind == OpKind::kConv2d) {
       grp.kind = GroupKind::kConv;
       grp.upsample_prologue = true;
@@ -155,7 +170,9 @@ std::vector<Group> partition_into_groups(const Graph& g) {
     for (int o : grp.ops) inside.insert(g.ops[std::size_t(o)].output);
     for (int o : grp.ops)
       for (int v : g.ops[std::size_t(o)].inputs)
-        if (!inside.count(v) && std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end()) grp.inputs.push_back(v);
+        if (!inside.count(v) &&
+            std::find(grp.inputs.begin(), grp.inputs.end(), v) == grp.inputs.end())
+          grp.inputs.push_back(v);
     for (int o : grp.ops) {
       const int v = g.ops[std::size_t(o)].output;
       bool read_outside = ix.graph_output[std::size_t(v)];
@@ -180,7 +197,8 @@ Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
   for (const Group& grp : plan.groups)
     for (int o : grp.ops) {
       const Op& op = g.ops[std::size_t(o)];
-      if (op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
+      if (op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear)
+        TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
     }
   for (const Group& grp : plan.groups)
     for (int o : grp.ops) {
@@ -188,7 +206,8 @@ Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
       const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear;
       for (const std::string* key : {&op.weight, &op.bias})
         if (!key->empty())
-          plan.params[*key] = store.get(weights, plan.weights_identity, *key, grp.policy, matrix && key == &op.weight, plan.faults);
+          plan.params[*key] = store.get(weights, plan.weights_identity, *key, grp.policy,
+                                        matrix && key == &op.weight, plan.faults);
     }
   plan.stats.weight_bytes = 0;
   for (const auto& [key, p] : plan.params) plan.stats.weight_bytes += p->storage_bytes();
@@ -200,13 +219,15 @@ int64_t assign_offsets(std::map<int, Buffer>& buffers) {
   std::vector<Buffer*> order;
   for (auto& [v, b] : buffers) order.push_back(&b);
   // Largest first, then first-fit into the lowest gap among buffers whose lifetimes overlap.
-  std::stable_sort(order.begin(), order.end(), [](const Buffer* a, const Buffer* b) { return a->bytes > b->bytes; });
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Buffer* a, const Buffer* b) { return a->bytes > b->bytes; });
   std::vector<const Buffer*> placed;
   int64_t peak = 0;
   for (Buffer* b : order) {
     std::vector<std::pair<int64_t, int64_t>> busy;
     for (const Buffer* p : placed)
-      if (p->first_group <= b->last_group && b->first_group <= p->last_group) busy.emplace_back(p->offset, p->offset + p->bytes);
+      if (p->first_group <= b->last_group && b->first_group <= p->last_group)
+        busy.emplace_back(p->offset, p->offset + p->bytes);
     std::sort(busy.begin(), busy.end());
     int64_t at = 0;
     for (const auto& [lo, hi] : busy) {
@@ -262,7 +283,8 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
         break;
       }
   for (int gi = 0; gi < last; ++gi)
-    for (int v : plan->groups[std::size_t(gi)].outputs) add_buffer(v, plan->groups[std::size_t(gi)].policy.activation, gi);
+    for (int v : plan->groups[std::size_t(gi)].outputs)
+      add_buffer(v, plan->groups[std::size_t(gi)].policy.activation, gi);
   for (int gi = 0; gi < last; ++gi)
     for (int v : plan->groups[std::size_t(gi)].inputs) {
       Buffer& b = plan->buffers.at(v);
@@ -275,7 +297,8 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
   s.arena_bytes = assign_offsets(plan->buffers);
   s.groups = int(plan->groups.size());
   s.ops = int(g.ops.size());
-  s.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  s.compile_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return plan;
 }
 

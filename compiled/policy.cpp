@@ -14,7 +14,9 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
   return parts;
 }
 
-const char* kSyntax = "write it as w=f16,a=f16,acc=f32 (fp8 weights also take scale=channel|tensor and sat=satfinite|nonsat)";
+const char* kSyntax =
+    "write it as w=f16,a=f16,acc=f32 (fp8 weights also take scale=channel|tensor and "
+    "sat=satfinite|nonsat)";
 
 }  // namespace
 
@@ -45,7 +47,8 @@ Expected<LayerPolicy> parse_layer_policy(std::string_view text) {
   for (std::string_view item : split(text, ',')) {
     const std::size_t eq = item.find('=');
     if (eq == std::string_view::npos)
-      return Error("policy '" + std::string(text) + "': '" + std::string(item) + "' is not key=value; " + kSyntax);
+      return Error("policy '" + std::string(text) + "': '" + std::string(item) +
+                   "' is not key=value; " + kSyntax);
     const std::string key(item.substr(0, eq));
     const std::string_view value = item.substr(eq + 1);
     if (key == "w" || key == "a" || key == "acc") {
@@ -53,33 +56,47 @@ Expected<LayerPolicy> parse_layer_policy(std::string_view text) {
       if (!dt.ok()) return dt.error().with_context("policy '" + std::string(text) + "', " + key);
       if (key == "w") {
         if (dt.value() == DType::kF64)
-          return Error("policy: w=f64 is not a storage dtype of the compiled path; use w=f32, f16, bf16, f8e4m3 or f8e5m2 (or the reference:fp64 path)");
+          return Error(
+              "policy: w=f64 is not a storage dtype of the compiled path; use w=f32, f16, bf16, "
+              "f8e4m3 or f8e5m2 (or the reference:fp64 path)");
         p.weight = dt.value();
         have_w = true;
       } else if (key == "a") {
         if (dt.value() != DType::kF32 && dt.value() != DType::kF16 && dt.value() != DType::kBF16)
-          return Error(std::string("policy: activations are stored in f32, f16 or bf16, not ") + dtype_name(dt.value()) +
+          return Error(std::string("policy: activations are stored in f32, f16 or bf16, not ") +
+                       dtype_name(dt.value()) +
                        "; fp8 is a weight dtype (w=" + dtype_name(dt.value()) + ")");
         p.activation = dt.value();
         have_a = true;
       } else {
         if (dt.value() != DType::kF32 && dt.value() != DType::kF16)
-          return Error(std::string("policy: accumulation is f32 (or f16, to reproduce field bugs), not ") + dtype_name(dt.value()));
+          return Error(
+              std::string("policy: accumulation is f32 (or f16, to reproduce field bugs), not ") +
+              dtype_name(dt.value()));
         p.accumulation = dt.value();
       }
     } else if (key == "scale") {
-      if (value == "channel") p.scale = ScaleGranularity::kPerChannel;
-      else if (value == "tensor") p.scale = ScaleGranularity::kPerTensor;
-      else return Error("policy: scale=" + std::string(value) + " is unknown; use scale=channel or scale=tensor");
+      if (value == "channel")
+        p.scale = ScaleGranularity::kPerChannel;
+      else if (value == "tensor")
+        p.scale = ScaleGranularity::kPerTensor;
+      else
+        return Error("policy: scale=" + std::string(value) +
+                     " is unknown; use scale=channel or scale=tensor");
     } else if (key == "sat") {
-      if (value == "satfinite") p.saturation = Saturation::kSaturate;
-      else if (value == "nonsat") p.saturation = Saturation::kNonSaturating;
-      else return Error("policy: sat=" + std::string(value) + " is unknown; use sat=satfinite or sat=nonsat");
+      if (value == "satfinite")
+        p.saturation = Saturation::kSaturate;
+      else if (value == "nonsat")
+        p.saturation = Saturation::kNonSaturating;
+      else
+        return Error("policy: sat=" + std::string(value) +
+                     " is unknown; use sat=satfinite or sat=nonsat");
     } else {
       return Error("policy '" + std::string(text) + "': unknown key '" + key + "'; " + kSyntax);
     }
   }
-  if (!have_w || !have_a) return Error("policy '" + std::string(text) + "' needs both w= and a=; " + kSyntax);
+  if (!have_w || !have_a)
+    return Error("policy '" + std::string(text) + "' needs both w= and a=; " + kSyntax);
   if (!dtype_is_fp8(p.weight) &&
       (p.scale != ScaleGranularity::kPerChannel || p.saturation != Saturation::kSaturate))
     return Error("policy: scale= and sat= apply to fp8 weights only (w=f8e4m3 or w=f8e5m2)");
@@ -90,14 +107,17 @@ Expected<std::vector<std::string>> parse_keep_fp32(std::string_view text) {
   std::vector<std::string> globs;
   if (text.empty()) return globs;
   for (std::string_view g : split(text, ',')) {
-    if (g.empty()) return Error("--keep-fp32 '" + std::string(text) + "' has an empty pattern; separate module globs with single commas");
+    if (g.empty())
+      return Error("--keep-fp32 '" + std::string(text) +
+                   "' has an empty pattern; separate module globs with single commas");
     globs.emplace_back(g);
   }
   return globs;
 }
 
 std::string layer_policy_string(const LayerPolicy& p) {
-  std::string s = std::string("w=") + dtype_name(p.weight) + ",a=" + dtype_name(p.activation) + ",acc=" + dtype_name(p.accumulation);
+  std::string s = std::string("w=") + dtype_name(p.weight) + ",a=" + dtype_name(p.activation) +
+                  ",acc=" + dtype_name(p.accumulation);
   if (dtype_is_fp8(p.weight)) {
     s += p.scale == ScaleGranularity::kPerChannel ? ",scale=channel" : ",scale=tensor";
     s += p.saturation == Saturation::kSaturate ? ",sat=satfinite" : ",sat=nonsat";
@@ -107,7 +127,8 @@ std::string layer_policy_string(const LayerPolicy& p) {
 
 LayerPolicy DTypePolicy::for_layer(const std::string& op_name) const {
   for (const std::string& g : keep_fp32)
-    if (glob_match(g, op_name)) return LayerPolicy{DType::kF32, DType::kF32, DType::kF32, base.scale, base.saturation};
+    if (glob_match(g, op_name))
+      return LayerPolicy{DType::kF32, DType::kF32, DType::kF32, base.scale, base.saturation};
   return base;
 }
 
@@ -124,12 +145,16 @@ Status check_supported(const std::string& layer, const LayerPolicy& p) {
   const std::string w = dtype_name(p.weight), a = dtype_name(p.activation);
   const std::string where = layer + ": weights in " + w + " with activations in " + a;
   if (p.accumulation == DType::kF16 && !(p.weight == DType::kF16 && p.activation == DType::kF16))
-    return Error(where + " cannot accumulate in f16 (f16 accumulation exists only as w=f16,a=f16,acc=f16, to reproduce field bugs); use acc=f32");
-  if (p.activation == DType::kF32 || p.weight == p.activation || dtype_is_fp8(p.weight)) return Status();
+    return Error(where +
+                 " cannot accumulate in f16 (f16 accumulation exists only as w=f16,a=f16,acc=f16, "
+                 "to reproduce field bugs); use acc=f32");
+  if (p.activation == DType::kF32 || p.weight == p.activation || dtype_is_fp8(p.weight))
+    return Status();
   // 16-bit activations: the GEMMs take weights in the activation dtype or fp8 (dequantized
   // exactly into it); no kernel mixes f16 with bf16 or reads f32 weights.
   return Error(where + " is not a combination the compiled path has kernels for; use w=" + a +
-               (p.weight == DType::kF32 ? "" : " or a=" + w) + ", or keep this layer in fp32 with --keep-fp32 '" + layer + "'");
+               (p.weight == DType::kF32 ? "" : " or a=" + w) +
+               ", or keep this layer in fp32 with --keep-fp32 '" + layer + "'");
 }
 
 }  // namespace tp::compiled

@@ -12,7 +12,8 @@ int64_t PreparedParam::storage_bytes() const {
 uint64_t weights_identity(const Weights& weights) {
   // Four independent multiply-rotate lanes over 8-byte words, then mixed: fast enough to
   // hash an 84M-parameter VAE on every load, and any changed bit changes the result.
-  uint64_t lanes[4] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull, 0x27D4EB2F165667C5ull};
+  uint64_t lanes[4] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull,
+                       0x27D4EB2F165667C5ull};
   auto mix = [](uint64_t h, uint64_t w) {
     h ^= w * 0x87C37B91114253D5ull;
     h = (h << 31) | (h >> 33);
@@ -54,12 +55,14 @@ std::vector<double> to_channels_last(const std::vector<double>& w, const Shape& 
   for (int64_t o = 0; o < co; ++o)
     for (int64_t c = 0; c < ci; ++c)
       for (int64_t y = 0; y < kh; ++y)
-        for (int64_t x = 0; x < kw; ++x) out[std::size_t(((o * kh + y) * kw + x) * ci + c)] = w[std::size_t(((o * ci + c) * kh + y) * kw + x)];
+        for (int64_t x = 0; x < kw; ++x)
+          out[std::size_t(((o * kh + y) * kw + x) * ci + c)] =
+              w[std::size_t(((o * ci + c) * kh + y) * kw + x)];
   return out;
 }
 
-PreparedParam prepare(const Tensor& source, const std::string& key, const LayerPolicy& policy, bool matrix,
-                      bool fp8_no_scale) {
+PreparedParam prepare(const Tensor& source, const std::string& key, const LayerPolicy& policy,
+                      bool matrix, bool fp8_no_scale) {
   PreparedParam p;
   p.key = key;
   p.storage = param_storage(policy, matrix);
@@ -71,14 +74,17 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
   if (!dtype_is_fp8(p.storage)) {
     const int64_t n = int64_t(w.size());
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) p.values[std::size_t(i)] = float(round_through(p.storage, w[std::size_t(i)]));
+    for (int64_t i = 0; i < n; ++i)
+      p.values[std::size_t(i)] = float(round_through(p.storage, w[std::size_t(i)]));
     return p;
   }
   const int64_t rows = p.shape[0];
   const int64_t per_row = int64_t(w.size()) / rows;
   std::vector<double> amax(std::size_t(rows), 0.0);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < per_row; ++i) amax[std::size_t(r)] = std::max(amax[std::size_t(r)], std::fabs(w[std::size_t(r * per_row + i)]));
+    for (int64_t i = 0; i < per_row; ++i)
+      amax[std::size_t(r)] =
+          std::max(amax[std::size_t(r)], std::fabs(w[std::size_t(r * per_row + i)]));
   if (policy.scale == ScaleGranularity::kPerTensor) {
     double all = 0;
     for (double a : amax) all = std::max(all, a);
@@ -88,13 +94,15 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
   for (int64_t r = 0; r < rows; ++r) {
     // The largest weight maps to the dtype's largest finite value; the scale is an fp32 number.
     const double a = amax[std::size_t(r)];
-    p.scales[std::size_t(r)] = fp8_no_scale || a == 0 ? 1.0f : float(a / dtype_max_finite(p.storage));
+    p.scales[std::size_t(r)] =
+        fp8_no_scale || a == 0 ? 1.0f : float(a / dtype_max_finite(p.storage));
   }
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < per_row; ++i) {
       const std::size_t at = std::size_t(r * per_row + i);
-      const uint32_t bits = encode_narrow(p.storage, w[at] / double(p.scales[std::size_t(r)]), policy.saturation);
+      const uint32_t bits =
+          encode_narrow(p.storage, w[at] / double(p.scales[std::size_t(r)]), policy.saturation);
       p.values[at] = float(decode_narrow(p.storage, bits));
     }
   return p;
@@ -102,19 +110,24 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
 
 }  // namespace
 
-std::shared_ptr<const PreparedParam> WeightStore::get(const Weights& weights, uint64_t identity, const std::string& key,
-                                                      const LayerPolicy& policy, bool matrix, const FaultSet& faults) {
+std::shared_ptr<const PreparedParam> WeightStore::get(const Weights& weights, uint64_t identity,
+                                                      const std::string& key,
+                                                      const LayerPolicy& policy, bool matrix,
+                                                      const FaultSet& faults) {
   const DType storage = param_storage(policy, matrix);
   const bool no_scale = dtype_is_fp8(storage) && faults.has(Fault::kFp8NoScale);
-  std::string id = std::to_string(identity) + "/" + key + "/" + dtype_name(storage) + (matrix ? "/m" : "/v");
+  std::string id =
+      std::to_string(identity) + "/" + key + "/" + dtype_name(storage) + (matrix ? "/m" : "/v");
   if (dtype_is_fp8(storage))
-    id += "/" + std::to_string(int(policy.scale)) + "/" + std::to_string(int(policy.saturation)) + (no_scale ? "/noscale" : "");
+    id += "/" + std::to_string(int(policy.scale)) + "/" + std::to_string(int(policy.saturation)) +
+          (no_scale ? "/noscale" : "");
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(id);
   if (it != entries_.end()) return it->second;
   auto w = weights.find(key);
   TP_CHECK(w != weights.end(), "missing weight " + key);
-  auto prepared = std::make_shared<const PreparedParam>(prepare(w->second, key, policy, matrix, no_scale));
+  auto prepared =
+      std::make_shared<const PreparedParam>(prepare(w->second, key, policy, matrix, no_scale));
   entries_.emplace(id, prepared);
   return prepared;
 }

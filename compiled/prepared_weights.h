@@ -20,9 +20,9 @@ namespace tp::compiled {
 struct PreparedParam {
   std::string key;
   DType storage = DType::kF32;
-  Shape shape;                 // as in the checkpoint
-  std::vector<float> values;   // decoded stored values, unscaled; conv weights [Cout][ky][kx][Cin]
-  std::vector<float> scales;   // fp8: per output channel (per-tensor repeats one value); else empty
+  Shape shape;                // as in the checkpoint
+  std::vector<float> values;  // decoded stored values, unscaled; conv weights [Cout][ky][kx][Cin]
+  std::vector<float> scales;  // fp8: per output channel (per-tensor repeats one value); else empty
   int64_t storage_bytes() const;
 };
 
@@ -34,8 +34,9 @@ class WeightStore {
  public:
   // The parameter `key` stored as `storage` (fp8: with scale granularity and saturation from
   // `policy`). `matrix` marks conv/linear weights, the only ones stored in fp8.
-  std::shared_ptr<const PreparedParam> get(const Weights& weights, uint64_t identity, const std::string& key,
-                                           const LayerPolicy& policy, bool matrix, const FaultSet& faults);
+  std::shared_ptr<const PreparedParam> get(const Weights& weights, uint64_t identity,
+                                           const std::string& key, const LayerPolicy& policy,
+                                           bool matrix, const FaultSet& faults);
   int64_t bytes_held() const;  // storage bytes of every distinct prepared tensor
   std::size_t count() const;
 

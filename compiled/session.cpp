@@ -8,7 +8,9 @@
 
 namespace tp::compiled {
 
-std::string ShapePolicy::to_string() const { return bucket == 0 ? "exact" : "bucket:" + std::to_string(bucket); }
+std::string ShapePolicy::to_string() const {
+  return bucket == 0 ? "exact" : "bucket:" + std::to_string(bucket);
+}
 
 Expected<ShapePolicy> parse_shape_policy(std::string_view text) {
   if (text == "exact") return ShapePolicy{};
@@ -18,7 +20,9 @@ Expected<ShapePolicy> parse_shape_policy(std::string_view text) {
     const long long v = std::strtoll(n.c_str(), &end, 10);
     if (!n.empty() && *end == '\0' && v > 0 && v <= 4096) return ShapePolicy{v};
   }
-  return Error("shape policy '" + std::string(text) + "' is unknown; use exact or bucket:N with N a positive size in pixels (e.g. bucket:64)");
+  return Error(
+      "shape policy '" + std::string(text) +
+      "' is unknown; use exact or bucket:N with N a positive size in pixels (e.g. bucket:64)");
 }
 
 bool Session::injects(std::string_view fault) const {
@@ -49,17 +53,20 @@ Shape Session::capacity_for(const Graph& graph, const Shape& s) const {
 
 std::string Session::key_for(const Graph& graph, uint64_t identity, const Shape& capacity) const {
   char hashes[64];
-  std::snprintf(hashes, sizeof hashes, "graph=%016llx", static_cast<unsigned long long>(graph.hash()));
+  std::snprintf(hashes, sizeof hashes, "graph=%016llx",
+                static_cast<unsigned long long>(graph.hash()));
   std::string key = hashes;
   if (!options_.faults.has(Fault::kCacheKeyIgnoresWeights)) {
-    std::snprintf(hashes, sizeof hashes, " weights=%016llx", static_cast<unsigned long long>(identity));
+    std::snprintf(hashes, sizeof hashes, " weights=%016llx",
+                  static_cast<unsigned long long>(identity));
     key += hashes;
   }
   return key + " shape=" + shape_string(capacity) + " policy=" + options_.policy.to_string() +
          " faults=" + options_.faults.to_string() + " device=" + backend_->device();
 }
 
-Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weights, const Shape& input_shape) {
+Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weights,
+                                        const Shape& input_shape) {
   const uint64_t identity = identity_of(weights);
   const Shape capacity = capacity_for(graph, input_shape);
   const std::string key = key_for(graph, identity, capacity);
@@ -68,7 +75,8 @@ Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weigh
     ++stats_.hits;
     return it->second.get();
   }
-  PlanRequest request{&graph, &weights, identity, capacity, options_.policy, options_.faults, backend_->device()};
+  PlanRequest request{&graph,          &weights,        identity,          capacity,
+                      options_.policy, options_.faults, backend_->device()};
   TP_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compile_plan(request, store_));
   plan->key = key;
   ++stats_.compilations;
@@ -99,8 +107,9 @@ Expected<std::byte*> Session::arena_for(const Plan& plan, const Plan* keep) {
   const bool explicit_limit = options_.memory_limit_bytes > 0;
   const int64_t limit = explicit_limit ? options_.memory_limit_bytes : backend_->available_bytes();
   if (need > limit)
-    return Error(plan.graph->name + ": needs " + format_bytes(need) + " of activation memory at input " +
-                 shape_string(plan.capacity_shape) + " but " + format_bytes(limit) + " is " +
+    return Error(plan.graph->name + ": needs " + format_bytes(need) +
+                 " of activation memory at input " + shape_string(plan.capacity_shape) + " but " +
+                 format_bytes(limit) + " is " +
                  (explicit_limit ? "the memory limit" : "available") + " on " + backend_->device() +
                  "; use a smaller resolution or batch, or tiling (tiling=on)");
   stats_.arena_bytes -= a.size;
@@ -111,7 +120,8 @@ Expected<std::byte*> Session::arena_for(const Plan& plan, const Plan* keep) {
     std::vector<Arena*> idle;
     for (auto& [other, held] : arenas_)
       if (other != &plan && other != keep && held.bytes) idle.push_back(&held);
-    std::sort(idle.begin(), idle.end(), [](const Arena* x, const Arena* y) { return x->last_use < y->last_use; });
+    std::sort(idle.begin(), idle.end(),
+              [](const Arena* x, const Arena* y) { return x->last_use < y->last_use; });
     for (Arena* held : idle) {
       if (stats_.arena_bytes + need <= limit) break;
       backend_->release(held->bytes);
@@ -121,10 +131,11 @@ Expected<std::byte*> Session::arena_for(const Plan& plan, const Plan* keep) {
     }
   }
   if (stats_.arena_bytes + need > limit)
-    return Error(plan.graph->name + ": needs " + format_bytes(need) + " of activation memory at input " +
-                 shape_string(plan.capacity_shape) + " beside " + format_bytes(stats_.arena_bytes) +
-                 " held by plans running with it, over the " + format_bytes(limit) + " limit on " + backend_->device() +
-                 "; use a smaller resolution, or tiling (tiling=on)");
+    return Error(plan.graph->name + ": needs " + format_bytes(need) +
+                 " of activation memory at input " + shape_string(plan.capacity_shape) +
+                 " beside " + format_bytes(stats_.arena_bytes) +
+                 " held by plans running with it, over the " + format_bytes(limit) + " limit on " +
+                 backend_->device() + "; use a smaller resolution, or tiling (tiling=on)");
   TP_ASSIGN_OR_RETURN(a.bytes, backend_->allocate(need));
   a.size = need;
   stats_.arena_bytes += need;
@@ -140,7 +151,8 @@ GroupObserver Session::observer_for(const Plan& plan, const GroupObserver& obser
   };
 }
 
-Expected<NamedTensors> Session::run_plan(const Plan& plan, const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
+Expected<NamedTensors> Session::run_plan(const Plan& plan, const std::vector<PlanInput>& inputs,
+                                         const GroupObserver& observe) {
   TP_ASSIGN_OR_RETURN(std::byte * arena, arena_for(plan));
   TP_RETURN_IF_ERROR(backend_->execute(plan, arena, inputs, observer_for(plan, observe)));
   const Shape in = inputs[0].tensor ? inputs[0].tensor->shape() : inputs[0].view.shape;
@@ -153,21 +165,23 @@ Expected<NamedTensors> Session::run_plan(const Plan& plan, const std::vector<Pla
   return out;
 }
 
-Expected<std::vector<Tensor>> Session::run_group(const Plan& plan, int index, const Shape& input_shape,
+Expected<std::vector<Tensor>> Session::run_group(const Plan& plan, int index,
+                                                 const Shape& input_shape,
                                                  const std::map<int, Tensor>& values) {
   TP_ASSIGN_OR_RETURN(std::byte * arena, arena_for(plan));
   return backend_->run_group(plan, arena, index, input_shape, values);
 }
 
-Expected<NamedTensors> Session::run(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
-                                    const GroupObserver& observe) {
+Expected<NamedTensors> Session::run(const Graph& graph, const Weights& weights,
+                                    const NamedTensors& inputs, const GroupObserver& observe) {
   TP_CHECK(inputs.size() == 1 && graph.inputs.size() == 1, "VAE graphs take one input");
   TP_ASSIGN_OR_RETURN(const Plan* plan, plan_for(graph, weights, inputs[0].second.shape()));
   return run_plan(*plan, {PlanInput{graph.inputs[0].first, &inputs[0].second, {}}}, observe);
 }
 
-Expected<NamedTensors> Session::run_chained(const Graph& first, const Graph& second, const Weights& weights,
-                                            const NamedTensors& inputs, const std::string& handoff) {
+Expected<NamedTensors> Session::run_chained(const Graph& first, const Graph& second,
+                                            const Weights& weights, const NamedTensors& inputs,
+                                            const std::string& handoff) {
   int v = -1;
   for (const auto& [name, id] : first.outputs)
     if (name == handoff) v = id;
@@ -180,9 +194,12 @@ Expected<NamedTensors> Session::run_chained(const Graph& first, const Graph& sec
   // arena-alias they are one allocation, grown to the larger plan first).
   TP_RETURN_IF_ERROR(arena_for(*b, a));
   TP_ASSIGN_OR_RETURN(std::byte * arena_a, arena_for(*a, b));
-  TP_RETURN_IF_ERROR(backend_->execute(*a, arena_a, {PlanInput{first.inputs[0].first, &inputs[0].second, {}}}, observer_for(*a, {})));
+  TP_RETURN_IF_ERROR(backend_->execute(*a, arena_a,
+                                       {PlanInput{first.inputs[0].first, &inputs[0].second, {}}},
+                                       observer_for(*a, {})));
   const BufferView view = view_value(*a, arena_a, v, mid);
-  TP_ASSIGN_OR_RETURN(NamedTensors out, run_plan(*b, {PlanInput{second.inputs[0].first, nullptr, view}}, {}));
+  TP_ASSIGN_OR_RETURN(NamedTensors out,
+                      run_plan(*b, {PlanInput{second.inputs[0].first, nullptr, view}}, {}));
   // The first plan's outputs are read after the second ran, as a caller holding them would.
   for (const auto& [name, id] : first.outputs) {
     TP_ASSIGN_OR_RETURN(Tensor t, backend_->read(*a, arena_a, id, shapes[std::size_t(id)]));

@@ -26,7 +26,8 @@ struct ShapePolicy {
 Expected<ShapePolicy> parse_shape_policy(std::string_view text);
 
 // Sees every group's stored outputs of every plan the session runs (the harness's capture).
-using PlanObserver = std::function<void(const Plan& plan, int group, const NamedTensors& checkpoints)>;
+using PlanObserver =
+    std::function<void(const Plan& plan, int group, const NamedTensors& checkpoints)>;
 
 struct SessionOptions {
   DTypePolicy policy;
@@ -48,7 +49,8 @@ struct CacheStats {
 class Session : public GraphExecutor {
  public:
   // Plans run on `backend`: the CPU emulation unless given another (make_cuda_backend()).
-  explicit Session(SessionOptions options, std::unique_ptr<Backend> backend = make_emulated_backend());
+  explicit Session(SessionOptions options,
+                   std::unique_ptr<Backend> backend = make_emulated_backend());
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -59,19 +61,22 @@ class Session : public GraphExecutor {
   // allocates nothing; running a plan allocates its arena, refused before allocating when the
   // arena alone exceeds the memory limit. Arenas of idle plans are released (evictions) to make
   // room for a new one within the limit.
-  Expected<const Plan*> plan_for(const Graph& graph, const Weights& weights, const Shape& input_shape);
+  Expected<const Plan*> plan_for(const Graph& graph, const Weights& weights,
+                                 const Shape& input_shape);
 
   // Runs a graph; outputs as NCHW tensors in their storage (activation) dtypes.
   Expected<NamedTensors> run(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
                              const GroupObserver& observe);
-  Expected<NamedTensors> run(const Graph& graph, const Weights& weights, const NamedTensors& inputs) override {
+  Expected<NamedTensors> run(const Graph& graph, const Weights& weights,
+                             const NamedTensors& inputs) override {
     return run(graph, weights, inputs, GroupObserver{});
   }
   // Runs `first`, then `second` with its only input read in place from `first`'s output
   // `handoff` (no copy): how encoder and decoder plans run co-resident in a roundtrip.
   // Returns the second graph's outputs, then the first's (read after the second ran).
-  Expected<NamedTensors> run_chained(const Graph& first, const Graph& second, const Weights& weights,
-                                     const NamedTensors& inputs, const std::string& handoff) override;
+  Expected<NamedTensors> run_chained(const Graph& first, const Graph& second,
+                                     const Weights& weights, const NamedTensors& inputs,
+                                     const std::string& handoff) override;
 
   // Runs group `index` of `plan` alone on given input values (Backend::run_group), in the plan's
   // arena: a layer's local error, or two backends on the same inputs.
@@ -83,7 +88,9 @@ class Session : public GraphExecutor {
 
   // Adds a plan made elsewhere (loaded from a file) under its key, and prepares its weights.
   void adopt(std::unique_ptr<Plan> plan);
-  Status prepare_params(Plan& plan, const Weights& weights) { return compiled::prepare_params(plan, weights, store_); }
+  Status prepare_params(Plan& plan, const Weights& weights) {
+    return compiled::prepare_params(plan, weights, store_);
+  }
 
   const CacheStats& stats() const { return stats_; }
   std::vector<const Plan*> plans() const;  // in compilation order
@@ -100,11 +107,12 @@ class Session : public GraphExecutor {
   Shape capacity_for(const Graph& graph, const Shape& input_shape) const;
   // `plan`'s arena, allocated now if it has none; `keep`'s is never evicted to make room.
   Expected<std::byte*> arena_for(const Plan& plan, const Plan* keep = nullptr);
-  Expected<NamedTensors> run_plan(const Plan& plan, const std::vector<PlanInput>& inputs, const GroupObserver& observe);
+  Expected<NamedTensors> run_plan(const Plan& plan, const std::vector<PlanInput>& inputs,
+                                  const GroupObserver& observe);
   GroupObserver observer_for(const Plan& plan, const GroupObserver& observe) const;
 
   struct Arena {
-    int64_t last_use = 0;  // uses_ when a run last asked for it (eviction order)
+    int64_t last_use = 0;        // uses_ when a run last asked for it (eviction order)
     std::byte* bytes = nullptr;  // from backend_
     int64_t size = 0;
   };

@@ -8,32 +8,42 @@ namespace tp::ref {
 namespace {
 
 template <class T>
-Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* w, const Tensor* b) {
+Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* w,
+              const Tensor* b) {
   switch (op.kind) {
-    case OpKind::kConv2d: return conv2d<T>(*in[0], *w, b, op.attrs);
-    case OpKind::kGroupNorm: return group_norm<T>(*in[0], *w, *b, op.attrs.groups, op.attrs.eps);
-    case OpKind::kLinear: return linear<T>(*in[0], *w, *b);
-    case OpKind::kAttention: return attention<T>(*in[0], *in[1], *in[2], op.attrs.scale);
-    case OpKind::kUpsampleNearest2x: return upsample_nearest2x<T>(*in[0]);
-    case OpKind::kAdd: return add<T>(*in[0], *in[1]);
-    case OpKind::kSliceChannels: return slice_channels<T>(*in[0], op.attrs.begin, op.attrs.end);
+    case OpKind::kConv2d:
+      return conv2d<T>(*in[0], *w, b, op.attrs);
+    case OpKind::kGroupNorm:
+      return group_norm<T>(*in[0], *w, *b, op.attrs.groups, op.attrs.eps);
+    case OpKind::kLinear:
+      return linear<T>(*in[0], *w, *b);
+    case OpKind::kAttention:
+      return attention<T>(*in[0], *in[1], *in[2], op.attrs.scale);
+    case OpKind::kUpsampleNearest2x:
+      return upsample_nearest2x<T>(*in[0]);
+    case OpKind::kAdd:
+      return add<T>(*in[0], *in[1]);
+    case OpKind::kSliceChannels:
+      return slice_channels<T>(*in[0], op.attrs.begin, op.attrs.end);
     case OpKind::kSilu:
     case OpKind::kRelu:
     case OpKind::kTanhClamp:
     case OpKind::kAffine:
-    case OpKind::kClamp: return elementwise<T>(op.kind, *in[0], op.attrs);
+    case OpKind::kClamp:
+      return elementwise<T>(op.kind, *in[0], op.attrs);
   }
   TP_CHECK(false, "unknown op kind");
   return {};
 }
 
 template <class T>
-Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
-                                 const ValueObserver& observe) {
+Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights,
+                                 const NamedTensors& inputs, const ValueObserver& observe) {
   std::vector<Tensor> values(graph.value_names.size());
   for (const auto& [name, id] : graph.inputs) {
     const Tensor* found = find_tensor(inputs, name);
-    if (found == nullptr) return Error("graph " + graph.name + " needs an input named '" + name + "'");
+    if (found == nullptr)
+      return Error("graph " + graph.name + " needs an input named '" + name + "'");
     values[std::size_t(id)] = found->to(dtype_of<T>());
   }
   // Weights converted to T once per run.
@@ -56,7 +66,8 @@ Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights, con
     values[std::size_t(op.output)] = run_op<T>(op, in, param(op.weight), param(op.bias));
     if (observe) observe(op, values[std::size_t(op.output)]);
     for (int v : op.inputs)
-      if (last[std::size_t(v)] == int(i) && !keep[std::size_t(v)]) values[std::size_t(v)] = Tensor();
+      if (last[std::size_t(v)] == int(i) && !keep[std::size_t(v)])
+        values[std::size_t(v)] = Tensor();
   }
   NamedTensors out;
   for (const auto& [name, id] : graph.outputs) out.emplace_back(name, values[std::size_t(id)]);
@@ -68,15 +79,18 @@ Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights, con
 Status check_input_fits(const Graph& graph, const Shape& input_shape) {
   // Spatial sizes per value, propagated through the ops that change them.
   std::vector<std::pair<int64_t, int64_t>> hw(graph.value_names.size(), {0, 0});
-  for (const auto& [name, id] : graph.inputs) hw[std::size_t(id)] = {input_shape[2], input_shape[3]};
+  for (const auto& [name, id] : graph.inputs)
+    hw[std::size_t(id)] = {input_shape[2], input_shape[3]};
   std::map<std::string, Shape> param_shapes;
   for (const ParamSpec& p : graph.params) param_shapes[p.key] = p.shape;
   for (const Op& op : graph.ops) {
     auto [h, w] = hw[std::size_t(op.inputs[0])];
     if (op.kind == OpKind::kConv2d) {
       const Shape& ws = param_shapes[op.weight];
-      const int64_t ho = conv_out_size(h, op.attrs.pad_top, op.attrs.pad_bottom, ws[2], op.attrs.stride);
-      const int64_t wo = conv_out_size(w, op.attrs.pad_left, op.attrs.pad_right, ws[3], op.attrs.stride);
+      const int64_t ho =
+          conv_out_size(h, op.attrs.pad_top, op.attrs.pad_bottom, ws[2], op.attrs.stride);
+      const int64_t wo =
+          conv_out_size(w, op.attrs.pad_left, op.attrs.pad_right, ws[3], op.attrs.stride);
       if (ho <= 0 || wo <= 0)
         return Error("the input " + shape_string(input_shape) + " is too small: at " + op.name +
                      " the activation is " + std::to_string(h) + "x" + std::to_string(w) +
@@ -93,15 +107,19 @@ Status check_input_fits(const Graph& graph, const Shape& input_shape) {
   return Status();
 }
 
-Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
-                                 DType compute, const ValueObserver& observe) {
+Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
+                                 const NamedTensors& inputs, DType compute,
+                                 const ValueObserver& observe) {
   for (const auto& [name, t] : inputs) {
-    if (t.rank() != 4) return Error("input '" + name + "' must be [batch, channels, height, width], got " + shape_string(t.shape()));
+    if (t.rank() != 4)
+      return Error("input '" + name + "' must be [batch, channels, height, width], got " +
+                   shape_string(t.shape()));
     TP_RETURN_IF_ERROR(check_input_fits(graph, t.shape()));
   }
   if (compute == DType::kF32) return run_typed<float>(graph, weights, inputs, observe);
   if (compute == DType::kF64) return run_typed<double>(graph, weights, inputs, observe);
-  return Error(std::string("the reference path computes in f32 or f64, not ") + dtype_name(compute));
+  return Error(std::string("the reference path computes in f32 or f64, not ") +
+               dtype_name(compute));
 }
 
 }  // namespace tp::ref

@@ -15,8 +15,9 @@ using ValueObserver = std::function<void(const Op& op, const Tensor& value)>;
 
 // `inputs` are matched to the graph's inputs by name and converted to `compute` (f32 or f64).
 // Returns the graph's outputs by name, in `compute`.
-Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
-                                 DType compute, const ValueObserver& observe = {});
+Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
+                                 const NamedTensors& inputs, DType compute,
+                                 const ValueObserver& observe = {});
 
 // Checks, before anything runs, that every op's input is large enough for it (convs need
 // H + pads >= kernel) and returns the first op that is not, as an error naming it.

@@ -64,10 +64,13 @@ struct StreamRow {
   char note[kNameLen];
 };
 
-#define TP_FIELD(type, struct_, member, h5type) H5Tinsert(type, #member, HOFFSET(struct_, member), h5type)
+#define TP_FIELD(type, struct_, member, h5type) \
+  H5Tinsert(type, #member, HOFFSET(struct_, member), h5type)
 
 void insert_metrics(hid_t type, std::size_t base, const std::string& prefix) {
-  auto field = [&](const char* name, std::size_t off, hid_t t) { H5Tinsert(type, (prefix + name).c_str(), base + off, t); };
+  auto field = [&](const char* name, std::size_t off, hid_t t) {
+    H5Tinsert(type, (prefix + name).c_str(), base + off, t);
+  };
   field("count", HOFFSET(MetricsRow, count), H5T_NATIVE_INT64);
   field("max_abs", HOFFSET(MetricsRow, max_abs), H5T_NATIVE_DOUBLE);
   field("max_rel", HOFFSET(MetricsRow, max_rel), H5T_NATIVE_DOUBLE);
@@ -84,8 +87,8 @@ void insert_metrics(hid_t type, std::size_t base, const std::string& prefix) {
 }
 
 struct Types {
-  Handle name{string_type(kNameLen), H5Tclose}, s32{string_type(32), H5Tclose}, s16{string_type(16), H5Tclose},
-      s8{string_type(8), H5Tclose}, s48{string_type(48), H5Tclose};
+  Handle name{string_type(kNameLen), H5Tclose}, s32{string_type(32), H5Tclose},
+      s16{string_type(16), H5Tclose}, s8{string_type(8), H5Tclose}, s48{string_type(48), H5Tclose};
   Handle checkpoint{H5Tcreate(H5T_COMPOUND, sizeof(CheckpointRow)), H5Tclose};
   Handle worst{H5Tcreate(H5T_COMPOUND, sizeof(WorstRow)), H5Tclose};
   Handle input{H5Tcreate(H5T_COMPOUND, sizeof(InputRow)), H5Tclose};
@@ -133,8 +136,9 @@ struct Types {
 };
 
 MetricsRow to_row(const Metrics& m) {
-  return MetricsRow{m.count, m.non_finite_got, m.non_finite_want, m.non_finite_new, m.max_abs, m.max_rel, m.rel_l2,
-                    m.cosine, m.ulp_median, m.ulp_p99, m.ulp_max, m.want_max_abs, m.headroom};
+  return MetricsRow{m.count,   m.non_finite_got, m.non_finite_want, m.non_finite_new, m.max_abs,
+                    m.max_rel, m.rel_l2,         m.cosine,          m.ulp_median,     m.ulp_p99,
+                    m.ulp_max, m.want_max_abs,   m.headroom};
 }
 Metrics from_row(const MetricsRow& r) {
   Metrics m;
@@ -161,7 +165,9 @@ Shape parse_index(const std::string& s) {
 }
 
 void write_provenance(hid_t parent, const Provenance& p, const Types& t) {
-  Handle g(check_id(H5Gcreate2(parent, "provenance", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "provenance"), H5Gclose);
+  Handle g(check_id(H5Gcreate2(parent, "provenance", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                    "provenance"),
+           H5Gclose);
   put_int(g.get(), "found", p.found);
   put_string(g.get(), "checkpoint", p.checkpoint);
   put_string(g.get(), "graph", p.graph);
@@ -200,19 +206,23 @@ Provenance read_provenance(hid_t parent, const Types& t) {
   p.reference_value = get_double(g.get(), "reference_value");
   p.reference_max_abs = get_double(g.get(), "reference_max_abs");
   p.dtype_max = get_double(g.get(), "dtype_max");
-  for (const InputRow& r : read_table<InputRow>(g.get(), "inputs", t.input.get())) p.inputs.emplace_back(r.name, r.value);
+  for (const InputRow& r : read_table<InputRow>(g.get(), "inputs", t.input.get()))
+    p.inputs.emplace_back(r.name, r.value);
   return p;
 }
 
 void write_dumps(hid_t parent, const NamedTensors& dumps) {
-  Handle g(check_id(H5Gcreate2(parent, "dumps", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "dumps"), H5Gclose);
+  Handle g(check_id(H5Gcreate2(parent, "dumps", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "dumps"),
+           H5Gclose);
   for (std::size_t i = 0; i < dumps.size(); ++i) {
     const Tensor t = dumps[i].second.to(DType::kF32);
     std::vector<hsize_t> dims(t.shape().begin(), t.shape().end());
     Handle space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose);
     char name[32];
     std::snprintf(name, sizeof name, "%04zu", i);
-    Handle ds(check_id(H5Dcreate2(g.get(), name, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "dump"),
+    Handle ds(check_id(H5Dcreate2(g.get(), name, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT,
+                                  H5P_DEFAULT, H5P_DEFAULT),
+                       "dump"),
               H5Dclose);
     check(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), "dump");
     put_string(ds.get(), "name", dumps[i].first);
@@ -250,7 +260,8 @@ NamedTensors read_dumps(hid_t parent) {
 void write_case(hid_t cases, std::size_t index, const CaseResult& c, const Types& t) {
   char name[32];
   std::snprintf(name, sizeof name, "%06zu", index);
-  Handle g(check_id(H5Gcreate2(cases, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "case group"), H5Gclose);
+  Handle g(check_id(H5Gcreate2(cases, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "case group"),
+           H5Gclose);
   put_string(g.get(), "id", c.id);
   put_int(g.get(), "ordinal", c.ordinal);
   put_number(g.get(), "seed", c.seed, H5T_NATIVE_UINT64);
@@ -322,7 +333,8 @@ void write_case(hid_t cases, std::size_t index, const CaseResult& c, const Types
     }
     write_table(g.get(), "stream", t.stream.get(), steps);
   }
-  if (c.provenance.found || !c.provenance.detail.empty()) write_provenance(g.get(), c.provenance, t);
+  if (c.provenance.found || !c.provenance.detail.empty())
+    write_provenance(g.get(), c.provenance, t);
   if (!c.dumps.empty()) write_dumps(g.get(), c.dumps);
 }
 
@@ -343,7 +355,8 @@ CaseResult read_case(hid_t cases, const std::string& name, const Types& t) {
   c.keep_fp32 = split_list(get_string(g.get(), "keep_fp32"), ',');
   c.search_note = get_string(g.get(), "search_note");
   c.search_runs = int(get_int(g.get(), "search_runs"));
-  for (const CheckpointRow& row : read_table<CheckpointRow>(g.get(), "checkpoints", t.checkpoint.get())) {
+  for (const CheckpointRow& row :
+       read_table<CheckpointRow>(g.get(), "checkpoints", t.checkpoint.get())) {
     CheckpointRecord r;
     r.name = row.name;
     r.graph = row.graph;
@@ -360,14 +373,15 @@ CaseResult read_case(hid_t cases, const std::string& name, const Types& t) {
     c.checkpoints.push_back(std::move(r));
   }
   for (const StreamRow& row : read_table<StreamRow>(g.get(), "stream", t.stream.get()))
-    c.stream.push_back(StreamStep{row.resolution, row.input_shape, row.compilations, row.total_compilations,
-                                  row.compile_seconds, row.arena_bytes, row.peak_arena_bytes, row.evictions,
-                                  row.need_bytes, row.refused != 0, row.exact_compilations,
-                                  row.bucket_vs_exact_max_abs, row.note});
+    c.stream.push_back(StreamStep{
+        row.resolution, row.input_shape, row.compilations, row.total_compilations,
+        row.compile_seconds, row.arena_bytes, row.peak_arena_bytes, row.evictions, row.need_bytes,
+        row.refused != 0, row.exact_compilations, row.bucket_vs_exact_max_abs, row.note});
   for (const WorstRow& w : read_table<WorstRow>(g.get(), "worst", t.worst.get()))
     for (CheckpointRecord& r : c.checkpoints)
       if (r.name == w.checkpoint) {
-        (w.local ? r.local : r.accumulated).worst.push_back(WorstElement{parse_index(w.index), w.got, w.want, w.abs_error});
+        (w.local ? r.local : r.accumulated)
+            .worst.push_back(WorstElement{parse_index(w.index), w.got, w.want, w.abs_error});
         break;
       }
   c.provenance = read_provenance(g.get(), t);
@@ -378,11 +392,14 @@ CaseResult read_case(hid_t cases, const std::string& name, const Types& t) {
 }  // namespace
 
 Status write_h5_report(const std::string& path, const RunReport& report) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become our messages, not HDF5's stack dumps
+  H5Eset_auto2(H5E_DEFAULT, nullptr,
+               nullptr);  // errors become our messages, not HDF5's stack dumps
   return write_path_atomically(path, [&](const std::string& tmp) -> Status {
     try {
       Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-      if (!file.ok()) return Error("cannot write the report " + path + "; check that its folder exists and is writable");
+      if (!file.ok())
+        return Error("cannot write the report " + path +
+                     "; check that its folder exists and is writable");
       const hid_t root = file.get();
       put_int(root, "schema_version", report.schema_version);
       put_string(root, "tool_version", report.tool_version);
@@ -394,8 +411,11 @@ Status write_h5_report(const std::string& path, const RunReport& report) {
       put_string(root, "shard", report.shard);
       put_string(root, "summary", outcome_counts(report.cases));
       const Types types;
-      Handle cases(check_id(H5Gcreate2(root, "cases", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "cases"), H5Gclose);
-      for (std::size_t i = 0; i < report.cases.size(); ++i) write_case(cases.get(), i, report.cases[i], types);
+      Handle cases(
+          check_id(H5Gcreate2(root, "cases", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "cases"),
+          H5Gclose);
+      for (std::size_t i = 0; i < report.cases.size(); ++i)
+        write_case(cases.get(), i, report.cases[i], types);
       check(H5Fflush(root, H5F_SCOPE_GLOBAL), "flush");
     } catch (const H5Failure& f) {
       return Error("writing the report " + path + " failed at " + f.what + " (disk full?)");
@@ -406,8 +426,10 @@ Status write_h5_report(const std::string& path, const RunReport& report) {
 
 Expected<RunReport> read_h5_report(const std::string& path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  if (!std::filesystem::exists(path)) return Error(path + ": no such report; pass a file written by `twinpath run --report`");
-  if (H5Fis_hdf5(path.c_str()) <= 0) return Error(path + " is not an HDF5 file; pass a report written by `twinpath run --report`");
+  if (!std::filesystem::exists(path))
+    return Error(path + ": no such report; pass a file written by `twinpath run --report`");
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    return Error(path + " is not an HDF5 file; pass a report written by `twinpath run --report`");
   try {
     Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (!file.ok()) return Error("cannot open the report " + path);
@@ -415,8 +437,9 @@ Expected<RunReport> read_h5_report(const std::string& path) {
     RunReport r;
     r.schema_version = int(get_int(root, "schema_version"));
     if (r.schema_version != kReportSchemaVersion)
-      return Error(path + " has report schema " + std::to_string(r.schema_version) + ", this twinpath reads schema " +
-                   std::to_string(kReportSchemaVersion) + "; use the twinpath that wrote it");
+      return Error(path + " has report schema " + std::to_string(r.schema_version) +
+                   ", this twinpath reads schema " + std::to_string(kReportSchemaVersion) +
+                   "; use the twinpath that wrote it");
     r.tool_version = get_string(root, "tool_version");
     r.git_commit = get_string(root, "git_commit");
     r.command_line = get_string(root, "command_line");
@@ -424,13 +447,16 @@ Expected<RunReport> read_h5_report(const std::string& path) {
     r.device = get_string(root, "device");
     r.utc_time = get_string(root, "utc_time");
     r.shard = get_string(root, "shard");
-    if (H5Lexists(root, "cases", H5P_DEFAULT) <= 0) return Error(path + " has no /cases group: not a twinpath report");
+    if (H5Lexists(root, "cases", H5P_DEFAULT) <= 0)
+      return Error(path + " has no /cases group: not a twinpath report");
     const Types types;
     Handle cases(check_id(H5Gopen2(root, "cases", H5P_DEFAULT), "cases"), H5Gclose);
-    for (const std::string& name : children(cases.get())) r.cases.push_back(read_case(cases.get(), name, types));
+    for (const std::string& name : children(cases.get()))
+      r.cases.push_back(read_case(cases.get(), name, types));
     return r;
   } catch (const H5Failure& f) {
-    return Error("reading the report " + path + " failed at " + f.what + "; the file is damaged or not a twinpath report");
+    return Error("reading the report " + path + " failed at " + f.what +
+                 "; the file is damaged or not a twinpath report");
   }
 }
 

@@ -47,7 +47,9 @@ inline void put_string(hid_t obj, const char* name, const std::string& value) {
   check(H5Tset_size(type.get(), H5T_VARIABLE), "string type");
   check(H5Tset_cset(type.get(), H5T_CSET_UTF8), "string charset");
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attr(check_id(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), name), H5Aclose);
+  Handle attr(
+      check_id(H5Acreate2(obj, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), name),
+      H5Aclose);
   const char* p = value.c_str();
   check(H5Awrite(attr.get(), type.get(), &p), name);
 }
@@ -55,11 +57,16 @@ inline void put_string(hid_t obj, const char* name, const std::string& value) {
 template <class T>
 void put_number(hid_t obj, const char* name, T value, hid_t type) {
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attr(check_id(H5Acreate2(obj, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT), name), H5Aclose);
+  Handle attr(check_id(H5Acreate2(obj, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT), name),
+              H5Aclose);
   check(H5Awrite(attr.get(), type, &value), name);
 }
-inline void put_double(hid_t obj, const char* name, double v) { put_number(obj, name, v, H5T_NATIVE_DOUBLE); }
-inline void put_int(hid_t obj, const char* name, int64_t v) { put_number(obj, name, v, H5T_NATIVE_INT64); }
+inline void put_double(hid_t obj, const char* name, double v) {
+  put_number(obj, name, v, H5T_NATIVE_DOUBLE);
+}
+inline void put_int(hid_t obj, const char* name, int64_t v) {
+  put_number(obj, name, v, H5T_NATIVE_INT64);
+}
 
 inline std::string get_string(hid_t obj, const char* name) {
   if (H5Aexists(obj, name) <= 0) return "";
@@ -82,8 +89,12 @@ T get_number(hid_t obj, const char* name, hid_t type) {
   check(H5Aread(attr.get(), type, &v), name);
   return v;
 }
-inline double get_double(hid_t obj, const char* name) { return get_number<double>(obj, name, H5T_NATIVE_DOUBLE); }
-inline int64_t get_int(hid_t obj, const char* name) { return get_number<int64_t>(obj, name, H5T_NATIVE_INT64); }
+inline double get_double(hid_t obj, const char* name) {
+  return get_number<double>(obj, name, H5T_NATIVE_DOUBLE);
+}
+inline int64_t get_int(hid_t obj, const char* name) {
+  return get_number<int64_t>(obj, name, H5T_NATIVE_INT64);
+}
 
 inline hid_t string_type(std::size_t n) {
   hid_t t = H5Tcopy(H5T_C_S1);
@@ -101,7 +112,10 @@ template <class Row>
 void write_table(hid_t parent, const char* name, hid_t type, const std::vector<Row>& rows) {
   const hsize_t n = rows.size();
   Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  Handle ds(check_id(H5Dcreate2(parent, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name), H5Dclose);
+  Handle ds(
+      check_id(H5Dcreate2(parent, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+               name),
+      H5Dclose);
   if (n) check(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), name);
 }
 

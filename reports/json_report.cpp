@@ -54,10 +54,17 @@ nlohmann::json case_json(const CaseResult& c) {
     j["origin"] = {{"detail", c.provenance.detail}};
   }
   for (const StreamStep& s : c.stream) {
-    nlohmann::json o{{"resolution", s.resolution}, {"input_shape", s.input_shape}, {"compilations", s.compilations},
-                     {"total_compilations", s.total_compilations}, {"compile_seconds", s.compile_seconds},
-                     {"arena_bytes", s.arena_bytes}, {"peak_arena_bytes", s.peak_arena_bytes}, {"evictions", s.evictions},
-                     {"need_bytes", s.need_bytes}, {"refused", s.refused}, {"note", s.note}};
+    nlohmann::json o{{"resolution", s.resolution},
+                     {"input_shape", s.input_shape},
+                     {"compilations", s.compilations},
+                     {"total_compilations", s.total_compilations},
+                     {"compile_seconds", s.compile_seconds},
+                     {"arena_bytes", s.arena_bytes},
+                     {"peak_arena_bytes", s.peak_arena_bytes},
+                     {"evictions", s.evictions},
+                     {"need_bytes", s.need_bytes},
+                     {"refused", s.refused},
+                     {"note", s.note}};
     if (s.bucket_vs_exact_max_abs >= 0) {
       o["exact_compilations"] = s.exact_compilations;
       o["bucket_vs_exact_max_abs"] = number(s.bucket_vs_exact_max_abs);
@@ -68,7 +75,8 @@ nlohmann::json case_json(const CaseResult& c) {
     j["keep_fp32"] = c.keep_fp32;
     const std::string flag = join_list(c.keep_fp32, ',');
     j["keep_fp32_flag"] = c.keep_fp32.empty() ? "" : "--keep-fp32 '" + flag + "'";
-    j["search"] = {{"found", !c.keep_fp32.empty()}, {"runs", c.search_runs}, {"note", c.search_note}};
+    j["search"] = {
+        {"found", !c.keep_fp32.empty()}, {"runs", c.search_runs}, {"note", c.search_note}};
   }
   return j;
 }

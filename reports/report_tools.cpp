@@ -10,25 +10,31 @@ namespace {
 // Higher is worse; a pass that became anything else is a regression.
 int severity(Outcome o) {
   switch (o) {
-    case Outcome::kPassed: return 0;
+    case Outcome::kPassed:
+      return 0;
     case Outcome::kSkipped:
     case Outcome::kUnsupported:
-    case Outcome::kMistrusted: return 1;
-    case Outcome::kFailed: return 2;
-    case Outcome::kError: return 3;
+    case Outcome::kMistrusted:
+      return 1;
+    case Outcome::kFailed:
+      return 2;
+    case Outcome::kError:
+      return 3;
   }
   return 3;
 }
 
 std::string growth(const char* what, double base, double next) {
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%s rel L2 grew %.3g -> %.3g (x%.1f)", what, base, next, base > 0 ? next / base : 0.0);
+  std::snprintf(buf, sizeof buf, "%s rel L2 grew %.3g -> %.3g (x%.1f)", what, base, next,
+                base > 0 ? next / base : 0.0);
   return buf;
 }
 
 }  // namespace
 
-std::vector<DiffFinding> diff_reports(const RunReport& base, const RunReport& next, const DiffOptions& o) {
+std::vector<DiffFinding> diff_reports(const RunReport& base, const RunReport& next,
+                                      const DiffOptions& o) {
   std::map<std::string, const CaseResult*> before;
   for (const CaseResult& c : base.cases) before[c.id] = &c;
   std::vector<DiffFinding> out;
@@ -37,7 +43,9 @@ std::vector<DiffFinding> diff_reports(const RunReport& base, const RunReport& ne
     if (it == before.end()) continue;
     const CaseResult& b = *it->second;
     if (severity(n.outcome) > severity(b.outcome))
-      out.push_back({n.id, "", std::string("outcome ") + outcome_name(b.outcome) + " -> " + outcome_name(n.outcome) + ": " + n.reason});
+      out.push_back({n.id, "",
+                     std::string("outcome ") + outcome_name(b.outcome) + " -> " +
+                         outcome_name(n.outcome) + ": " + n.reason});
     std::map<std::string, const CheckpointRecord*> checkpoints;
     for (const CheckpointRecord& r : b.checkpoints) checkpoints[r.name] = &r;
     for (const CheckpointRecord& r : n.checkpoints) {
@@ -45,11 +53,15 @@ std::vector<DiffFinding> diff_reports(const RunReport& base, const RunReport& ne
       if (c == checkpoints.end()) continue;
       const CheckpointRecord& old = *c->second;
       if (r.accumulated.non_finite_new > old.accumulated.non_finite_new)
-        out.push_back({n.id, r.name, std::to_string(r.accumulated.non_finite_new) + " non-finite values where the reference is finite (" +
-                                         std::to_string(old.accumulated.non_finite_new) + " before)"});
+        out.push_back({n.id, r.name,
+                       std::to_string(r.accumulated.non_finite_new) +
+                           " non-finite values where the reference is finite (" +
+                           std::to_string(old.accumulated.non_finite_new) + " before)"});
       if (r.accumulated.rel_l2 > o.ratio * std::max(old.accumulated.rel_l2, o.floor))
-        out.push_back({n.id, r.name, growth("accumulated", old.accumulated.rel_l2, r.accumulated.rel_l2)});
-      if (r.has_local && old.has_local && r.local.rel_l2 > o.ratio * std::max(old.local.rel_l2, o.floor))
+        out.push_back(
+            {n.id, r.name, growth("accumulated", old.accumulated.rel_l2, r.accumulated.rel_l2)});
+      if (r.has_local && old.has_local &&
+          r.local.rel_l2 > o.ratio * std::max(old.local.rel_l2, o.floor))
         out.push_back({n.id, r.name, growth("local", old.local.rel_l2, r.local.rel_l2)});
     }
   }
@@ -66,7 +78,8 @@ std::vector<std::string> unmatched_cases(const RunReport& base, const RunReport&
   return out;
 }
 
-Expected<RunReport> merge_reports(const std::vector<RunReport>& shards, const std::vector<std::string>& names) {
+Expected<RunReport> merge_reports(const std::vector<RunReport>& shards,
+                                  const std::vector<std::string>& names) {
   if (shards.empty()) return Error("report merge needs at least one report");
   RunReport merged = shards[0];
   merged.shard.clear();
@@ -74,11 +87,13 @@ Expected<RunReport> merge_reports(const std::vector<RunReport>& shards, const st
   std::map<std::string, std::string> owner;
   for (std::size_t i = 0; i < shards.size(); ++i) {
     if (shards[i].device != merged.device)
-      return Error(names[i] + " ran on " + shards[i].device + " but " + names[0] + " on " + merged.device +
-                   "; merge shards of one run only");
+      return Error(names[i] + " ran on " + shards[i].device + " but " + names[0] + " on " +
+                   merged.device + "; merge shards of one run only");
     for (const CaseResult& c : shards[i].cases) {
       auto [it, fresh] = owner.emplace(c.id, names[i]);
-      if (!fresh) return Error("case '" + c.id + "' is in both " + it->second + " and " + names[i] + "; merge the shards of one run, each once");
+      if (!fresh)
+        return Error("case '" + c.id + "' is in both " + it->second + " and " + names[i] +
+                     "; merge the shards of one run, each once");
       merged.cases.push_back(c);
     }
   }

@@ -1,6 +1,6 @@
-#include <algorithm>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <map>
@@ -30,13 +30,15 @@ std::string outcome_counts(const std::vector<CaseResult>& cases) {
   std::map<Outcome, int> n;
   for (const CaseResult& c : cases) ++n[c.outcome];
   std::string s;
-  for (Outcome o : {Outcome::kMistrusted, Outcome::kSkipped, Outcome::kUnsupported, Outcome::kError})
+  for (Outcome o :
+       {Outcome::kMistrusted, Outcome::kSkipped, Outcome::kUnsupported, Outcome::kError})
     if (n[o]) {
       std::string name = outcome_name(o);
       for (char& ch : name) ch = char(std::tolower(ch));
       s += std::to_string(n[o]) + " " + name + ", ";
     }
-  return s + std::to_string(n[Outcome::kPassed]) + " passed, " + std::to_string(n[Outcome::kFailed]) + " failed";
+  return s + std::to_string(n[Outcome::kPassed]) + " passed, " +
+         std::to_string(n[Outcome::kFailed]) + " failed";
 }
 
 bool any_failure(const std::vector<CaseResult>& cases) {
@@ -52,15 +54,21 @@ std::string refusal_summary(const std::vector<CaseResult>& cases) {
     if (c.outcome != Outcome::kUnsupported) continue;
     std::string why = c.reason;
     const std::size_t colon = why.find(": ");
-    if (colon != std::string::npos && why.find(' ') > colon) why = why.substr(colon + 2);  // "decoder.conv_in: ..."
+    if (colon != std::string::npos && why.find(' ') > colon)
+      why = why.substr(colon + 2);  // "decoder.conv_in: ..."
     why = why.substr(0, std::min(why.find(';'), why.find(" (")));
-    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& e) { return e.first == why; });
-    if (it == counts.end()) counts.emplace_back(why, 1);
-    else ++it->second;
+    auto it =
+        std::find_if(counts.begin(), counts.end(), [&](const auto& e) { return e.first == why; });
+    if (it == counts.end())
+      counts.emplace_back(why, 1);
+    else
+      ++it->second;
     ++total;
   }
   if (total == 0) return "";
-  std::string s = std::to_string(total) + " refused as unsupported (each in the report and JUnit; `twinpath report show` prints them): ";
+  std::string s = std::to_string(total) +
+                  " refused as unsupported (each in the report and JUnit; `twinpath report show` "
+                  "prints them): ";
   for (std::size_t i = 0; i < counts.size(); ++i)
     s += (i ? "; " : "") + std::to_string(counts[i].second) + " " + counts[i].first;
   return s;
@@ -72,18 +80,21 @@ std::string case_lines(const CaseResult& r) {
   std::string s = head + r.id;
   if (r.outcome == Outcome::kPassed) {
     char t[64];
-    std::snprintf(t, sizeof t, "  (%.2f s ref, %.2f s compiled)", r.reference_seconds, r.compiled_seconds);
+    std::snprintf(t, sizeof t, "  (%.2f s ref, %.2f s compiled)", r.reference_seconds,
+                  r.compiled_seconds);
     return s + t + "\n";
   }
   s += "\n    " + r.reason + "\n";
   if (r.provenance.found && r.outcome == Outcome::kFailed) {
     const Provenance& p = r.provenance;
-    s += "    origin: " + p.layer + " (" + p.op + "), cause " + p.cause + ", element " + format_index(p.index) + "\n";
+    s += "    origin: " + p.layer + " (" + p.op + "), cause " + p.cause + ", element " +
+         format_index(p.index) + "\n";
   }
   if (r.searched) {
     const std::string keep = join_list(r.keep_fp32, ',');
-    s += r.keep_fp32.empty() ? "    precision search: " + r.search_note + "\n"
-                             : "    passes with: --keep-fp32 '" + keep + "' (" + r.search_note + ")\n";
+    s += r.keep_fp32.empty()
+             ? "    precision search: " + r.search_note + "\n"
+             : "    passes with: --keep-fp32 '" + keep + "' (" + r.search_note + ")\n";
   }
   return s + "    repro: " + r.repro + "\n";
 }
@@ -94,14 +105,26 @@ std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += ' ';
-        else out += c;
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          out += ' ';
+        else
+          out += c;
     }
   }
   return out;
@@ -119,26 +142,36 @@ Status write_junit(const std::string& path, const RunReport& report) {
   return write_file_atomically(path, [&](std::ostream& out) {
     char buf[256];
     out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-    std::snprintf(buf, sizeof buf, "<testsuites tests=\"%zu\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\">\n",
-                  report.cases.size(), n[Outcome::kFailed], n[Outcome::kError],
-                  n[Outcome::kSkipped] + n[Outcome::kUnsupported] + n[Outcome::kMistrusted], total);
+    std::snprintf(
+        buf, sizeof buf,
+        "<testsuites tests=\"%zu\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" time=\"%.3f\">\n",
+        report.cases.size(), n[Outcome::kFailed], n[Outcome::kError],
+        n[Outcome::kSkipped] + n[Outcome::kUnsupported] + n[Outcome::kMistrusted], total);
     out << buf;
-    out << "  <testsuite name=\"twinpath\" tests=\"" << report.cases.size() << "\" timestamp=\"" << xml_escape(report.utc_time)
-        << "\" hostname=\"" << xml_escape(report.host) << "\">\n";
+    out << "  <testsuite name=\"twinpath\" tests=\"" << report.cases.size() << "\" timestamp=\""
+        << xml_escape(report.utc_time) << "\" hostname=\"" << xml_escape(report.host) << "\">\n";
     for (const CaseResult& c : report.cases) {
       std::snprintf(buf, sizeof buf, "%.3f", c.reference_seconds + c.compiled_seconds);
-      out << "    <testcase classname=\"twinpath." << xml_escape(c.device) << "\" name=\"" << xml_escape(c.id) << "\" time=\"" << buf
-          << "\">\n";
+      out << "    <testcase classname=\"twinpath." << xml_escape(c.device) << "\" name=\""
+          << xml_escape(c.id) << "\" time=\"" << buf << "\">\n";
       const std::string msg = xml_escape(std::string(outcome_name(c.outcome)) + ": " + c.reason);
       const std::string body = xml_escape(case_lines(c));
       switch (c.outcome) {
-        case Outcome::kPassed: break;
-        case Outcome::kFailed: out << "      <failure message=\"" << msg << "\">" << body << "</failure>\n"; break;
-        case Outcome::kError: out << "      <error message=\"" << msg << "\">" << body << "</error>\n"; break;
-        // A mistrusted case proved nothing either way: not a pass, not a breach (as in the exit code).
+        case Outcome::kPassed:
+          break;
+        case Outcome::kFailed:
+          out << "      <failure message=\"" << msg << "\">" << body << "</failure>\n";
+          break;
+        case Outcome::kError:
+          out << "      <error message=\"" << msg << "\">" << body << "</error>\n";
+          break;
+        // A mistrusted case proved nothing either way: not a pass, not a breach (as in the exit
+        // code).
         case Outcome::kMistrusted:
         case Outcome::kSkipped:
-        case Outcome::kUnsupported: out << "      <skipped message=\"" << msg << "\"/>\n"; break;
+        case Outcome::kUnsupported:
+          out << "      <skipped message=\"" << msg << "\"/>\n";
+          break;
       }
       out << "    </testcase>\n";
     }

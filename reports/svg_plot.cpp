@@ -21,15 +21,17 @@ std::string tick_label(double v) {
   char buf[32];
   const double a = std::abs(v);
   if (v == 0) return "0";
-  if (a >= 1e-2 && a < 1e5) std::snprintf(buf, sizeof buf, "%g", v);
-  else std::snprintf(buf, sizeof buf, "%.0e", v);
+  if (a >= 1e-2 && a < 1e5)
+    std::snprintf(buf, sizeof buf, "%g", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.0e", v);
   return buf;
 }
 
 struct Scale {
   bool log = false;
-  double lo = 0, hi = 1;       // data range (log10 of it on a log axis)
-  double from = 0, to = 1;     // pixels
+  double lo = 0, hi = 1;    // data range (log10 of it on a log axis)
+  double from = 0, to = 1;  // pixels
   bool usable(double v) const { return std::isfinite(v) && (!log || v > 0); }
   double at(double v) const {
     const double t = log ? std::log10(v) : v;
@@ -51,7 +53,8 @@ struct Scale {
         step = m * mag;
         break;
       }
-    for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+    for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
+      out.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
     return out;
   }
 };
@@ -61,9 +64,11 @@ Scale fit(const PlotAxis& axis, std::vector<double> values, double from, double 
   s.log = axis.log;
   s.from = from;
   s.to = to;
-  values.erase(std::remove_if(values.begin(), values.end(), [&](double v) { return !s.usable(v); }), values.end());
+  values.erase(std::remove_if(values.begin(), values.end(), [&](double v) { return !s.usable(v); }),
+               values.end());
   if (values.empty()) values = {axis.log ? 1.0 : 0.0};
-  double lo = *std::min_element(values.begin(), values.end()), hi = *std::max_element(values.begin(), values.end());
+  double lo = *std::min_element(values.begin(), values.end()),
+         hi = *std::max_element(values.begin(), values.end());
   if (s.log) {
     lo = std::floor(std::log10(lo));
     hi = std::ceil(std::log10(hi));
@@ -84,18 +89,28 @@ std::string html_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
 }
 
-std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxis& ya, const std::vector<PlotSeries>& series,
-                     const std::vector<PlotLine>& lines, int width, int height) {
+std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxis& ya,
+                     const std::vector<PlotSeries>& series, const std::vector<PlotLine>& lines,
+                     int width, int height) {
   const int legend_w = 230, left = 78, right = legend_w + 20, top = 36, bottom = 58;
   std::vector<double> xs, ys;
   for (const PlotSeries& s : series)
@@ -105,8 +120,9 @@ std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxi
     }
   for (const PlotLine& l : lines) ys.push_back(l.y);
   const Scale x = fit(xa, xs, left, width - right), y = fit(ya, ys, height - bottom, top);
-  std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) + "\" height=\"" +
-                  std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) + " " + std::to_string(height) +
+  std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) +
+                  "\" height=\"" + std::to_string(height) + "\" viewBox=\"0 0 " +
+                  std::to_string(width) + " " + std::to_string(height) +
                   "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   o += "<text x=\"" + num(left) + "\" y=\"20\" font-size=\"15\" font-weight=\"bold\">" +
@@ -114,52 +130,61 @@ std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxi
   // Grid, ticks and tick labels.
   for (double t : x.ticks()) {
     const double px = x.at(t);
-    o += "<line x1=\"" + num(px) + "\" y1=\"" + num(top) + "\" x2=\"" + num(px) + "\" y2=\"" + num(height - bottom) +
-         "\" stroke=\"#e4e4e4\"/>\n<text x=\"" + num(px) + "\" y=\"" + num(height - bottom + 16) + "\" text-anchor=\"middle\">" +
-         tick_label(t) + "</text>\n";
+    o += "<line x1=\"" + num(px) + "\" y1=\"" + num(top) + "\" x2=\"" + num(px) + "\" y2=\"" +
+         num(height - bottom) + "\" stroke=\"#e4e4e4\"/>\n<text x=\"" + num(px) + "\" y=\"" +
+         num(height - bottom + 16) + "\" text-anchor=\"middle\">" + tick_label(t) + "</text>\n";
   }
   for (double t : y.ticks()) {
     const double py = y.at(t);
-    o += "<line x1=\"" + num(left) + "\" y1=\"" + num(py) + "\" x2=\"" + num(width - right) + "\" y2=\"" + num(py) +
-         "\" stroke=\"#e4e4e4\"/>\n<text x=\"" + num(left - 6) + "\" y=\"" + num(py + 4) + "\" text-anchor=\"end\">" +
-         tick_label(t) + "</text>\n";
+    o += "<line x1=\"" + num(left) + "\" y1=\"" + num(py) + "\" x2=\"" + num(width - right) +
+         "\" y2=\"" + num(py) + "\" stroke=\"#e4e4e4\"/>\n<text x=\"" + num(left - 6) + "\" y=\"" +
+         num(py + 4) + "\" text-anchor=\"end\">" + tick_label(t) + "</text>\n";
   }
-  o += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(width - right - left) + "\" height=\"" +
-       num(height - bottom - top) + "\" fill=\"none\" stroke=\"#333\"/>\n";
-  o += "<text x=\"" + num((left + width - right) / 2.0) + "\" y=\"" + num(height - 14) + "\" text-anchor=\"middle\">" +
-       html_escape(xa.label) + (xa.log ? " (log scale)" : "") + "</text>\n";
-  o += "<text transform=\"translate(18," + num((top + height - bottom) / 2.0) + ") rotate(-90)\" text-anchor=\"middle\">" +
-       html_escape(ya.label) + (ya.log ? " (log scale)" : "") + "</text>\n";
+  o += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(width - right - left) +
+       "\" height=\"" + num(height - bottom - top) + "\" fill=\"none\" stroke=\"#333\"/>\n";
+  o += "<text x=\"" + num((left + width - right) / 2.0) + "\" y=\"" + num(height - 14) +
+       "\" text-anchor=\"middle\">" + html_escape(xa.label) + (xa.log ? " (log scale)" : "") +
+       "</text>\n";
+  o += "<text transform=\"translate(18," + num((top + height - bottom) / 2.0) +
+       ") rotate(-90)\" text-anchor=\"middle\">" + html_escape(ya.label) +
+       (ya.log ? " (log scale)" : "") + "</text>\n";
   for (const PlotLine& l : lines) {
     if (!y.usable(l.y)) continue;
     const double py = y.at(l.y);
-    o += "<line x1=\"" + num(left) + "\" y1=\"" + num(py) + "\" x2=\"" + num(width - right) + "\" y2=\"" + num(py) +
-         "\" stroke=\"#b00\" stroke-dasharray=\"6 3\"/>\n<text x=\"" + num(left + 6) + "\" y=\"" + num(py - 5) +
-         "\" fill=\"#b00\">" + html_escape(l.label) + "</text>\n";
+    o += "<line x1=\"" + num(left) + "\" y1=\"" + num(py) + "\" x2=\"" + num(width - right) +
+         "\" y2=\"" + num(py) + "\" stroke=\"#b00\" stroke-dasharray=\"6 3\"/>\n<text x=\"" +
+         num(left + 6) + "\" y=\"" + num(py - 5) + "\" fill=\"#b00\">" + html_escape(l.label) +
+         "</text>\n";
   }
   // Series and legend.
   for (std::size_t i = 0; i < series.size(); ++i) {
     const PlotSeries& s = series[i];
-    const std::string colour = s.colour.empty() ? kPalette[i % (sizeof kPalette / sizeof *kPalette)] : s.colour;
+    const std::string colour =
+        s.colour.empty() ? kPalette[i % (sizeof kPalette / sizeof *kPalette)] : s.colour;
     std::string path;
     for (std::size_t k = 0; k < s.points.size(); ++k) {
       const auto& [px, py] = s.points[k];
       if (!x.usable(px) || !y.usable(py)) continue;
       path += (path.empty() ? "" : " ") + num(x.at(px)) + "," + num(y.at(py));
       if (s.markers) {
-        o += "<circle cx=\"" + num(x.at(px)) + "\" cy=\"" + num(y.at(py)) + "\" r=\"4.5\" fill=\"" + colour + "\">";
+        o += "<circle cx=\"" + num(x.at(px)) + "\" cy=\"" + num(y.at(py)) + "\" r=\"4.5\" fill=\"" +
+             colour + "\">";
         if (k < s.titles.size()) o += "<title>" + html_escape(s.titles[k]) + "</title>";
         o += "</circle>\n";
       }
     }
     if (s.lines && !path.empty())
-      o += "<polyline points=\"" + path + "\" fill=\"none\" stroke=\"" + colour + "\" stroke-width=\"1.6\"" +
-           (s.dashed ? " stroke-dasharray=\"5 4\"" : "") + "><title>" + html_escape(s.name) + "</title></polyline>\n";
+      o += "<polyline points=\"" + path + "\" fill=\"none\" stroke=\"" + colour +
+           "\" stroke-width=\"1.6\"" + (s.dashed ? " stroke-dasharray=\"5 4\"" : "") + "><title>" +
+           html_escape(s.name) + "</title></polyline>\n";
     const double ly = top + 8 + 18.0 * double(i), lx = width - legend_w + 4;
-    o += s.lines ? "<line x1=\"" + num(lx) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(lx + 18) + "\" y2=\"" + num(ly) + "\" stroke=\"" +
-                       colour + "\" stroke-width=\"2\"" + (s.dashed ? " stroke-dasharray=\"5 4\"" : "") + "/>\n"
-                 : "<circle cx=\"" + num(lx + 9) + "\" cy=\"" + num(ly) + "\" r=\"4.5\" fill=\"" + colour + "\"/>\n";
-    o += "<text x=\"" + num(lx + 24) + "\" y=\"" + num(ly + 4) + "\">" + html_escape(s.name) + "</text>\n";
+    o += s.lines ? "<line x1=\"" + num(lx) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(lx + 18) +
+                       "\" y2=\"" + num(ly) + "\" stroke=\"" + colour + "\" stroke-width=\"2\"" +
+                       (s.dashed ? " stroke-dasharray=\"5 4\"" : "") + "/>\n"
+                 : "<circle cx=\"" + num(lx + 9) + "\" cy=\"" + num(ly) + "\" r=\"4.5\" fill=\"" +
+                       colour + "\"/>\n";
+    o += "<text x=\"" + num(lx + 24) + "\" y=\"" + num(ly + 4) + "\">" + html_escape(s.name) +
+         "</text>\n";
   }
   return o + "</svg>\n";
 }

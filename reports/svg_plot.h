@@ -16,10 +16,11 @@ struct PlotAxis {
 
 struct PlotSeries {
   std::string name;
-  std::vector<std::pair<double, double>> points;  // non-finite (or, on a log axis, non-positive) values are left out
-  std::vector<std::string> titles;                // hover text per point (optional)
+  std::vector<std::pair<double, double>>
+      points;  // non-finite (or, on a log axis, non-positive) values are left out
+  std::vector<std::string> titles;  // hover text per point (optional)
   bool lines = false, markers = true, dashed = false;
-  std::string colour;                             // empty: from the palette by index
+  std::string colour;  // empty: from the palette by index
 };
 
 struct PlotLine {  // a horizontal reference line
@@ -27,8 +28,9 @@ struct PlotLine {  // a horizontal reference line
   std::string label;
 };
 
-std::string svg_plot(const std::string& title, const PlotAxis& x, const PlotAxis& y, const std::vector<PlotSeries>& series,
-                     const std::vector<PlotLine>& lines = {}, int width = 760, int height = 420);
+std::string svg_plot(const std::string& title, const PlotAxis& x, const PlotAxis& y,
+                     const std::vector<PlotSeries>& series, const std::vector<PlotLine>& lines = {},
+                     int width = 760, int height = 420);
 
 // Escapes text for HTML and SVG.
 std::string html_escape(const std::string& text);

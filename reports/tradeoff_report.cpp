@@ -29,13 +29,18 @@ struct PointRow {
   char worst_layers[512];
 };
 
-void write_matrix(hid_t parent, const char* name, const std::vector<std::vector<double>>& rows, std::size_t cols) {
+void write_matrix(hid_t parent, const char* name, const std::vector<std::vector<double>>& rows,
+                  std::size_t cols) {
   const hsize_t dims[2] = {rows.size(), cols};
   std::vector<double> flat;
   for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
   Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose);
-  Handle ds(check_id(H5Dcreate2(parent, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name), H5Dclose);
-  if (!flat.empty()) check(H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), name);
+  Handle ds(check_id(H5Dcreate2(parent, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                                H5P_DEFAULT),
+                     name),
+            H5Dclose);
+  if (!flat.empty())
+    check(H5Dwrite(ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, flat.data()), name);
 }
 
 void write_strings(hid_t parent, const char* name, const std::vector<std::string>& values) {
@@ -46,7 +51,10 @@ void write_strings(hid_t parent, const char* name, const std::vector<std::string
   check(H5Tset_size(type.get(), H5T_VARIABLE), "string type");
   check(H5Tset_cset(type.get(), H5T_CSET_UTF8), "string charset");
   Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  Handle ds(check_id(H5Dcreate2(parent, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), name), H5Dclose);
+  Handle ds(check_id(H5Dcreate2(parent, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT,
+                                H5P_DEFAULT),
+                     name),
+            H5Dclose);
   if (n) check(H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), name);
 }
 
@@ -83,15 +91,19 @@ std::vector<std::size_t> pareto_front(const Tradeoff& t, const std::string& reso
   std::vector<std::size_t> front;
   for (std::size_t i = 0; i < t.points.size(); ++i) {
     const PolicyPoint& a = t.points[i];
-    if (a.resolution != resolution || a.peer || !a.ran || !std::isfinite(a.rel_l2) || a.non_finite) continue;
+    if (a.resolution != resolution || a.peer || !a.ran || !std::isfinite(a.rel_l2) || a.non_finite)
+      continue;
     bool dominated = false;
     for (const PolicyPoint& b : t.points)
-      if (&b != &a && b.resolution == resolution && !b.peer && b.ran && !b.non_finite && b.seconds_median <= a.seconds_median &&
-          b.rel_l2 <= a.rel_l2 && (b.seconds_median < a.seconds_median || b.rel_l2 < a.rel_l2))
+      if (&b != &a && b.resolution == resolution && !b.peer && b.ran && !b.non_finite &&
+          b.seconds_median <= a.seconds_median && b.rel_l2 <= a.rel_l2 &&
+          (b.seconds_median < a.seconds_median || b.rel_l2 < a.rel_l2))
         dominated = true;
     if (!dominated) front.push_back(i);
   }
-  std::sort(front.begin(), front.end(), [&](std::size_t x, std::size_t y) { return t.points[x].seconds_median < t.points[y].seconds_median; });
+  std::sort(front.begin(), front.end(), [&](std::size_t x, std::size_t y) {
+    return t.points[x].seconds_median < t.points[y].seconds_median;
+  });
   return front;
 }
 
@@ -100,11 +112,12 @@ Status write_tradeoff_h5(const std::string& path, const Tradeoff& t, const RunRe
   return write_path_atomically(path, [&](const std::string& tmp) -> Status {
     try {
       Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-      if (!file.ok()) return Error("cannot write " + path + "; check that its folder exists and is writable");
+      if (!file.ok())
+        return Error("cannot write " + path + "; check that its folder exists and is writable");
       const hid_t root = file.get();
       put_header(root, t, header);
-      Handle s16(string_type(16), H5Tclose), s48(string_type(48), H5Tclose), s192(string_type(192), H5Tclose),
-          s512(string_type(512), H5Tclose);
+      Handle s16(string_type(16), H5Tclose), s48(string_type(48), H5Tclose),
+          s192(string_type(192), H5Tclose), s512(string_type(512), H5Tclose);
       Handle type(H5Tcreate(H5T_COMPOUND, sizeof(PointRow)), H5Tclose);
       const hid_t c = type.get();
       H5Tinsert(c, "policy", HOFFSET(PointRow, policy), s48.get());
@@ -147,9 +160,14 @@ Status write_tradeoff_h5(const std::string& path, const Tradeoff& t, const RunRe
       for (const TradeoffResolution& res : t.resolutions)
         for (std::size_t i : pareto_front(t, res.resolution)) rows[i].pareto = 1;
       write_table(root, "points", type.get(), rows);
-      Handle group(check_id(H5Gcreate2(root, "resolutions", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "resolutions"), H5Gclose);
+      Handle group(check_id(H5Gcreate2(root, "resolutions", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                            "resolutions"),
+                   H5Gclose);
       for (const TradeoffResolution& res : t.resolutions) {
-        Handle g(check_id(H5Gcreate2(group.get(), res.resolution.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "resolution"), H5Gclose);
+        Handle g(check_id(H5Gcreate2(group.get(), res.resolution.c_str(), H5P_DEFAULT, H5P_DEFAULT,
+                                     H5P_DEFAULT),
+                          "resolution"),
+                 H5Gclose);
         put_double(g.get(), "reference_seconds", res.reference_seconds);
         write_strings(g.get(), "layers", res.layers);
         write_matrix(g.get(), "f16_headroom", {res.f16_headroom}, res.f16_headroom.size());
@@ -175,15 +193,22 @@ Status write_tradeoff_h5(const std::string& path, const Tradeoff& t, const RunRe
 
 Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const RunReport& header) {
   std::ostringstream o;
-  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>twinpath tradeoff: " << html_escape(t.model) << " "
-    << html_escape(t.pipeline) << "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}"
-    << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}"
-    << "th{background:#f2f2f2}td.l{text-align:left}tr.front td{background:#eef7ee}.note{color:#555;font-size:13px}</style></head><body>\n";
-  o << "<h1>Precision/performance tradeoff: " << html_escape(t.model) << ", " << html_escape(t.pipeline) << "</h1>\n";
-  o << "<p class=\"note\">twinpath " << html_escape(header.tool_version) << " (" << html_escape(header.git_commit) << ") on "
-    << html_escape(header.host) << ", " << html_escape(t.device) << ", " << html_escape(header.utc_time) << ". Error: the compiled "
-    << "path's output against the fp32 reference on the same procedural picture. Time: median of " << t.repeats
-    << " runs after a warm-up, plans compiled once. Memory: the session's peak arena bytes; weights as stored.<br><code>"
+  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>twinpath tradeoff: "
+    << html_escape(t.model) << " " << html_escape(t.pipeline)
+    << "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}"
+    << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px "
+       "7px;text-align:right}"
+    << "th{background:#f2f2f2}td.l{text-align:left}tr.front "
+       "td{background:#eef7ee}.note{color:#555;font-size:13px}</style></head><body>\n";
+  o << "<h1>Precision/performance tradeoff: " << html_escape(t.model) << ", "
+    << html_escape(t.pipeline) << "</h1>\n";
+  o << "<p class=\"note\">twinpath " << html_escape(header.tool_version) << " ("
+    << html_escape(header.git_commit) << ") on " << html_escape(header.host) << ", "
+    << html_escape(t.device) << ", " << html_escape(header.utc_time) << ". Error: the compiled "
+    << "path's output against the fp32 reference on the same procedural picture. Time: median of "
+    << t.repeats
+    << " runs after a warm-up, plans compiled once. Memory: the session's peak arena bytes; "
+       "weights as stored.<br><code>"
     << html_escape(header.command_line) << "</code></p>\n";
   for (const TradeoffResolution& res : t.resolutions) {
     o << "<h2>" << html_escape(res.resolution) << "</h2>\n";
@@ -197,13 +222,15 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
       s.name = p.peer ? p.policy + " (peer)" : p.policy;
       if (p.peer) {
         s.colour = "#000";
-        s.titles = {p.policy + " (peer): rel L2 " + format_number(p.rel_l2) + ", " + ms(p.seconds_median) + " ms"};
+        s.titles = {p.policy + " (peer): rel L2 " + format_number(p.rel_l2) + ", " +
+                    ms(p.seconds_median) + " ms"};
         s.points = {{p.seconds_median * 1e3, p.rel_l2}};
         scatter.push_back(s);
         continue;
       }
       s.points = {{p.seconds_median * 1e3, p.rel_l2}};
-      s.titles = {p.policy + ": rel L2 " + format_number(p.rel_l2) + ", " + ms(p.seconds_median) + " ms"};
+      s.titles = {p.policy + ": rel L2 " + format_number(p.rel_l2) + ", " + ms(p.seconds_median) +
+                  " ms"};
       scatter.push_back(s);
       PlotSeries prof;
       prof.name = p.policy;
@@ -223,13 +250,16 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
     pareto.markers = false;
     pareto.dashed = true;
     pareto.colour = "#000";
-    for (std::size_t i : front) pareto.points.emplace_back(t.points[i].seconds_median * 1e3, t.points[i].rel_l2);
+    for (std::size_t i : front)
+      pareto.points.emplace_back(t.points[i].seconds_median * 1e3, t.points[i].rel_l2);
     scatter.push_back(pareto);
     o << svg_plot("Output error vs time per dtype policy", {"median time per run (ms)", false},
                   {"output relative L2 error vs fp32 reference", true}, scatter);
-    o << svg_plot("Per-layer accumulated error (whole run)", {"layer (execution order; names in the HDF5 report)", false},
+    o << svg_plot("Per-layer accumulated error (whole run)",
+                  {"layer (execution order; names in the HDF5 report)", false},
                   {"relative L2 error at the layer's output", true}, profiles);
-    o << svg_plot("Per-layer local error (each layer alone on the reference's inputs)", {"layer (execution order)", false},
+    o << svg_plot("Per-layer local error (each layer alone on the reference's inputs)",
+                  {"layer (execution order)", false},
                   {"relative L2 error of the layer alone", true}, locals);
     PlotSeries head;
     head.name = "65504 / max|reference|";
@@ -239,26 +269,35 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
       head.points.emplace_back(double(k), res.f16_headroom[k]);
       head.titles.push_back(res.layers[k] + ": headroom " + format_number(res.f16_headroom[k]));
     }
-    o << svg_plot("Per-layer f16 headroom (reference activations)", {"layer (execution order; hover for names)", false},
-                  {"f16 largest finite / max |activation|", true}, {head}, {{1.0, "below 1: the layer overflows f16"}});
-    o << "<table><tr><th>policy</th><th>output rel L2</th><th>max abs</th><th>PSNR (dB, 8-bit)</th><th>median ms</th>"
-      << "<th>min ms</th><th>arena peak MiB</th><th>weights MiB</th><th class=\"l\">worst layers (local error / its tolerance)</th></tr>\n";
+    o << svg_plot("Per-layer f16 headroom (reference activations)",
+                  {"layer (execution order; hover for names)", false},
+                  {"f16 largest finite / max |activation|", true}, {head},
+                  {{1.0, "below 1: the layer overflows f16"}});
+    o << "<table><tr><th>policy</th><th>output rel L2</th><th>max abs</th><th>PSNR (dB, "
+         "8-bit)</th><th>median ms</th>"
+      << "<th>min ms</th><th>arena peak MiB</th><th>weights MiB</th><th class=\"l\">worst layers "
+         "(local error / its tolerance)</th></tr>\n";
     for (std::size_t i = 0; i < t.points.size(); ++i) {
       const PolicyPoint& p = t.points[i];
       if (p.resolution != res.resolution) continue;
       const bool on_front = std::find(front.begin(), front.end(), i) != front.end();
-      o << "<tr" << (on_front ? " class=\"front\"" : "") << "><td class=\"l\">" << html_escape(p.policy) << (on_front ? " ★" : "")
-        << (p.peer ? " (peer)" : "") << "</td>";
+      o << "<tr" << (on_front ? " class=\"front\"" : "") << "><td class=\"l\">"
+        << html_escape(p.policy) << (on_front ? " ★" : "") << (p.peer ? " (peer)" : "") << "</td>";
       if (!p.ran) {
         o << "<td class=\"l\" colspan=\"8\">not run: " << html_escape(p.note) << "</td></tr>\n";
         continue;
       }
-      o << "<td>" << format_number(p.rel_l2) << "</td><td>" << format_number(p.max_abs) << "</td><td>" << psnr_text(p, t.pipeline)
-        << "</td><td>" << ms(p.seconds_median) << "</td><td>" << ms(p.seconds_min) << "</td><td>"
-        << (p.peer ? "–" : mib(p.peak_arena_bytes)) << "</td><td>" << (p.peer ? "–" : mib(p.weight_bytes)) << "</td><td class=\"l\">" << html_escape(readable_list(p.worst_layers)) << "</td></tr>\n";
+      o << "<td>" << format_number(p.rel_l2) << "</td><td>" << format_number(p.max_abs)
+        << "</td><td>" << psnr_text(p, t.pipeline) << "</td><td>" << ms(p.seconds_median)
+        << "</td><td>" << ms(p.seconds_min) << "</td><td>"
+        << (p.peer ? "–" : mib(p.peak_arena_bytes)) << "</td><td>"
+        << (p.peer ? "–" : mib(p.weight_bytes)) << "</td><td class=\"l\">"
+        << html_escape(readable_list(p.worst_layers)) << "</td></tr>\n";
     }
-    o << "</table>\n<p class=\"note\">★ Pareto front: no other policy is both faster and more accurate. A peer (LibTorch's ops "
-      << "doing the same work, black marker) is measured for comparison, not as a policy. Reference (fp32) run: "
+    o << "</table>\n<p class=\"note\">★ Pareto front: no other policy is both faster and more "
+         "accurate. A peer (LibTorch's ops "
+      << "doing the same work, black marker) is measured for comparison, not as a policy. "
+         "Reference (fp32) run: "
       << format_number(res.reference_seconds) << " s.</p>\n";
   }
   o << "</body></html>\n";

@@ -1,15 +1,19 @@
 // Case lines: canonical ids, seeds from ids, and errors that point at the bad token.
-#include <gtest/gtest.h>
-
 #include "cases/case.h"
+
+#include <gtest/gtest.h>
 
 namespace tp {
 namespace {
 
 TEST(CaseLine, CanonicalIdRoundTripsAndOrdersOptions) {
-  auto c = parse_case("vae.decode   inject=softmax-no-max w=bf16 a=bf16 res=32x48 model=tiny-taesd keep=decoder.*+encoder.conv_in");
+  auto c = parse_case(
+      "vae.decode   inject=softmax-no-max w=bf16 a=bf16 res=32x48 model=tiny-taesd "
+      "keep=decoder.*+encoder.conv_in");
   ASSERT_TRUE(c.ok()) << c.error().message();
-  EXPECT_EQ(c->id(), "vae.decode model=tiny-taesd res=32x48 w=bf16 a=bf16 acc=f32 keep=decoder.*+encoder.conv_in inject=softmax-no-max");
+  EXPECT_EQ(c->id(),
+            "vae.decode model=tiny-taesd res=32x48 w=bf16 a=bf16 acc=f32 "
+            "keep=decoder.*+encoder.conv_in inject=softmax-no-max");
   auto again = parse_case(c->id());
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->id(), c->id());
@@ -19,9 +23,12 @@ TEST(CaseLine, CanonicalIdRoundTripsAndOrdersOptions) {
 }
 
 TEST(CaseLine, StreamCasesNameTheirResolutionsInOrder) {
-  auto c = parse_case("vae.decode model=tiny-kl mem=2MiB shapes=bucket:32 stream=64x64+64x80+48x48");
+  auto c =
+      parse_case("vae.decode model=tiny-kl mem=2MiB shapes=bucket:32 stream=64x64+64x80+48x48");
   ASSERT_TRUE(c.ok()) << c.error().message();
-  EXPECT_EQ(c->id(), "vae.decode model=tiny-kl stream=64x64+64x80+48x48 w=f16 a=f16 acc=f32 shapes=bucket:32 mem=2MiB");
+  EXPECT_EQ(c->id(),
+            "vae.decode model=tiny-kl stream=64x64+64x80+48x48 w=f16 a=f16 acc=f32 "
+            "shapes=bucket:32 mem=2MiB");
   ASSERT_EQ(c->stream.size(), 3u);
   EXPECT_EQ(c->stream[1], (std::pair<int64_t, int64_t>{64, 80}));
   EXPECT_EQ(c->memory_limit, int64_t(2) << 20);
@@ -44,24 +51,28 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
     const char* line;
     const char* fragment;
   };
-  for (const Bad& b : {Bad{"vae.decod model=tiny-kl", "column 1: 'vae.decod'"},
-                       Bad{"vae.decode model=tiny-kl res=64by64", "column 26: 'res=64by64': expected res=HEIGHTxWIDTH"},
-                       Bad{"vae.decode w=f17", "column 12: 'w=f17'"},
-                       Bad{"vae.decode colour=red", "unknown option"},
-                       Bad{"vae.decode boost=decoder.conv_out", "expected boost=LAYER*FACTOR"},
-                       Bad{"vae.decode tile=64:48", "tile=MIN:STRIDE needs tiling=on"},
-                       Bad{"vae.decode ref=f16", "the reference runs in f32 or f64"},
-                       Bad{"vae.decode stream=64x64+64by80", "'64by80' is not a resolution"},
-                       Bad{"vae.decode res=64x64 stream=64x64+64x80", "leave res= out"},
-                       Bad{"vae.decode mem=8MiB", "mem= is a stream's memory budget"},
-                       Bad{"vae.decode stream=64x64 mem=8MB", "expected mem=SIZE"},
-                       Bad{"vae.decode shapes=bucket:0", "expected shapes=exact or shapes=bucket:N"},
-                       Bad{"vae.decode stream=64x64 tiling=on", "tiling=, warm=, reload= and interleave= are cases of their own"},
-                       Bad{"vae.decode interleave=on", "it needs vae.roundtrip without tiling"},
-                       Bad{"", "empty case line"}}) {
+  for (const Bad& b :
+       {Bad{"vae.decod model=tiny-kl", "column 1: 'vae.decod'"},
+        Bad{"vae.decode model=tiny-kl res=64by64",
+            "column 26: 'res=64by64': expected res=HEIGHTxWIDTH"},
+        Bad{"vae.decode w=f17", "column 12: 'w=f17'"},
+        Bad{"vae.decode colour=red", "unknown option"},
+        Bad{"vae.decode boost=decoder.conv_out", "expected boost=LAYER*FACTOR"},
+        Bad{"vae.decode tile=64:48", "tile=MIN:STRIDE needs tiling=on"},
+        Bad{"vae.decode ref=f16", "the reference runs in f32 or f64"},
+        Bad{"vae.decode stream=64x64+64by80", "'64by80' is not a resolution"},
+        Bad{"vae.decode res=64x64 stream=64x64+64x80", "leave res= out"},
+        Bad{"vae.decode mem=8MiB", "mem= is a stream's memory budget"},
+        Bad{"vae.decode stream=64x64 mem=8MB", "expected mem=SIZE"},
+        Bad{"vae.decode shapes=bucket:0", "expected shapes=exact or shapes=bucket:N"},
+        Bad{"vae.decode stream=64x64 tiling=on",
+            "tiling=, warm=, reload= and interleave= are cases of their own"},
+        Bad{"vae.decode interleave=on", "it needs vae.roundtrip without tiling"},
+        Bad{"", "empty case line"}}) {
     auto c = parse_case(b.line);
     ASSERT_FALSE(c.ok()) << b.line;
-    EXPECT_NE(c.error().message().find(b.fragment), std::string::npos) << b.line << " -> " << c.error().message();
+    EXPECT_NE(c.error().message().find(b.fragment), std::string::npos)
+        << b.line << " -> " << c.error().message();
   }
 }
 
@@ -95,7 +106,8 @@ TEST(SuiteFile, ATypoPointsAtFileLineAndColumn) {
     const char* text;
     const char* fragment;
   };
-  for (const Bad& b : {Bad{"vae.decode model=tiny-kl\nvae.decode res=64x6a4\n", "my.txt:2:12: '6a4' is not a size in pixels"},
+  for (const Bad& b : {Bad{"vae.decode model=tiny-kl\nvae.decode res=64x6a4\n",
+                           "my.txt:2:12: '6a4' is not a size in pixels"},
                        Bad{"vae.decode w=f16,f17\n", "my.txt:1:12: 'w=f17'"},
                        Bad{"vae.decode,vae.decod\n", "my.txt:1:1: 'vae.decod'"},
                        Bad{"vae.decode res=40:32:4x32\n", "not a range A:B:STEP"},
@@ -104,30 +116,36 @@ TEST(SuiteFile, ATypoPointsAtFileLineAndColumn) {
                        Bad{"vae.decode res=1:999999999:1x8\n", "more than 100000 sizes"}}) {
     auto cases = expand_suite(b.text, "my.txt");
     ASSERT_FALSE(cases.ok()) << b.text;
-    EXPECT_NE(cases.error().message().find(b.fragment), std::string::npos) << cases.error().message();
+    EXPECT_NE(cases.error().message().find(b.fragment), std::string::npos)
+        << cases.error().message();
   }
 }
 
 // res=tiling computes its sizes from the config: tiny-kl tiles 32 px (8 latents of 4 px) every
 // 24 px; tiny-taesd with tile=32:16 (video style) every 16 px.
 TEST(SuiteFile, TilingGeneratorComputesBoundariesFromTheConfig) {
-  auto cases = expand_suite("vae.decode model=tiny-kl,tiny-taesd res=tiling tiling=on tile=0:0,32:16\n", "gen.txt");
+  auto cases = expand_suite(
+      "vae.decode model=tiny-kl,tiny-taesd res=tiling tiling=on tile=0:0,32:16\n", "gen.txt");
   ASSERT_TRUE(cases.ok()) << cases.error().message();
   std::set<std::string> ids;
   for (const Case& c : *cases) ids.insert(c.id());
-  for (const char* want : {"vae.decode model=tiny-kl res=28x32 w=f16 a=f16 acc=f32 tiling=on",   // threshold - 1 latent
-                           "vae.decode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32 tiling=on",   // at the threshold
-                           "vae.decode model=tiny-kl res=32x36 w=f16 a=f16 acc=f32 tiling=on",   // threshold + 1 latent
-                           "vae.decode model=tiny-kl res=24x32 w=f16 a=f16 acc=f32 tiling=on",   // the stride
-                           "vae.decode model=tiny-kl res=52x32 w=f16 a=f16 acc=f32 tiling=on",   // 2 strides + 1 latent
-                           "vae.decode model=tiny-kl res=32x16 w=f16 a=f16 acc=f32 tiling=on tile=32:16",
-                           "vae.decode model=tiny-taesd res=40x32 w=f16 a=f16 acc=f32 tiling=on tile=32:16"})
+  for (const char* want :
+       {"vae.decode model=tiny-kl res=28x32 w=f16 a=f16 acc=f32 tiling=on",  // threshold - 1 latent
+        "vae.decode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32 tiling=on",  // at the threshold
+        "vae.decode model=tiny-kl res=32x36 w=f16 a=f16 acc=f32 tiling=on",  // threshold + 1 latent
+        "vae.decode model=tiny-kl res=24x32 w=f16 a=f16 acc=f32 tiling=on",  // the stride
+        "vae.decode model=tiny-kl res=52x32 w=f16 a=f16 acc=f32 tiling=on",  // 2 strides + 1 latent
+        "vae.decode model=tiny-kl res=32x16 w=f16 a=f16 acc=f32 tiling=on tile=32:16",
+        "vae.decode model=tiny-taesd res=40x32 w=f16 a=f16 acc=f32 tiling=on tile=32:16"})
     EXPECT_EQ(ids.count(want), 1u) << want;
-  for (const Case& c : *cases) EXPECT_TRUE(c.height == 32 || c.width == 32 || c.tile_min == 0) << c.id();
+  for (const Case& c : *cases)
+    EXPECT_TRUE(c.height == 32 || c.width == 32 || c.tile_min == 0) << c.id();
   EXPECT_EQ(ids.size(), cases->size());
   auto bad = expand_suite("vae.decode model=/no/such/model res=tiling tiling=on\n", "gen.txt");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("gen.txt:1: res=tiling: /no/such/model/config.json: cannot open"), std::string::npos)
+  EXPECT_NE(
+      bad.error().message().find("gen.txt:1: res=tiling: /no/such/model/config.json: cannot open"),
+      std::string::npos)
       << bad.error().message();
 }
 
@@ -140,7 +158,8 @@ TEST(SuiteFile, BuiltInSuitesExpand) {
   EXPECT_GE(load_suite("ci")->size(), 150u);
   auto missing = load_suite("no-such-suite");
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message().find("neither a built-in suite (ci, field-reports, nightly)"), std::string::npos)
+  EXPECT_NE(missing.error().message().find("neither a built-in suite (ci, field-reports, nightly)"),
+            std::string::npos)
       << missing.error().message();
 }
 

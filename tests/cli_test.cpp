@@ -4,10 +4,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -31,10 +31,12 @@ class CliTest : public ::testing::Test {
     ASSERT_EQ(twinpath("model init --config tiny-kl --seed 1 --out " + p("kl")).code, 0);
     ASSERT_EQ(twinpath("model init --config tiny-taesd --seed 1 --out " + p("taesd")).code, 0);
     Tensor latent(DType::kF32, {1, 4, 8, 8});
-    for (int64_t i = 0; i < latent.numel(); ++i) latent.data<float>()[i] = float((i * 7919) % 200) / 100.0f - 1.0f;
+    for (int64_t i = 0; i < latent.numel(); ++i)
+      latent.data<float>()[i] = float((i * 7919) % 200) / 100.0f - 1.0f;
     ASSERT_TRUE(write_tensor_file(p("latent.safetensors"), {{"latents", latent}}).ok());
     Tensor image(DType::kF32, {1, 3, 32, 24});
-    for (int64_t i = 0; i < image.numel(); ++i) image.data<float>()[i] = float((i * 104729) % 200) / 100.0f - 1.0f;
+    for (int64_t i = 0; i < image.numel(); ++i)
+      image.data<float>()[i] = float((i * 104729) % 200) / 100.0f - 1.0f;
     ASSERT_TRUE(write_npy(p("image.npy"), image).ok());
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
@@ -53,16 +55,16 @@ class CliTest : public ::testing::Test {
 fs::path CliTest::dir_;
 
 TEST_F(CliTest, ExecRunsEveryPipelineAndWritesNamedOutputs) {
-  CommandResult r = twinpath("exec --model " + p("kl") + " --pipeline vae.decode --input " + p("latent.safetensors") +
-                   " --output " + p("out.safetensors"));
+  CommandResult r = twinpath("exec --model " + p("kl") + " --pipeline vae.decode --input " +
+                             p("latent.safetensors") + " --output " + p("out.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("sample [1, 3, 32, 32] f32"), std::string::npos) << r.output;
   auto out = SafetensorsFile::open(p("out.safetensors"));
   ASSERT_TRUE(out.ok());
   EXPECT_NE(out->find("sample"), nullptr);
 
-  r = twinpath("exec --model " + p("kl") + " --pipeline vae.encode --path reference:fp64 --input " + p("image.npy") +
-               " --output " + p("enc.safetensors"));
+  r = twinpath("exec --model " + p("kl") + " --pipeline vae.encode --path reference:fp64 --input " +
+               p("image.npy") + " --output " + p("enc.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
   auto enc = SafetensorsFile::open(p("enc.safetensors"));
   ASSERT_TRUE(enc.ok());
@@ -71,11 +73,11 @@ TEST_F(CliTest, ExecRunsEveryPipelineAndWritesNamedOutputs) {
   EXPECT_EQ(enc->find("mean")->shape, (Shape{1, 4, 8, 6}));
 
   // An encode output feeds decode (its mean is the posterior mode).
-  r = twinpath("exec --model " + p("kl") + " --pipeline vae.decode --input " + p("enc.safetensors") +
-               " --output " + p("dec.npy"));
+  r = twinpath("exec --model " + p("kl") + " --pipeline vae.decode --input " +
+               p("enc.safetensors") + " --output " + p("dec.npy"));
   EXPECT_EQ(r.code, 0) << r.output;
-  r = twinpath("exec --model " + p("taesd") + " --pipeline vae.roundtrip --input " + p("image.npy") +
-               " --output " + p("rt.npy"));
+  r = twinpath("exec --model " + p("taesd") + " --pipeline vae.roundtrip --input " +
+               p("image.npy") + " --output " + p("rt.npy"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_EQ(twinpath("--help").code, 0);
 }
@@ -85,7 +87,8 @@ TEST_F(CliTest, BadCheckpointsGetOneSentenceAndExitCode2) {
   fs::create_directories(p("corrupt"));
   fs::copy_file(p("kl/config.json"), p("corrupt/config.json"));
   std::ofstream(p("corrupt/" + weights)) << "this is not a safetensors file at all";
-  const std::string decode = " --pipeline vae.decode --input " + p("latent.safetensors") + " --output " + p("o.safetensors");
+  const std::string decode = " --pipeline vae.decode --input " + p("latent.safetensors") +
+                             " --output " + p("o.safetensors");
   expect_user_error("exec --model " + p("corrupt") + decode, "not a safetensors file");
 
   fs::create_directories(p("truncated"));
@@ -97,62 +100,82 @@ TEST_F(CliTest, BadCheckpointsGetOneSentenceAndExitCode2) {
   fs::create_directories(p("mismatched"));
   fs::copy_file(p("taesd/config.json"), p("mismatched/config.json"));
   fs::copy_file(p("kl/" + weights), p("mismatched/" + weights));
-  expect_user_error("exec --model " + p("mismatched") + decode, "the checkpoint does not match config.json");
+  expect_user_error("exec --model " + p("mismatched") + decode,
+                    "the checkpoint does not match config.json");
   EXPECT_FALSE(fs::exists(p("o.safetensors"))) << "a failed run left an output file";
 }
 
 TEST_F(CliTest, WrongInputsAndFlagsExitCode2) {
   const std::string model = "exec --model " + p("kl");
-  expect_user_error(model + " --pipeline vae.decode --input " + p("nope.npy") + " --output " + p("o.npy"), "cannot open");
-  expect_user_error(model + " --pipeline vae.decode --input " + p("image.npy") + " --output " + p("o.npy"),
-                    "takes a latent of shape [batch, 4, height, width]");
-  expect_user_error(model + " --pipeline vae.blend --input " + p("image.npy") + " --output " + p("o.npy"),
-                    "unknown pipeline 'vae.blend'");
-  expect_user_error(model + " --pipeline vae.encode --path gpu --input " + p("image.npy") + " --output " + p("o.npy"),
+  expect_user_error(
+      model + " --pipeline vae.decode --input " + p("nope.npy") + " --output " + p("o.npy"),
+      "cannot open");
+  expect_user_error(
+      model + " --pipeline vae.decode --input " + p("image.npy") + " --output " + p("o.npy"),
+      "takes a latent of shape [batch, 4, height, width]");
+  expect_user_error(
+      model + " --pipeline vae.blend --input " + p("image.npy") + " --output " + p("o.npy"),
+      "unknown pipeline 'vae.blend'");
+  expect_user_error(model + " --pipeline vae.encode --path gpu --input " + p("image.npy") +
+                        " --output " + p("o.npy"),
                     "unknown path 'gpu'");
-  expect_user_error(model + " --pipeline vae.encode --input " + p("image.npy") + " --output " + p("o.npy"),
-                    "holds one tensor");
-  expect_user_error("exec --model " + p("nowhere") + " --pipeline vae.encode --input x --output y", "no such model folder");
-  expect_user_error("model init --config tiny-kll --out " + p("x"), "unknown built-in config 'tiny-kll'");
+  expect_user_error(
+      model + " --pipeline vae.encode --input " + p("image.npy") + " --output " + p("o.npy"),
+      "holds one tensor");
+  expect_user_error("exec --model " + p("nowhere") + " --pipeline vae.encode --input x --output y",
+                    "no such model folder");
+  expect_user_error("model init --config tiny-kll --out " + p("x"),
+                    "unknown built-in config 'tiny-kll'");
   expect_user_error("exec --model " + p("kl"), "required");
 }
 
 TEST_F(CliTest, CompiledPathRefusesWhatItCannotRun) {
-  const std::string decode = "exec --model " + p("kl") + " --pipeline vae.decode --input " + p("latent.safetensors") +
-                             " --output " + p("c.safetensors");
+  const std::string decode = "exec --model " + p("kl") + " --pipeline vae.decode --input " +
+                             p("latent.safetensors") + " --output " + p("c.safetensors");
   // Field report 3: refused at plan time, naming the layer, both dtypes and the fix.
   expect_user_error(decode + " --path compiled:cpu --policy w=bf16,a=f16,acc=f32",
-                    "post_quant_conv: weights in bf16 with activations in f16 is not a combination the compiled path has "
+                    "post_quant_conv: weights in bf16 with activations in f16 is not a combination "
+                    "the compiled path has "
                     "kernels for; use w=f16 or a=bf16");
-  expect_user_error(decode + " --path compiled:cpu --policy w=f16,a=f8e4m3", "fp8 is a weight dtype");
-  expect_user_error(decode + " --path compiled:cpu --inject softmax-no-max,typo", "unknown fault 'typo'");
+  expect_user_error(decode + " --path compiled:cpu --policy w=f16,a=f8e4m3",
+                    "fp8 is a weight dtype");
+  expect_user_error(decode + " --path compiled:cpu --inject softmax-no-max,typo",
+                    "unknown fault 'typo'");
   expect_user_error(decode + " --path compiled:cpu --shape-policy bucket:0", "bucket:N");
   expect_user_error(decode + " --policy w=f16,a=f16", "apply to the compiled path");
   EXPECT_FALSE(fs::exists(p("c.safetensors")));
-  const CommandResult fp8 = twinpath(decode + " --path compiled:cpu --policy w=f8e4m3,a=bf16,acc=f32");
+  const CommandResult fp8 =
+      twinpath(decode + " --path compiled:cpu --policy w=f8e4m3,a=bf16,acc=f32");
   EXPECT_EQ(fp8.code, 0) << fp8.output;
   EXPECT_NE(fp8.output.find("sample [1, 3, 32, 32] bf16"), std::string::npos) << fp8.output;
 }
 
 TEST_F(CliTest, PlanFilesReloadBitwiseInANewProcessAndRefuseMismatches) {
-  const std::string roundtrip = "exec --pipeline vae.roundtrip --path compiled:cpu --input " + p("image.npy");
-  CommandResult r = twinpath(roundtrip + " --model " + p("kl") + " --output " + p("fresh.npy") + " --save-plan " + p("kl.plan"));
+  const std::string roundtrip =
+      "exec --pipeline vae.roundtrip --path compiled:cpu --input " + p("image.npy");
+  CommandResult r = twinpath(roundtrip + " --model " + p("kl") + " --output " + p("fresh.npy") +
+                             " --save-plan " + p("kl.plan"));
   ASSERT_EQ(r.code, 0) << r.output;
-  r = twinpath(roundtrip + " --model " + p("kl") + " --output " + p("loaded.npy") + " --load-plan " + p("kl.plan"));
+  r = twinpath(roundtrip + " --model " + p("kl") + " --output " + p("loaded.npy") +
+               " --load-plan " + p("kl.plan"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("0 compilations, 2 loaded, 2 hits"), std::string::npos) << r.output;
   auto fresh = read_npy(p("fresh.npy")), loaded = read_npy(p("loaded.npy"));
   ASSERT_TRUE(fresh.ok() && loaded.ok());
   ASSERT_EQ(fresh->nbytes(), loaded->nbytes());
-  EXPECT_EQ(std::memcmp(fresh->raw(), loaded->raw(), fresh->nbytes()), 0) << "a loaded plan must give the same bits";
+  EXPECT_EQ(std::memcmp(fresh->raw(), loaded->raw(), fresh->nbytes()), 0)
+      << "a loaded plan must give the same bits";
 
   // Other weights (same architecture), other options, another version, damaged files.
   ASSERT_EQ(twinpath("model init --config tiny-kl --seed 2 --out " + p("kl2")).code, 0);
   const std::string out = " --output " + p("x.npy") + " --load-plan ";
-  expect_user_error(roundtrip + " --model " + p("kl2") + out + p("kl.plan"), "its plans were made for other weights");
-  expect_user_error(roundtrip + " --model " + p("taesd") + out + p("kl.plan"), "made for another architecture");
-  expect_user_error(roundtrip + " --model " + p("kl") + " --policy w=bf16,a=bf16" + out + p("kl.plan"),
-                    "was made with policy 'w=f16,a=f16,acc=f32' but this run asks for 'w=bf16,a=bf16,acc=f32'");
+  expect_user_error(roundtrip + " --model " + p("kl2") + out + p("kl.plan"),
+                    "its plans were made for other weights");
+  expect_user_error(roundtrip + " --model " + p("taesd") + out + p("kl.plan"),
+                    "made for another architecture");
+  expect_user_error(
+      roundtrip + " --model " + p("kl") + " --policy w=bf16,a=bf16" + out + p("kl.plan"),
+      "was made with policy 'w=f16,a=f16,acc=f32' but this run asks for 'w=bf16,a=bf16,acc=f32'");
   std::ifstream in(p("kl.plan"));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::ofstream(p("truncated.plan")) << text.substr(0, text.size() / 2);
@@ -160,11 +183,15 @@ TEST_F(CliTest, PlanFilesReloadBitwiseInANewProcessAndRefuseMismatches) {
   std::string flipped = text;
   flipped[flipped.find("\"offset\":") + 9] ^= 1;
   std::ofstream(p("flipped.plan")) << flipped;
-  expect_user_error(roundtrip + " --model " + p("kl") + out + p("flipped.plan"), "is corrupt (its checksum does not match");
+  expect_user_error(roundtrip + " --model " + p("kl") + out + p("flipped.plan"),
+                    "is corrupt (its checksum does not match");
   std::ofstream(p("future.plan")) << "twinpath-plan 99\n" << text.substr(text.find('\n') + 1);
-  expect_user_error(roundtrip + " --model " + p("kl") + out + p("future.plan"), "is plan format 99");
-  expect_user_error(roundtrip + " --model " + p("kl") + out + p("image.npy"), "is not a twinpath plan file");
-  expect_user_error(roundtrip + " --model " + p("kl") + out + p("missing.plan"), "cannot open the plan file");
+  expect_user_error(roundtrip + " --model " + p("kl") + out + p("future.plan"),
+                    "is plan format 99");
+  expect_user_error(roundtrip + " --model " + p("kl") + out + p("image.npy"),
+                    "is not a twinpath plan file");
+  expect_user_error(roundtrip + " --model " + p("kl") + out + p("missing.plan"),
+                    "cannot open the plan file");
   EXPECT_FALSE(fs::exists(p("x.npy")));
 }
 
@@ -178,12 +205,18 @@ namespace {
 // from a user's model folder: layer, op, cause, and a --keep-fp32 list that makes it pass.
 TEST_F(CliTest, TriageNamesTheOverflowingLayerAndAFixThatPasses) {
   const std::string layer = "decoder.up_blocks.0.resnets.0.conv1";
-  ASSERT_EQ(twinpath("model init --config tiny-kl --seed 4 --scale-layer '" + layer + "*1e5' --out " + p("sdxlish")).code, 0);
+  ASSERT_EQ(twinpath("model init --config tiny-kl --seed 4 --scale-layer '" + layer +
+                     "*1e5' --out " + p("sdxlish"))
+                .code,
+            0);
   Tensor latent(DType::kF32, {1, 4, 16, 16});
-  for (int64_t i = 0; i < latent.numel(); ++i) latent.data<float>()[i] = float((i * 7919) % 200) / 100.0f - 1.0f;
+  for (int64_t i = 0; i < latent.numel(); ++i)
+    latent.data<float>()[i] = float((i * 7919) % 200) / 100.0f - 1.0f;
   ASSERT_TRUE(write_npy(p("user_latent.npy"), latent).ok());
-  const auto r = twinpath("triage --json --model " + p("sdxlish") + " --pipeline vae.decode --input " + p("user_latent.npy") +
-                          " --policy w=f16,a=f16,acc=f32 --repro " + p("repro.safetensors") + " 2>/dev/null");
+  const auto r =
+      twinpath("triage --json --model " + p("sdxlish") + " --pipeline vae.decode --input " +
+               p("user_latent.npy") + " --policy w=f16,a=f16,acc=f32 --repro " +
+               p("repro.safetensors") + " 2>/dev/null");
   EXPECT_EQ(r.code, 1) << r.output;
   const nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.output;
@@ -196,24 +229,31 @@ TEST_F(CliTest, TriageNamesTheOverflowingLayerAndAFixThatPasses) {
   ASSERT_EQ(j["keep_fp32"], nlohmann::json::array({layer}));
 
   // The suggested list makes the user's case pass.
-  const auto fixed = twinpath("triage --model " + p("sdxlish") + " --pipeline vae.decode --input " + p("user_latent.npy") +
-                              " --keep-fp32 " + layer + " --repro " + p("unused.safetensors"));
+  const auto fixed = twinpath("triage --model " + p("sdxlish") + " --pipeline vae.decode --input " +
+                              p("user_latent.npy") + " --keep-fp32 " + layer + " --repro " +
+                              p("unused.safetensors"));
   EXPECT_EQ(fixed.code, 0) << fixed.output;
   EXPECT_NE(fixed.output.find("PASSED"), std::string::npos) << fixed.output;
 
   // The minimal repro runs the origin group alone and finds the same op and cause.
   const auto replay = twinpath("replay " + p("repro.safetensors"));
   EXPECT_EQ(replay.code, 1) << replay.output;
-  EXPECT_NE(replay.output.find("origin: " + layer + " (conv2d), cause overflow"), std::string::npos) << replay.output;
+  EXPECT_NE(replay.output.find("origin: " + layer + " (conv2d), cause overflow"), std::string::npos)
+      << replay.output;
   const auto not_repro = twinpath("replay " + p("latent.safetensors"));
   EXPECT_EQ(not_repro.code, 2);
-  EXPECT_NE(not_repro.output.find("is not a twinpath repro"), std::string::npos) << not_repro.output;
+  EXPECT_NE(not_repro.output.find("is not a twinpath repro"), std::string::npos)
+      << not_repro.output;
 }
 
 TEST_F(CliTest, TriageRefusesWrongInputsClearly) {
-  expect_user_error("triage --model " + p("nope") + " --pipeline vae.decode --input " + p("latent.safetensors"), "no such model folder");
-  expect_user_error("triage --model " + p("kl") + " --pipeline vae.decode --input " + p("image.npy"), "");
-  expect_user_error("triage --model " + p("kl") + " --pipeline vae.decode --input " + p("latent.safetensors") + " --policy w=f16,x=1",
+  expect_user_error(
+      "triage --model " + p("nope") + " --pipeline vae.decode --input " + p("latent.safetensors"),
+      "no such model folder");
+  expect_user_error(
+      "triage --model " + p("kl") + " --pipeline vae.decode --input " + p("image.npy"), "");
+  expect_user_error("triage --model " + p("kl") + " --pipeline vae.decode --input " +
+                        p("latent.safetensors") + " --policy w=f16,x=1",
                     "--policy field 'x=1' is unknown");
   expect_user_error("run --case 'vae.decod model=tiny-kl'", "column 1");
 }

@@ -1,10 +1,11 @@
 // Checkpoint comparison metrics (harness/compare.*): each metric on tensors whose answer is
 // known by construction.
+#include "harness/core/compare.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "harness/core/compare.h"
 #include "harness/core/rng.h"
 
 namespace tp {
@@ -13,7 +14,8 @@ namespace {
 Tensor ramp(Shape shape) {
   Tensor t(DType::kF32, shape);
   Rng rng(3, "ramp");
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(rng.uniform(0.5, 1.0)) * (i % 2 ? 1.0f : -1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = float(rng.uniform(0.5, 1.0)) * (i % 2 ? 1.0f : -1.0f);
   return t;
 }
 
@@ -57,7 +59,7 @@ TEST(Compare, NonFiniteValuesAreCountedPerSide) {
   got.data<float>()[1] = NAN;        // new: the reference is finite there
   want.data<float>()[2] = INFINITY;  // the same inf on both sides is not new
   got.data<float>()[2] = INFINITY;
-  want.data<float>()[5] = NAN;       // NaN in both: not new
+  want.data<float>()[5] = NAN;  // NaN in both: not new
   got.data<float>()[5] = NAN;
   auto m = compare_tensors(got, want, DType::kF16);
   ASSERT_TRUE(m.ok());
@@ -93,7 +95,8 @@ TEST(Compare, NearZeroReferenceValuesUseTheFloor) {
 }
 
 TEST(Compare, RefusesMismatchedShapes) {
-  auto m = compare_tensors(Tensor(DType::kF32, {1, 3, 4, 4}), Tensor(DType::kF32, {1, 3, 4, 5}), DType::kF16);
+  auto m = compare_tensors(Tensor(DType::kF32, {1, 3, 4, 4}), Tensor(DType::kF32, {1, 3, 4, 5}),
+                           DType::kF16);
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.error().message(), "shape [1, 3, 4, 4] does not match the reference's [1, 3, 4, 5]");
 }

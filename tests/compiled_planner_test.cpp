@@ -18,7 +18,8 @@ TEST(PolicyTest, ParsesAndPrintsCanonically) {
   EXPECT_EQ(p->activation, DType::kBF16);
   EXPECT_EQ(p->scale, ScaleGranularity::kPerTensor);
   EXPECT_EQ(layer_policy_string(p.value()), "w=f8e4m3,a=bf16,acc=f32,scale=tensor,sat=satfinite");
-  EXPECT_EQ(layer_policy_string(parse_layer_policy(layer_policy_string(p.value())).value()), layer_policy_string(p.value()));
+  EXPECT_EQ(layer_policy_string(parse_layer_policy(layer_policy_string(p.value())).value()),
+            layer_policy_string(p.value()));
   EXPECT_EQ(layer_policy_string(parse_layer_policy("w=f16,a=f16").value()), "w=f16,a=f16,acc=f32");
 }
 
@@ -36,23 +37,31 @@ TEST(PolicyTest, RefusesMalformedPoliciesWithTheFix) {
   for (const auto& [text, want] : bad) {
     auto p = parse_layer_policy(text);
     ASSERT_FALSE(p.ok()) << text;
-    EXPECT_NE(p.error().message().find(want), std::string::npos) << text << ": " << p.error().message();
+    EXPECT_NE(p.error().message().find(want), std::string::npos)
+        << text << ": " << p.error().message();
   }
 }
 
 TEST(PolicyTest, SupportMatrixNamesLayerDtypesAndFix) {
-  auto check = [](const char* policy) { return check_supported("decoder.conv_in", parse_layer_policy(policy).value()); };
-  for (const char* ok : {"w=f32,a=f32", "w=f16,a=f32", "w=f16,a=f16", "w=bf16,a=bf16", "w=f8e4m3,a=bf16", "w=f8e5m2,a=f16",
-                         "w=f8e4m3,a=f32", "w=f16,a=f16,acc=f16"})
+  auto check = [](const char* policy) {
+    return check_supported("decoder.conv_in", parse_layer_policy(policy).value());
+  };
+  for (const char* ok :
+       {"w=f32,a=f32", "w=f16,a=f32", "w=f16,a=f16", "w=bf16,a=bf16", "w=f8e4m3,a=bf16",
+        "w=f8e5m2,a=f16", "w=f8e4m3,a=f32", "w=f16,a=f16,acc=f16"})
     EXPECT_TRUE(check(ok).ok()) << ok;
   const Status mixed = check("w=bf16,a=f16");
   ASSERT_FALSE(mixed.ok());
-  EXPECT_EQ(mixed.error().message(),
-            "decoder.conv_in: weights in bf16 with activations in f16 is not a combination the compiled path has kernels "
-            "for; use w=f16 or a=bf16, or keep this layer in fp32 with --keep-fp32 'decoder.conv_in'");
+  EXPECT_EQ(
+      mixed.error().message(),
+      "decoder.conv_in: weights in bf16 with activations in f16 is not a combination the compiled "
+      "path has kernels "
+      "for; use w=f16 or a=bf16, or keep this layer in fp32 with --keep-fp32 'decoder.conv_in'");
   EXPECT_NE(check("w=f32,a=bf16").error().message().find("use w=bf16, or keep"), std::string::npos);
-  EXPECT_NE(check("w=bf16,a=bf16,acc=f16").error().message().find("use acc=f32"), std::string::npos);
-  EXPECT_NE(check("w=f8e4m3,a=f16,acc=f16").error().message().find("cannot accumulate in f16"), std::string::npos);
+  EXPECT_NE(check("w=bf16,a=bf16,acc=f16").error().message().find("use acc=f32"),
+            std::string::npos);
+  EXPECT_NE(check("w=f8e4m3,a=f16,acc=f16").error().message().find("cannot accumulate in f16"),
+            std::string::npos);
 }
 
 TEST(PolicyTest, KeepFp32GlobsSelectLayers) {
@@ -60,7 +69,8 @@ TEST(PolicyTest, KeepFp32GlobsSelectLayers) {
   EXPECT_TRUE(glob_match("*.conv?", "decoder.up_blocks.3.resnets.0.conv1"));
   EXPECT_FALSE(glob_match("decoder.mid_block.*", "decoder.up_blocks.0.resnets.0.conv1"));
   EXPECT_TRUE(glob_match("*", ""));
-  DTypePolicy p{parse_layer_policy("w=f16,a=f16").value(), parse_keep_fp32("decoder.conv_out,*.attentions.*").value()};
+  DTypePolicy p{parse_layer_policy("w=f16,a=f16").value(),
+                parse_keep_fp32("decoder.conv_out,*.attentions.*").value()};
   EXPECT_EQ(p.for_layer("decoder.conv_out").activation, DType::kF32);
   EXPECT_EQ(p.for_layer("decoder.mid_block.attentions.0.to_q").weight, DType::kF32);
   EXPECT_EQ(p.for_layer("decoder.conv_in").activation, DType::kF16);
@@ -69,7 +79,8 @@ TEST(PolicyTest, KeepFp32GlobsSelectLayers) {
 
 class PlannerTest : public ::testing::Test {
  protected:
-  static const Group* group_with_op(const std::vector<Group>& groups, const Graph& g, const std::string& op_name) {
+  static const Group* group_with_op(const std::vector<Group>& groups, const Graph& g,
+                                    const std::string& op_name) {
     for (const Group& grp : groups)
       for (int o : grp.ops)
         if (g.ops[std::size_t(o)].name == op_name) return &grp;
@@ -90,13 +101,15 @@ TEST_F(PlannerTest, EveryOpRunsInExactlyOneGroupAfterItsInputs) {
     std::set<int> ready;
     for (const auto& [n, v] : g.inputs) ready.insert(v);
     for (const Group& grp : groups) {
-      for (int v : grp.inputs) EXPECT_TRUE(ready.count(v)) << g.value_names[std::size_t(v)] << " read before it is stored";
+      for (int v : grp.inputs)
+        EXPECT_TRUE(ready.count(v)) << g.value_names[std::size_t(v)] << " read before it is stored";
       for (int o : grp.ops) ++seen[std::size_t(o)];
       for (int v : grp.outputs) ready.insert(v);
       EXPECT_EQ(grp.outputs.size(), grp.checkpoints.size());
     }
     for (std::size_t i = 0; i < g.ops.size(); ++i) EXPECT_EQ(seen[i], 1) << g.ops[i].name;
-    EXPECT_LT(groups.size(), g.ops.size() * 2 / 3) << "fusion should remove at least a third of the stores";
+    EXPECT_LT(groups.size(), g.ops.size() * 2 / 3)
+        << "fusion should remove at least a third of the stores";
   }
 }
 
@@ -106,11 +119,13 @@ TEST_F(PlannerTest, FusesTheContractsGroups) {
   // GroupNorm + SiLU.
   const Group* gn = group_with_op(groups, dec, "decoder.up_blocks.0.resnets.0.norm1");
   ASSERT_NE(gn, nullptr);
-  EXPECT_EQ(names(dec, *gn), (std::vector<std::string>{"decoder.up_blocks.0.resnets.0.norm1", "decoder.up_blocks.0.resnets.0.act1"}));
+  EXPECT_EQ(names(dec, *gn), (std::vector<std::string>{"decoder.up_blocks.0.resnets.0.norm1",
+                                                       "decoder.up_blocks.0.resnets.0.act1"}));
   // conv + bias + residual add, checkpointed under the resnet's module path.
   const Group* conv2 = group_with_op(groups, dec, "decoder.up_blocks.0.resnets.0.conv2");
   ASSERT_NE(conv2, nullptr);
-  EXPECT_EQ(names(dec, *conv2), (std::vector<std::string>{"decoder.up_blocks.0.resnets.0.conv2", "decoder.up_blocks.0.resnets.0.add"}));
+  EXPECT_EQ(names(dec, *conv2), (std::vector<std::string>{"decoder.up_blocks.0.resnets.0.conv2",
+                                                          "decoder.up_blocks.0.resnets.0.add"}));
   EXPECT_EQ(conv2->checkpoints, std::vector<std::string>{"decoder.up_blocks.0.resnets.0"});
   // nearest upsample + conv: the upsampled tensor is never stored.
   const Group* up = group_with_op(groups, dec, "decoder.up_blocks.0.upsamplers.0.interpolate");
@@ -130,15 +145,21 @@ TEST_F(PlannerTest, FusesTheContractsGroups) {
   const std::vector<Group> eg = partition_into_groups(enc);
   const Group* tail = group_with_op(eg, enc, "quant_conv");
   ASSERT_NE(tail, nullptr);
-  EXPECT_EQ(names(enc, *tail), (std::vector<std::string>{"quant_conv", "posterior.mean", "posterior.logvar_unclamped", "posterior.logvar"}));
+  EXPECT_EQ(names(enc, *tail),
+            (std::vector<std::string>{"quant_conv", "posterior.mean", "posterior.logvar_unclamped",
+                                      "posterior.logvar"}));
   EXPECT_EQ(tail->checkpoints, (std::vector<std::string>{"posterior.mean", "posterior.logvar"}));
 }
 
 TEST_F(PlannerTest, ArenaReusesDeadBuffersAndNeverOverlapsLiveOnes) {
   WeightStore store;
   const Graph dec = build_decoder_graph(model_.config);
-  PlanRequest r{&dec, &model_.weights, weights_identity(model_.weights), {1, 4, 16, 16},
-                DTypePolicy{parse_layer_policy("w=f16,a=f16").value(), {}}, {}};
+  PlanRequest r{&dec,
+                &model_.weights,
+                weights_identity(model_.weights),
+                {1, 4, 16, 16},
+                DTypePolicy{parse_layer_policy("w=f16,a=f16").value(), {}},
+                {}};
   auto plan = compile_plan(r, store);
   ASSERT_TRUE(plan.ok()) << plan.error().message();
   const Plan& p = *plan.value();
@@ -148,7 +169,8 @@ TEST_F(PlannerTest, ArenaReusesDeadBuffersAndNeverOverlapsLiveOnes) {
       if (va >= vb) continue;
       const bool live_together = a.first_group <= b.last_group && b.first_group <= a.last_group;
       const bool overlap = a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
-      EXPECT_FALSE(live_together && overlap) << dec.value_names[std::size_t(va)] << " and " << dec.value_names[std::size_t(vb)];
+      EXPECT_FALSE(live_together && overlap)
+          << dec.value_names[std::size_t(va)] << " and " << dec.value_names[std::size_t(vb)];
       EXPECT_LE(a.offset + a.bytes, p.stats.arena_bytes);
     }
 }
@@ -156,10 +178,18 @@ TEST_F(PlannerTest, ArenaReusesDeadBuffersAndNeverOverlapsLiveOnes) {
 TEST_F(PlannerTest, RefusesAnUnsupportedCombinationAtPlanTimeNamingTheFirstLayer) {
   WeightStore store;
   const Graph dec = build_decoder_graph(model_.config);
-  PlanRequest r{&dec, &model_.weights, 1, {1, 4, 8, 8}, DTypePolicy{parse_layer_policy("w=bf16,a=f16").value(), {}}, {}};
+  PlanRequest r{&dec,
+                &model_.weights,
+                1,
+                {1, 4, 8, 8},
+                DTypePolicy{parse_layer_policy("w=bf16,a=f16").value(), {}},
+                {}};
   auto plan = compile_plan(r, store);
   ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.error().message().rfind("post_quant_conv: weights in bf16 with activations in f16", 0), 0u) << plan.error().message();
+  EXPECT_EQ(
+      plan.error().message().rfind("post_quant_conv: weights in bf16 with activations in f16", 0),
+      0u)
+      << plan.error().message();
   EXPECT_EQ(store.count(), 0u) << "nothing is prepared for a refused plan";
   // Keeping the offending layers in fp32 is one of the fixes the message offers.
   r.policy.keep_fp32 = {"*"};
@@ -169,8 +199,12 @@ TEST_F(PlannerTest, RefusesAnUnsupportedCombinationAtPlanTimeNamingTheFirstLayer
 TEST_F(PlannerTest, KeptLayersStoreFp32AndFp8WeightsCarryScales) {
   WeightStore store;
   const Graph dec = build_decoder_graph(model_.config);
-  PlanRequest r{&dec, &model_.weights, 7, {1, 4, 8, 8},
-                DTypePolicy{parse_layer_policy("w=f8e4m3,a=bf16").value(), {"decoder.conv_out"}}, {}};
+  PlanRequest r{&dec,
+                &model_.weights,
+                7,
+                {1, 4, 8, 8},
+                DTypePolicy{parse_layer_policy("w=f8e4m3,a=bf16").value(), {"decoder.conv_out"}},
+                {}};
   auto plan = compile_plan(r, store);
   ASSERT_TRUE(plan.ok()) << plan.error().message();
   for (const Group& grp : plan.value()->groups) {
@@ -182,7 +216,8 @@ TEST_F(PlannerTest, KeptLayersStoreFp32AndFp8WeightsCarryScales) {
   EXPECT_EQ(conv_in.storage, DType::kF8E4M3);
   ASSERT_EQ(conv_in.scales.size(), std::size_t(conv_in.shape[0]));
   for (float s : conv_in.scales) EXPECT_GT(s, 0.0f);
-  EXPECT_EQ(plan.value()->params.at("decoder.conv_in.bias")->storage, DType::kF32) << "biases carry no scale";
+  EXPECT_EQ(plan.value()->params.at("decoder.conv_in.bias")->storage, DType::kF32)
+      << "biases carry no scale";
   EXPECT_EQ(plan.value()->params.at("decoder.conv_out.weight")->storage, DType::kF32);
 }
 

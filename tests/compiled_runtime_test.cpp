@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "compiled/session.h"
+#include "harness/core/rng.h"
 #include "harness/models/vae/pipeline.h"
 #include "harness/models/vae/tiling.h"
-#include "harness/core/rng.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixtures.h"
@@ -64,9 +64,10 @@ TEST_F(CompiledRuntimeTest, CaptureDoesNotPerturb) {
   Session watched(options("w=f16,a=f16")), plain(options("w=f16,a=f16"));
   const Graph dec = build_decoder_graph(kl_.config);
   std::vector<std::string> seen;
-  auto observed = watched.run(dec, kl_.weights, {{"latents", latent_}}, [&](const Group&, const NamedTensors& cps) {
-    for (const auto& [name, t] : cps) seen.push_back(name);
-  });
+  auto observed = watched.run(dec, kl_.weights, {{"latents", latent_}},
+                              [&](const Group&, const NamedTensors& cps) {
+                                for (const auto& [name, t] : cps) seen.push_back(name);
+                              });
   EXPECT_TRUE(bitwise_equal(only(observed, "sample"), decode(plain, kl_, latent_)));
   EXPECT_EQ(int(seen.size()), watched.plans()[0]->stats.groups);
   EXPECT_NE(std::find(seen.begin(), seen.end(), "decoder.mid_block.attentions.0"), seen.end());
@@ -80,9 +81,12 @@ TEST_F(CompiledRuntimeTest, GroupAloneReproducesTheFullRun) {
   Session s(options("w=f8e4m3,a=bf16"));
   const Graph dec = build_decoder_graph(kl_.config);
   std::map<int, Tensor> values{{dec.inputs[0].second, latent_}};
-  ASSERT_TRUE(s.run(dec, kl_.weights, {{"latents", latent_}}, [&](const Group& g, const NamedTensors& stored) {
-                 for (std::size_t i = 0; i < g.outputs.size(); ++i) values[g.outputs[i]] = stored[i].second;
-               }).ok());
+  ASSERT_TRUE(s.run(dec, kl_.weights, {{"latents", latent_}},
+                    [&](const Group& g, const NamedTensors& stored) {
+                      for (std::size_t i = 0; i < g.outputs.size(); ++i)
+                        values[g.outputs[i]] = stored[i].second;
+                    })
+                  .ok());
   const Plan& plan = *s.plans()[0];
   for (int i = 0; i < int(plan.groups.size()); ++i) {
     const Group& g = plan.groups[std::size_t(i)];
@@ -96,12 +100,14 @@ TEST_F(CompiledRuntimeTest, GroupAloneReproducesTheFullRun) {
   const Group& last = plan.groups.back();
   auto missing = s.run_group(plan, int(plan.groups.size()) - 1, latent_.shape(), {});
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message().find("was not given"), std::string::npos) << missing.error().message();
+  EXPECT_NE(missing.error().message().find("was not given"), std::string::npos)
+      << missing.error().message();
   std::map<int, Tensor> wrong;
   for (int v : last.inputs) wrong[v] = Tensor(DType::kF32, {1, 1, 1, 1});
   auto shaped = s.run_group(plan, int(plan.groups.size()) - 1, latent_.shape(), wrong);
   ASSERT_FALSE(shaped.ok());
-  EXPECT_NE(shaped.error().message().find("given as [1, 1, 1, 1]"), std::string::npos) << shaped.error().message();
+  EXPECT_NE(shaped.error().message().find("given as [1, 1, 1, 1]"), std::string::npos)
+      << shaped.error().message();
 }
 
 TEST_F(CompiledRuntimeTest, CacheCountsHitsAndCompilations) {
@@ -116,7 +122,8 @@ TEST_F(CompiledRuntimeTest, CacheCountsHitsAndCompilations) {
 }
 
 TEST_F(CompiledRuntimeTest, BucketedShapesCompileOnceAndEqualExactShapes) {
-  Session exact(options("w=f16,a=f16")), bucketed(options("w=f16,a=f16", "", "bucket:64"));  // 16 latents
+  Session exact(options("w=f16,a=f16")),
+      bucketed(options("w=f16,a=f16", "", "bucket:64"));  // 16 latents
   for (auto [h, w] : {std::pair{8, 8}, {9, 13}, {16, 16}, {12, 7}}) {
     const Tensor z = random_latent(h, w, uint64_t(h * 100 + w));
     EXPECT_TRUE(bitwise_equal(decode(bucketed, kl_, z), decode(exact, kl_, z))) << h << "x" << w;
@@ -141,7 +148,9 @@ TEST_F(CompiledRuntimeTest, SharedModulesAreBitwiseEqualCoResidentInterleavedAnd
   // Co-resident and interleaved: one session, shared weights, the decoder reading the
   // encoder's latents in place, calls alternating.
   Session s(options("w=f16,a=f16"));
-  auto chained = [&](const Tensor& image) { return s.run_chained(enc, dec, kl_.weights, {{"sample", image}}, "mean"); };
+  auto chained = [&](const Tensor& image) {
+    return s.run_chained(enc, dec, kl_.weights, {{"sample", image}}, "mean");
+  };
   auto r1 = chained(image_);
   EXPECT_TRUE(bitwise_equal(only(r1, "sample"), sample1));
   EXPECT_TRUE(bitwise_equal(only(r1, "mean"), mean1));
@@ -163,9 +172,11 @@ TEST_F(CompiledRuntimeTest, RefusesAnArenaLargerThanMemoryBeforeAllocating) {
   SessionOptions o = options("w=f16,a=f16");
   o.memory_limit_bytes = 1 << 16;
   Session s(o);
-  auto out = s.run(build_decoder_graph(kl_.config), kl_.weights, {{"latents", random_latent(32, 32, 1)}});
+  auto out =
+      s.run(build_decoder_graph(kl_.config), kl_.weights, {{"latents", random_latent(32, 32, 1)}});
   ASSERT_FALSE(out.ok());
-  EXPECT_NE(out.error().message().find("needs 2.50 MiB of activation memory at input [1, 4, 32, 32] but 64.00 KiB is the memory limit"),
+  EXPECT_NE(out.error().message().find("needs 2.50 MiB of activation memory at input [1, 4, 32, "
+                                       "32] but 64.00 KiB is the memory limit"),
             std::string::npos)
       << out.error().message();
   EXPECT_NE(out.error().message().find("smaller resolution"), std::string::npos);
@@ -175,17 +186,20 @@ TEST_F(CompiledRuntimeTest, RefusesAnArenaLargerThanMemoryBeforeAllocating) {
 // Each fault against the same run without it: the difference must be one a gate notices.
 void expect_fault_shows(const Tensor& faulty, const Tensor& clean, const char* fault) {
   const double err = testing::relative_l2(faulty, clean);
-  EXPECT_TRUE(has_non_finite(faulty) || err > 1e-2) << fault << " changed the output by only " << err;
+  EXPECT_TRUE(has_non_finite(faulty) || err > 1e-2)
+      << fault << " changed the output by only " << err;
 }
 
 TEST_F(CompiledRuntimeTest, FaultGroupNormF16AccumShowsOnDecode) {
   Session clean(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "groupnorm-f16-accum"));
-  expect_fault_shows(decode(faulty, kl_, latent_), decode(clean, kl_, latent_), "groupnorm-f16-accum");
+  expect_fault_shows(decode(faulty, kl_, latent_), decode(clean, kl_, latent_),
+                     "groupnorm-f16-accum");
 }
 
 TEST_F(CompiledRuntimeTest, FaultUpsampleOffByOneShowsOnDecode) {
   Session clean(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "upsample-off-by-one"));
-  expect_fault_shows(decode(faulty, kl_, latent_), decode(clean, kl_, latent_), "upsample-off-by-one");
+  expect_fault_shows(decode(faulty, kl_, latent_), decode(clean, kl_, latent_),
+                     "upsample-off-by-one");
 }
 
 TEST_F(CompiledRuntimeTest, FaultFp8NoScaleShowsWithFp8Weights) {
@@ -196,7 +210,8 @@ TEST_F(CompiledRuntimeTest, FaultFp8NoScaleShowsWithFp8Weights) {
 TEST_F(CompiledRuntimeTest, FaultSoftmaxNoMaxShowsWhenAttentionLogitsAreLarge) {
   // Sharper attention (to_q and to_k scaled 8x, logits 64x): exp() past f16's range.
   Model sharp = kl_;
-  for (const char* key : {"decoder.mid_block.attentions.0.to_q.weight", "decoder.mid_block.attentions.0.to_k.weight"}) {
+  for (const char* key : {"decoder.mid_block.attentions.0.to_q.weight",
+                          "decoder.mid_block.attentions.0.to_k.weight"}) {
     Tensor w = sharp.weights.at(key).to(DType::kF64);
     for (int64_t i = 0; i < w.numel(); ++i) w.data<double>()[i] *= 8;
     sharp.weights[key] = w.to(sharp.weights.at(key).dtype());
@@ -211,10 +226,12 @@ TEST_F(CompiledRuntimeTest, FaultCacheKeyIgnoresWeightsReusesAnotherModelsPlan) 
   Model other = kl_;
   Tensor w = other.weights.at("decoder.conv_out.weight").to(DType::kF64);
   for (int64_t i = 0; i < w.numel(); ++i) w.data<double>()[i] *= -1;
-  other.weights["decoder.conv_out.weight"] = w.to(kl_.weights.at("decoder.conv_out.weight").dtype());
+  other.weights["decoder.conv_out.weight"] =
+      w.to(kl_.weights.at("decoder.conv_out.weight").dtype());
   Session fresh(options("w=f16,a=f16"));
   const Tensor want = decode(fresh, other, latent_);
-  Session correct(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "cache-key-ignores-weights"));
+  Session correct(options("w=f16,a=f16")),
+      faulty(options("w=f16,a=f16", "cache-key-ignores-weights"));
   decode(correct, kl_, latent_);
   decode(faulty, kl_, latent_);
   EXPECT_TRUE(bitwise_equal(decode(correct, other, latent_), want));
@@ -242,7 +259,8 @@ TEST_F(CompiledRuntimeTest, TilingEngagesExactlyByTheConfigRuleAndRecordsTheGrid
     const Tensor z = random_latent(8, w, uint64_t(w));
     const Tensor a = only(run_pipeline(kl_, Pipeline::kDecode, z, tiled, on), "sample");
     const bool engaged = tiled.tiling().back().engaged;
-    EXPECT_EQ(engaged, tiling_engages(geometry.value(), Pipeline::kDecode, z.shape())) << tiled.tiling().back().text();
+    EXPECT_EQ(engaged, tiling_engages(geometry.value(), Pipeline::kDecode, z.shape()))
+        << tiled.tiling().back().text();
     EXPECT_EQ(engaged, w > 8) << tiled.tiling().back().text();
     if (!engaged) {
       EXPECT_TRUE(bitwise_equal(a, decode(plain, kl_, z)));
@@ -254,10 +272,12 @@ TEST_F(CompiledRuntimeTest, FaultTileThresholdFromStrideTilesWhatShouldNotBe) {
   // Latent width 7: above stride/ratio (6), within min/ratio (8) - the window field report 4 hit.
   const Tensor z = random_latent(8, 7, 77);
   const TilingOptions on{true, 0, 0};
-  Session clean(options("w=f16,a=f16")), faulty(options("w=f16,a=f16", "tile-threshold-from-stride"));
+  Session clean(options("w=f16,a=f16")),
+      faulty(options("w=f16,a=f16", "tile-threshold-from-stride"));
   const Tensor want = only(run_pipeline(kl_, Pipeline::kDecode, z, clean, on), "sample");
   const Tensor got = only(run_pipeline(kl_, Pipeline::kDecode, z, faulty, on), "sample");
-  EXPECT_NE(faulty.tiling().back().text().find(": tiled, 2x2 tiles"), std::string::npos) << faulty.tiling().back().text();
+  EXPECT_NE(faulty.tiling().back().text().find(": tiled, 2x2 tiles"), std::string::npos)
+      << faulty.tiling().back().text();
   EXPECT_EQ(got.shape(), want.shape()) << "right-shaped, as in the field";
   expect_fault_shows(got, want, "tile-threshold-from-stride");
 }
@@ -266,7 +286,8 @@ TEST_F(CompiledRuntimeTest, RefusesTileSizesThatGiveNoWholeTiles) {
   Session s(options("w=f16,a=f16"));
   auto r = run_pipeline(kl_, Pipeline::kDecode, latent_, s, TilingOptions{true, 2, 0});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.error().message().find("use a tile min of at least 8 px"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("use a tile min of at least 8 px"), std::string::npos)
+      << r.error().message();
 }
 
 }  // namespace

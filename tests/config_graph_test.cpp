@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <algorithm>
-#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -46,7 +46,8 @@ std::vector<ParamSpec> read_key_listing(const std::string& file) {
   return specs;
 }
 
-int64_t count_params(const std::vector<ParamSpec>& specs, const std::string& prefix_a, const std::string& prefix_b) {
+int64_t count_params(const std::vector<ParamSpec>& specs, const std::string& prefix_a,
+                     const std::string& prefix_b) {
   int64_t n = 0;
   for (const auto& s : specs)
     if (s.key.rfind(prefix_a, 0) == 0 || s.key.rfind(prefix_b, 0) == 0) n += shape_numel(s.shape);
@@ -70,14 +71,16 @@ TEST(Config, DefaultsForMissingFields) {
   EXPECT_EQ(c.kl.layers_per_block, 1);
   EXPECT_EQ(c.kl.norm_num_groups, 32);
   EXPECT_DOUBLE_EQ(c.kl.scaling_factor, 0.18215);
-  EXPECT_TRUE(c.kl.force_upcast && c.kl.use_quant_conv && c.kl.use_post_quant_conv && c.kl.mid_block_add_attention);
+  EXPECT_TRUE(c.kl.force_upcast && c.kl.use_quant_conv && c.kl.use_post_quant_conv &&
+              c.kl.mid_block_add_attention);
   EXPECT_FALSE(c.kl.shift_factor.has_value());
   VaeConfig t = parse(R"({"_class_name": "AutoencoderTiny"})");
   EXPECT_EQ(t.tiny.num_encoder_blocks, (std::vector<int>{1, 3, 3, 3}));
   EXPECT_EQ(t.tiny.num_decoder_blocks, (std::vector<int>{3, 3, 3, 1}));
   EXPECT_DOUBLE_EQ(t.tiny.latent_magnitude, 3);
   // sdxl-vae-fp16-fix: same architecture, sample_size 512, force_upcast false.
-  VaeConfig fix = parse(R"({"_class_name": "AutoencoderKL", "block_out_channels": [128, 256, 512, 512],
+  VaeConfig fix =
+      parse(R"({"_class_name": "AutoencoderKL", "block_out_channels": [128, 256, 512, 512],
       "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],
       "layers_per_block": 2, "sample_size": [512, 512], "force_upcast": false, "scaling_factor": 0.13025})");
   EXPECT_EQ(fix.kl.sample_size, 512);
@@ -91,12 +94,18 @@ TEST(Config, RefusesWhatItCannotBuild) {
     EXPECT_NE(c.error().message().find(fragment), std::string::npos) << c.error().message();
   };
   expect_error(R"({"_class_name": "AutoencoderKL", "act_fn": "gelu"})", "act_fn 'gelu'");
-  expect_error(R"({"_class_name": "AutoencoderKL", "block_out_channels": [48]})", "not a positive multiple of norm_num_groups");
-  expect_error(R"({"_class_name": "AutoencoderKL", "block_out_channels": [64, 64], "down_block_types": ["DownEncoderBlock2D"]})",
-               "one per block_out_channels");
-  expect_error(R"({"_class_name": "AutoencoderKL", "layers_per_block": "two"})", "'layers_per_block' has the wrong type");
-  expect_error(R"({"_class_name": "UNet2DConditionModel"})", "'UNet2DConditionModel' is not supported");
-  expect_error(R"({"_class_name": "AutoencoderTiny", "encoder_block_out_channels": [64, 32, 64, 64]})", "must all be equal");
+  expect_error(R"({"_class_name": "AutoencoderKL", "block_out_channels": [48]})",
+               "not a positive multiple of norm_num_groups");
+  expect_error(
+      R"({"_class_name": "AutoencoderKL", "block_out_channels": [64, 64], "down_block_types": ["DownEncoderBlock2D"]})",
+      "one per block_out_channels");
+  expect_error(R"({"_class_name": "AutoencoderKL", "layers_per_block": "two"})",
+               "'layers_per_block' has the wrong type");
+  expect_error(R"({"_class_name": "UNet2DConditionModel"})",
+               "'UNet2DConditionModel' is not supported");
+  expect_error(
+      R"({"_class_name": "AutoencoderTiny", "encoder_block_out_channels": [64, 32, 64, 64]})",
+      "must all be equal");
 }
 
 TEST(Graph, SdVaeKeysMatchTheReferenceListing) {
@@ -109,7 +118,8 @@ TEST(Graph, SdVaeKeysMatchTheReferenceListing) {
 }
 
 TEST(Graph, TaesdKeysMatchTheReferenceListing) {
-  const std::vector<ParamSpec> specs = model_param_specs(parse(R"({"_class_name": "AutoencoderTiny"})"));
+  const std::vector<ParamSpec> specs =
+      model_param_specs(parse(R"({"_class_name": "AutoencoderTiny"})"));
   expect_same_specs(specs, read_key_listing("taesd-keys.txt"));
   EXPECT_EQ(count_params(specs, "decoder.", "decoder."), 1'222'531);
   EXPECT_EQ(count_params(specs, "encoder.", "encoder."), 1'222'532);
@@ -118,15 +128,16 @@ TEST(Graph, TaesdKeysMatchTheReferenceListing) {
 TEST(Graph, NamesAreDiffusersModulePaths) {
   const Graph g = build_decoder_graph(builtin("sd-kl"));
   std::set<std::string> names;
-  for (const Op& op : g.ops) EXPECT_TRUE(names.insert(op.name).second) << "duplicate op " << op.name;
+  for (const Op& op : g.ops)
+    EXPECT_TRUE(names.insert(op.name).second) << "duplicate op " << op.name;
   for (const char* n : {"post_quant_conv", "decoder.conv_in", "decoder.mid_block.attentions.0.to_q",
-                        "decoder.up_blocks.2.resnets.0.conv_shortcut", "decoder.up_blocks.0.upsamplers.0.conv",
-                        "decoder.conv_out"})
+                        "decoder.up_blocks.2.resnets.0.conv_shortcut",
+                        "decoder.up_blocks.0.upsamplers.0.conv", "decoder.conv_out"})
     EXPECT_TRUE(names.count(n)) << n;
   std::set<std::string> modules;
   for (const auto& [m, v] : g.modules) modules.insert(m);
-  for (const char* m : {"decoder.mid_block", "decoder.up_blocks.2.resnets.1", "decoder.mid_block.attentions.0",
-                        "decoder.up_blocks.1", "decoder"})
+  for (const char* m : {"decoder.mid_block", "decoder.up_blocks.2.resnets.1",
+                        "decoder.mid_block.attentions.0", "decoder.up_blocks.1", "decoder"})
     EXPECT_TRUE(modules.count(m)) << m;
   // The hash follows the structure: equal for equal configs, different otherwise.
   EXPECT_EQ(g.hash(), build_decoder_graph(builtin("sdxl-kl")).hash());
@@ -157,10 +168,14 @@ class CheckpointTest : public ::testing::Test {
 TEST_F(CheckpointTest, AcceptsLegacyAttentionNamesAndConvShapedWeights) {
   NamedTensors legacy;
   for (auto [name, t] : tensors_) {
-    for (auto [from, to] : {std::pair{".to_q.", ".query."}, {".to_k.", ".key."}, {".to_v.", ".value."},
+    for (auto [from, to] : {std::pair{".to_q.", ".query."},
+                            {".to_k.", ".key."},
+                            {".to_v.", ".value."},
                             {".to_out.0.", ".proj_attn."}})
-      if (auto at = name.find(from); at != std::string::npos) name = name.replace(at, std::strlen(from), to);
-    if (name.find(".attentions.") != std::string::npos && t.rank() == 2) t = t.reshaped({t.dim(0), t.dim(1), 1, 1});
+      if (auto at = name.find(from); at != std::string::npos)
+        name = name.replace(at, std::strlen(from), to);
+    if (name.find(".attentions.") != std::string::npos && t.rank() == 2)
+      t = t.reshaped({t.dim(0), t.dim(1), 1, 1});
     legacy.emplace_back(name, t);
   }
   ASSERT_TRUE(write_safetensors(weights_path_, legacy).ok());
@@ -176,18 +191,20 @@ TEST_F(CheckpointTest, AcceptsLegacyAttentionNamesAndConvShapedWeights) {
 TEST_F(CheckpointTest, MismatchListsEveryDifference) {
   NamedTensors bad;
   for (auto& [name, t] : tensors_) {
-    if (name == "decoder.conv_in.bias") continue;                       // missing
+    if (name == "decoder.conv_in.bias") continue;                                 // missing
     if (name == "encoder.conv_in.weight") t = Tensor(DType::kF32, {7, 3, 3, 3});  // wrong shape
     bad.emplace_back(name, t);
   }
-  bad.emplace_back("decoder.extra.weight", Tensor(DType::kF32, {2}));   // unexpected
+  bad.emplace_back("decoder.extra.weight", Tensor(DType::kF32, {2}));  // unexpected
   ASSERT_TRUE(write_safetensors(weights_path_, bad).ok());
   auto m = load_model(dir_.string());
   ASSERT_FALSE(m.ok());
   const std::string& msg = m.error().message();
   EXPECT_NE(msg.find("1 missing:\n    decoder.conv_in.bias [32]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("1 unexpected:\n    decoder.extra.weight [2]"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("encoder.conv_in.weight: file has [7, 3, 3, 3], config needs [16, 3, 3, 3]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("encoder.conv_in.weight: file has [7, 3, 3, 3], config needs [16, 3, 3, 3]"),
+            std::string::npos)
+      << msg;
 }
 
 TEST_F(CheckpointTest, MissingFilesSayWhatToDo) {

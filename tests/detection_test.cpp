@@ -21,16 +21,26 @@ struct Expectation {
 std::ostream& operator<<(std::ostream& os, const Expectation& e) { return os << e.fault; }
 
 const Expectation kExpectations[] = {
-    {"tile-threshold-from-stride", "^vae.decode model=tiny-kl res=28x32 w=f16 a=f16 acc=f32 tiling=on$",
+    {"tile-threshold-from-stride",
+     "^vae.decode model=tiny-kl res=28x32 w=f16 a=f16 acc=f32 tiling=on$",
      "tiling: the compiled path tiled the decode input [1, 4, 7, 8], but the config's rule"},
-    {"arena-alias", "^vae.roundtrip model=tiny-kl res=64x64 w=f16 a=f16 acc=f32$", "output encoder.mean"},
-    {"cache-key-ignores-weights", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 warm=tiny-kl@1$", "post_quant_conv: local error"},
-    {"groupnorm-f16-accum", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32$", "decoder.mid_block.resnets.0"},
-    {"softmax-no-max", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.mid_block.attentions.0.to_q\\*20$",
+    {"arena-alias", "^vae.roundtrip model=tiny-kl res=64x64 w=f16 a=f16 acc=f32$",
+     "output encoder.mean"},
+    {"cache-key-ignores-weights",
+     "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 warm=tiny-kl@1$",
+     "post_quant_conv: local error"},
+    {"groupnorm-f16-accum", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32$",
+     "decoder.mid_block.resnets.0"},
+    {"softmax-no-max",
+     "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 "
+     "boost=decoder.mid_block.attentions.0.to_q\\*20$",
      "decoder.mid_block.attentions.0.sdpa (attention) makes"},
-    {"fp8-no-scale", "^vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f16 acc=f32 boost=decoder.up_blocks.1.resnets.0.conv1\\*0.01$",
+    {"fp8-no-scale",
+     "^vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f16 acc=f32 "
+     "boost=decoder.up_blocks.1.resnets.0.conv1\\*0.01$",
      "decoder.up_blocks.1.resnets.0.conv1: local error"},
-    {"upsample-off-by-one", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32$", "decoder.up_blocks.0.upsamplers.0: local error"},
+    {"upsample-off-by-one", "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32$",
+     "decoder.up_blocks.0.upsamplers.0: local error"},
 };
 
 std::vector<Case> ci_cases(const std::string& pattern) {

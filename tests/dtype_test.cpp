@@ -2,6 +2,8 @@
 // conversions (cuda_fp16.h, cuda_bf16.h, cuda_fp8.h) and Eigen's half/bfloat16. Every 16-bit
 // and 8-bit encoding is decoded; encoding is checked at every rounding midpoint (where ties
 // to even decide), one float either side of it, and on random floats.
+#include "harness/core/dtype.h"
+
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
@@ -10,7 +12,6 @@
 #include <limits>
 #include <vector>
 
-#include "harness/core/dtype.h"
 #include "harness/core/rng.h"
 #include "harness/core/tensor.h"
 
@@ -31,11 +32,13 @@ float bits_float(uint32_t b) {
 
 // Equal as encodings, with any NaN equal to any NaN (implementations pick different NaNs).
 void expect_same_encoding(DType dt, uint32_t ours, uint32_t theirs, double input, const char* who) {
-  const bool ours_nan = std::isnan(decode_narrow(dt, ours)), theirs_nan = std::isnan(decode_narrow(dt, theirs));
+  const bool ours_nan = std::isnan(decode_narrow(dt, ours)),
+             theirs_nan = std::isnan(decode_narrow(dt, theirs));
   if (ours_nan || theirs_nan) {
     EXPECT_EQ(ours_nan, theirs_nan) << dtype_name(dt) << " input " << input << " vs " << who;
   } else {
-    EXPECT_EQ(ours, theirs) << dtype_name(dt) << " input " << std::hexfloat << input << " vs " << who;
+    EXPECT_EQ(ours, theirs) << dtype_name(dt) << " input " << std::hexfloat << input << " vs "
+                            << who;
   }
 }
 
@@ -47,15 +50,16 @@ std::vector<float> rounding_probes(DType dt, int bits) {
   for (uint32_t e = 0; e + 1 < count; ++e) {
     const double v = decode_narrow(dt, e), u = decode_narrow(dt, e + 1);
     if (!std::isfinite(v)) continue;
-    const double next = std::isfinite(u) ? u : v + (v - decode_narrow(dt, e - 1));  // a virtual next
+    const double next =
+        std::isfinite(u) ? u : v + (v - decode_narrow(dt, e - 1));  // a virtual next
     const float mid = float((v + next) / 2);
     for (float f : {float(v), mid, std::nextafter(mid, 0.f), std::nextafter(mid, INFINITY)}) {
       probes.push_back(f);
       probes.push_back(-f);
     }
   }
-  for (float f : {INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(), 1e30f, -1e30f, 1e-30f,
-                  std::numeric_limits<float>::denorm_min()})
+  for (float f : {INFINITY, -INFINITY, std::numeric_limits<float>::quiet_NaN(), 1e30f, -1e30f,
+                  1e-30f, std::numeric_limits<float>::denorm_min()})
     probes.push_back(f);
   Rng rng(7, dtype_name(dt));
   for (int i = 0; i < 1 << 20; ++i) probes.push_back(bits_float(uint32_t(rng.next())));
@@ -86,12 +90,19 @@ TEST(DType, OverflowPerType) {
   EXPECT_EQ(encode_narrow(DType::kF16, -1e9), 0xFC00u);
   // e4m3fn has no inf: non-saturating overflow is NaN, saturating clamps; NaN stays NaN.
   EXPECT_TRUE(std::isnan(decode_narrow(DType::kF8E4M3, encode_narrow(DType::kF8E4M3, 1000.0))));
-  EXPECT_EQ(decode_narrow(DType::kF8E4M3, encode_narrow(DType::kF8E4M3, 1000.0, Saturation::kSaturate)), 448.0);
-  EXPECT_EQ(decode_narrow(DType::kF8E4M3, encode_narrow(DType::kF8E4M3, -INFINITY, Saturation::kSaturate)), -448.0);
-  EXPECT_TRUE(std::isnan(decode_narrow(DType::kF8E4M3, encode_narrow(DType::kF8E4M3, NAN, Saturation::kSaturate))));
+  EXPECT_EQ(
+      decode_narrow(DType::kF8E4M3, encode_narrow(DType::kF8E4M3, 1000.0, Saturation::kSaturate)),
+      448.0);
+  EXPECT_EQ(decode_narrow(DType::kF8E4M3,
+                          encode_narrow(DType::kF8E4M3, -INFINITY, Saturation::kSaturate)),
+            -448.0);
+  EXPECT_TRUE(std::isnan(
+      decode_narrow(DType::kF8E4M3, encode_narrow(DType::kF8E4M3, NAN, Saturation::kSaturate))));
   // e5m2 has inf.
   EXPECT_EQ(decode_narrow(DType::kF8E5M2, encode_narrow(DType::kF8E5M2, 1e6)), INFINITY);
-  EXPECT_EQ(decode_narrow(DType::kF8E5M2, encode_narrow(DType::kF8E5M2, 1e6, Saturation::kSaturate)), 57344.0);
+  EXPECT_EQ(
+      decode_narrow(DType::kF8E5M2, encode_narrow(DType::kF8E5M2, 1e6, Saturation::kSaturate)),
+      57344.0);
   // Subnormals and signed zero.
   EXPECT_EQ(decode_narrow(DType::kF16, 0x0001), std::ldexp(1.0, -24));
   EXPECT_EQ(decode_narrow(DType::kF8E4M3, 0x01), std::ldexp(1.0, -9));
@@ -122,17 +133,24 @@ TEST(DType, MatchesEigen) {
   for (uint32_t b = 0; b < (1u << 16); ++b) {
     const double ours = decode_narrow(DType::kF16, b);
     const float eigen = float(Eigen::numext::bit_cast<Eigen::half>(uint16_t(b)));
-    if (std::isnan(ours)) EXPECT_TRUE(std::isnan(eigen)); else EXPECT_EQ(float(ours), eigen) << b;
+    if (std::isnan(ours))
+      EXPECT_TRUE(std::isnan(eigen));
+    else
+      EXPECT_EQ(float(ours), eigen) << b;
     const double ours_bf = decode_narrow(DType::kBF16, b);
     const float eigen_bf = float(Eigen::numext::bit_cast<Eigen::bfloat16>(uint16_t(b)));
-    if (std::isnan(ours_bf)) EXPECT_TRUE(std::isnan(eigen_bf)); else EXPECT_EQ(float(ours_bf), eigen_bf) << b;
+    if (std::isnan(ours_bf))
+      EXPECT_TRUE(std::isnan(eigen_bf));
+    else
+      EXPECT_EQ(float(ours_bf), eigen_bf) << b;
   }
   for (float f : rounding_probes(DType::kF16, 16))
     expect_same_encoding(DType::kF16, encode_narrow(DType::kF16, f),
                          Eigen::numext::bit_cast<uint16_t>(Eigen::half(f)), f, "Eigen::half");
   for (float f : rounding_probes(DType::kBF16, 16))
     expect_same_encoding(DType::kBF16, encode_narrow(DType::kBF16, f),
-                         Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(f)), f, "Eigen::bfloat16");
+                         Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(f)), f,
+                         "Eigen::bfloat16");
 }
 
 #ifdef TWINPATH_TEST_CUDA_HEADERS
@@ -142,18 +160,26 @@ TEST(DType, MatchesCudaHostConversions16) {
     hr.x = uint16_t(b);
     const float cuda = __half2float(__half(hr));
     const double ours = decode_narrow(DType::kF16, b);
-    if (std::isnan(ours)) EXPECT_TRUE(std::isnan(cuda)); else EXPECT_EQ(float(ours), cuda) << b;
+    if (std::isnan(ours))
+      EXPECT_TRUE(std::isnan(cuda));
+    else
+      EXPECT_EQ(float(ours), cuda) << b;
     __nv_bfloat16_raw br;
     br.x = uint16_t(b);
     const float cuda_bf = __bfloat162float(__nv_bfloat16(br));
     const double ours_bf = decode_narrow(DType::kBF16, b);
-    if (std::isnan(ours_bf)) EXPECT_TRUE(std::isnan(cuda_bf)); else EXPECT_EQ(float(ours_bf), cuda_bf) << b;
+    if (std::isnan(ours_bf))
+      EXPECT_TRUE(std::isnan(cuda_bf));
+    else
+      EXPECT_EQ(float(ours_bf), cuda_bf) << b;
   }
   for (float f : rounding_probes(DType::kF16, 16)) {
-    expect_same_encoding(DType::kF16, encode_narrow(DType::kF16, f), __half_raw(__float2half_rn(f)).x, f, "__float2half_rn");
+    expect_same_encoding(DType::kF16, encode_narrow(DType::kF16, f),
+                         __half_raw(__float2half_rn(f)).x, f, "__float2half_rn");
     // From double: the probe nudged by less than a float ulp must still round once.
     const double d = double(f) + double(f) * 0x1p-40;
-    expect_same_encoding(DType::kF16, encode_narrow(DType::kF16, d), __half_raw(__double2half(d)).x, d, "__double2half");
+    expect_same_encoding(DType::kF16, encode_narrow(DType::kF16, d), __half_raw(__double2half(d)).x,
+                         d, "__double2half");
   }
   for (float f : rounding_probes(DType::kBF16, 16)) {
     expect_same_encoding(DType::kBF16, encode_narrow(DType::kBF16, f),
@@ -171,18 +197,25 @@ TEST(DType, MatchesCudaHostConversionsFp8) {
   };
   for (Kind k : {Kind{DType::kF8E4M3, __NV_E4M3}, Kind{DType::kF8E5M2, __NV_E5M2}}) {
     for (uint32_t b = 0; b < 256; ++b) {
-      const float cuda = __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(b), k.cuda)));
+      const float cuda =
+          __half2float(__half(__nv_cvt_fp8_to_halfraw(__nv_fp8_storage_t(b), k.cuda)));
       const double ours = decode_narrow(k.dt, b);
-      if (std::isnan(ours)) EXPECT_TRUE(std::isnan(cuda)) << b; else EXPECT_EQ(float(ours), cuda) << b;
+      if (std::isnan(ours))
+        EXPECT_TRUE(std::isnan(cuda)) << b;
+      else
+        EXPECT_EQ(float(ours), cuda) << b;
     }
     for (float f : rounding_probes(k.dt, 8)) {
       expect_same_encoding(k.dt, encode_narrow(k.dt, f, Saturation::kNonSaturating),
-                           __nv_cvt_float_to_fp8(f, __NV_NOSAT, k.cuda), f, "__nv_cvt_float_to_fp8 NOSAT");
+                           __nv_cvt_float_to_fp8(f, __NV_NOSAT, k.cuda), f,
+                           "__nv_cvt_float_to_fp8 NOSAT");
       expect_same_encoding(k.dt, encode_narrow(k.dt, f, Saturation::kSaturate),
-                           __nv_cvt_float_to_fp8(f, __NV_SATFINITE, k.cuda), f, "__nv_cvt_float_to_fp8 SATFINITE");
+                           __nv_cvt_float_to_fp8(f, __NV_SATFINITE, k.cuda), f,
+                           "__nv_cvt_float_to_fp8 SATFINITE");
       const double d = double(f) + double(f) * 0x1p-40;
       expect_same_encoding(k.dt, encode_narrow(k.dt, d, Saturation::kSaturate),
-                           __nv_cvt_double_to_fp8(d, __NV_SATFINITE, k.cuda), d, "__nv_cvt_double_to_fp8");
+                           __nv_cvt_double_to_fp8(d, __NV_SATFINITE, k.cuda), d,
+                           "__nv_cvt_double_to_fp8");
     }
   }
 }

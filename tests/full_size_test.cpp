@@ -8,28 +8,34 @@
 #include <filesystem>
 
 #include "compiled/describe_session.h"
-#include "harness/models/vae/pipeline.h"
-#include "harness/models/vae/model.h"
 #include "harness/core/rng.h"
 #include "harness/core/safetensors.h"
+#include "harness/core/tensor_io.h"
+#include "harness/models/vae/model.h"
+#include "harness/models/vae/pipeline.h"
 #include "reference/executor.h"
 #include "tests/support/compare.h"
-#include "harness/core/tensor_io.h"
 
 namespace tp {
 namespace {
 
 TEST(FullSize, SdxlKlInitAndDecode) {
-  const auto dir = std::filesystem::temp_directory_path() / ("tp_full_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tp_full_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string bin = TWINPATH_BINARY, m = (dir / "m").string();
-  ASSERT_EQ(std::system((bin + " model init --config sdxl-kl --out " + m + " > /dev/null").c_str()), 0);
+  ASSERT_EQ(std::system((bin + " model init --config sdxl-kl --out " + m + " > /dev/null").c_str()),
+            0);
   Tensor latent(DType::kF32, {1, 4, 32, 32});
   for (int64_t i = 0; i < latent.numel(); ++i) latent.data<float>()[i] = std::sin(0.37f * float(i));
-  const std::string in = (dir / "latent.safetensors").string(), out = (dir / "out.safetensors").string();
+  const std::string in = (dir / "latent.safetensors").string(),
+                    out = (dir / "out.safetensors").string();
   ASSERT_TRUE(write_tensor_file(in, {{"latents", latent}}).ok());
-  ASSERT_EQ(std::system((bin + " exec --model " + m + " --pipeline vae.decode --path reference --input " + in +
-                         " --output " + out).c_str()), 0);
+  ASSERT_EQ(
+      std::system((bin + " exec --model " + m + " --pipeline vae.decode --path reference --input " +
+                   in + " --output " + out)
+                      .c_str()),
+      0);
   auto f = SafetensorsFile::open(out);
   ASSERT_TRUE(f.ok()) << f.error().message();
   auto sample = f->read("sample");
@@ -48,7 +54,8 @@ TEST(FullSize, SdxlKlInitAndDecode) {
 // sd-kl (seeded random weights) encode at 64x64 and decode of an 8x8 latent: f16 storage within
 // 5e-3 relative L2 of the fp32 reference, bf16 within 3e-2; fp8 weights run and are measured.
 TEST(FullSize, SdKlCompiledEmulationAgainstReference) {
-  const auto dir = std::filesystem::temp_directory_path() / ("tp_sdkl_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tp_sdkl_" + std::to_string(::getpid()));
   ASSERT_TRUE(init_model("sd-kl", 1, dir.string()).ok());
   auto model = load_model(dir.string());
   ASSERT_TRUE(model.ok()) << model.error().message();
@@ -66,7 +73,9 @@ TEST(FullSize, SdKlCompiledEmulationAgainstReference) {
                                  std::pair{Pipeline::kDecode, random({1, 4, 8, 8}, "latent", 2)}}) {
     auto want = run_pipeline(model.value(), pipeline, input, reference);
     ASSERT_TRUE(want.ok()) << want.error().message();
-    for (auto [policy, bar] : {std::pair{"w=f16,a=f16,acc=f32", 5e-3}, {"w=bf16,a=bf16,acc=f32", 3e-2}, {"w=f8e4m3,a=bf16,acc=f32", 1.0}}) {
+    for (auto [policy, bar] : {std::pair{"w=f16,a=f16,acc=f32", 5e-3},
+                               {"w=bf16,a=bf16,acc=f32", 3e-2},
+                               {"w=f8e4m3,a=bf16,acc=f32", 1.0}}) {
       compiled::SessionOptions o;
       o.policy.base = compiled::parse_layer_policy(policy).value();
       compiled::Session session(o);
@@ -77,7 +86,8 @@ TEST(FullSize, SdKlCompiledEmulationAgainstReference) {
         EXPECT_LE(err, bar) << pipeline_name(pipeline) << " " << name << " " << policy;
         char figure[32];
         std::snprintf(figure, sizeof figure, "%.3e", err);
-        ::testing::Test::RecordProperty(std::string(pipeline_name(pipeline)) + "." + name + " " + policy, figure);
+        ::testing::Test::RecordProperty(
+            std::string(pipeline_name(pipeline)) + "." + name + " " + policy, figure);
       }
     }
   }

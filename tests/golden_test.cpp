@@ -13,8 +13,8 @@ namespace {
 
 struct GoldenCase {
   std::string model;
-  std::string path;    // twinpath path name
-  double max_rel_l2;   // against diffusers' float64 outputs
+  std::string path;         // twinpath path name
+  double max_rel_l2;        // against diffusers' float64 outputs
   std::string policy = {};  // compiled path only
   // A roundtrip carries the encoder's error through the decoder, which amplifies it: with
   // 16-bit storage it lands at 2-3x the decode error on these random-weight models.
@@ -32,21 +32,24 @@ std::string fixture_dir(const std::string& model) {
 }
 
 // Runs `pipeline` on `input_name` and compares each output against io[<prefix><stage>.<out>].
-void check_pipeline(const Model& model, const SafetensorsFile& io, const PathChoice& path, Pipeline p,
-                    const std::string& prefix, double max_rel_l2) {
+void check_pipeline(const Model& model, const SafetensorsFile& io, const PathChoice& path,
+                    Pipeline p, const std::string& prefix, double max_rel_l2) {
   const std::string input_name = prefix + (p == Pipeline::kDecode ? "latent" : "image");
   auto input = io.read(input_name);
   ASSERT_TRUE(input.ok()) << input.error().message();
   auto out = path.run(model, p, input.value());
   ASSERT_TRUE(out.ok()) << out.error().message();
-  const std::string stage = p == Pipeline::kEncode ? "encode." : p == Pipeline::kDecode ? "decode." : "roundtrip.";
+  const std::string stage = p == Pipeline::kEncode   ? "encode."
+                            : p == Pipeline::kDecode ? "decode."
+                                                     : "roundtrip.";
   for (const auto& [name, ours] : out.value()) {
     const std::string key = prefix + stage + name;
     auto golden = io.read(key);
     ASSERT_TRUE(golden.ok()) << golden.error().message();
     const double err = testing::relative_l2(ours.to(DType::kF64), golden.value());
     EXPECT_LE(err, max_rel_l2) << key << " via " << path.description;
-    EXPECT_GT(testing::max_abs(golden.value()), 1e-3) << key << ": golden output is ~zero, it proves nothing";
+    EXPECT_GT(testing::max_abs(golden.value()), 1e-3)
+        << key << ": golden output is ~zero, it proves nothing";
     char figure[32];
     std::snprintf(figure, sizeof figure, "%.3e", err);
     ::testing::Test::RecordProperty(key, figure);
@@ -66,7 +69,8 @@ void check_model(const GoldenCase& c, const TilingOptions& tiling, const std::st
   check_pipeline(model.value(), io.value(), path.value(), Pipeline::kEncode, prefix, c.max_rel_l2);
   check_pipeline(model.value(), io.value(), path.value(), Pipeline::kDecode, prefix, c.max_rel_l2);
   if (model->config.kind == VaeConfig::Kind::kKl)
-    check_pipeline(model.value(), io.value(), path.value(), Pipeline::kRoundtrip, prefix, c.max_rel_l2 * c.roundtrip_factor);
+    check_pipeline(model.value(), io.value(), path.value(), Pipeline::kRoundtrip, prefix,
+                   c.max_rel_l2 * c.roundtrip_factor);
 }
 
 TEST_P(GoldenTest, MatchesDiffusers) { check_model(GetParam(), TilingOptions{}, ""); }
@@ -94,7 +98,9 @@ std::vector<GoldenCase> golden_cases() {
 // 512 px tile): the reference's plain tiling and the compiled path's own.
 class TiledGoldenTest : public GoldenTest {};
 
-TEST_P(TiledGoldenTest, MatchesDiffusers) { check_model(GetParam(), TilingOptions{true, 0, 0}, "tiled."); }
+TEST_P(TiledGoldenTest, MatchesDiffusers) {
+  check_model(GetParam(), TilingOptions{true, 0, 0}, "tiled.");
+}
 
 std::vector<GoldenCase> tiled_cases() {  // the models whose fixtures hold tiled outputs
   std::vector<GoldenCase> cases;

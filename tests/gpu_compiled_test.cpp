@@ -7,19 +7,18 @@
 //    in device memory): relative L2 between the two backends, far inside the policy's bar
 //    against the fp32 reference.
 #include <gtest/gtest.h>
-
-#include <cctype>
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <map>
 
 #include "compiled/describe_session.h"
 #include "compiled/device.h"
-#include "harness/models/vae/pipeline.h"
 #include "harness/core/compare.h"
 #include "harness/core/rng.h"
+#include "harness/models/vae/pipeline.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixtures.h"
@@ -36,14 +35,17 @@ struct GpuCase {
   double pipeline_bar;  // CUDA vs emulation, relative L2 of each pipeline output
 };
 
-std::ostream& operator<<(std::ostream& os, const GpuCase& c) { return os << c.model << " " << c.policy; }
+std::ostream& operator<<(std::ostream& os, const GpuCase& c) {
+  return os << c.model << " " << c.policy;
+}
 
 const Model& model_for(const std::string& name) {
   static std::map<std::string, Model> models;
   auto it = models.find(name);
   if (it != models.end()) return it->second;
   if (name != "sd-kl") return models[name] = testing::fixture_model(name);
-  const auto dir = std::filesystem::temp_directory_path() / ("tp_gpu_sdkl_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tp_gpu_sdkl_" + std::to_string(::getpid()));
   if (!init_model("sd-kl", 1, dir.string()).ok()) throw std::runtime_error("sd-kl init failed");
   auto m = load_model(dir.string());
   std::filesystem::remove_all(dir);
@@ -76,7 +78,8 @@ UlpStats compare_ulps(const Tensor& got, const Tensor& want) {
   double sum_sq = 0;
   for (int64_t i = 0; i < b.numel(); ++i)
     if (std::isfinite(b.data<double>()[i])) sum_sq += b.data<double>()[i] * b.data<double>()[i];
-  const double floor = std::max(1e-30, 1e-2 * std::sqrt(sum_sq / double(std::max<int64_t>(1, b.numel()))));
+  const double floor =
+      std::max(1e-30, 1e-2 * std::sqrt(sum_sq / double(std::max<int64_t>(1, b.numel()))));
   UlpStats s;
   int64_t over = 0;
   for (int64_t i = 0; i < b.numel(); ++i) {
@@ -112,9 +115,12 @@ class GpuCompiledTest : public ::testing::TestWithParam<GpuCase> {
   // Images of 64x64 (sd-kl) or 32x32, and latents of the matching size: small enough for the
   // emulation, non-square so rows and columns cannot be swapped unnoticed.
   static Tensor input_for(const Model& m, Pipeline p) {
-    const int64_t h = std::string(GetParam().model) == "sd-kl" ? 64 : 32, w = h + 2 * m.config.downscale();
+    const int64_t h = std::string(GetParam().model) == "sd-kl" ? 64 : 32,
+                  w = h + 2 * m.config.downscale();
     if (p == Pipeline::kDecode)
-      return random_input({1, m.config.latent_channels(), h / m.config.downscale(), w / m.config.downscale()}, "latent", 2);
+      return random_input(
+          {1, m.config.latent_channels(), h / m.config.downscale(), w / m.config.downscale()},
+          "latent", 2);
     return random_input({1, m.config.image_channels(), h, w}, "image", 1);
   }
 };
@@ -122,7 +128,8 @@ class GpuCompiledTest : public ::testing::TestWithParam<GpuCase> {
 TEST_P(GpuCompiledTest, EveryGroupMatchesTheEmulationOnTheSameInputs) {
   const Model& m = model_for(GetParam().model);
   for (Pipeline p : {Pipeline::kEncode, Pipeline::kDecode}) {
-    const Graph graph = p == Pipeline::kEncode ? build_encoder_graph(m.config) : build_decoder_graph(m.config);
+    const Graph graph =
+        p == Pipeline::kEncode ? build_encoder_graph(m.config) : build_decoder_graph(m.config);
     const Tensor input = input_for(m, p);
     Session emulated(options(GetParam().policy)), device(options(GetParam().policy), cuda());
     auto plan = emulated.plan_for(graph, m.weights, input.shape());
@@ -130,7 +137,8 @@ TEST_P(GpuCompiledTest, EveryGroupMatchesTheEmulationOnTheSameInputs) {
     std::map<int, Tensor> values{{graph.inputs[0].second, input}};
     auto run = emulated.run(graph, m.weights, {{graph.inputs[0].first, input}},
                             [&](const compiled::Group& g, const NamedTensors& stored) {
-                              for (std::size_t i = 0; i < g.outputs.size(); ++i) values[g.outputs[i]] = stored[i].second;
+                              for (std::size_t i = 0; i < g.outputs.size(); ++i)
+                                values[g.outputs[i]] = stored[i].second;
                             });
     ASSERT_TRUE(run.ok()) << run.error().message();
     const compiled::Plan& pl = *plan.value();
@@ -143,8 +151,10 @@ TEST_P(GpuCompiledTest, EveryGroupMatchesTheEmulationOnTheSameInputs) {
       for (std::size_t o = 0; o < g.outputs.size(); ++o) {
         const UlpStats s = compare_ulps(got.value()[o], values.at(g.outputs[o]));
         EXPECT_EQ(s.mismatched_non_finite, 0) << g.checkpoints[o];
-        EXPECT_LE(s.max, 8.0) << pipeline_name(p) << " group " << i << " " << g.label() << " " << g.checkpoints[o];
-        EXPECT_LE(s.over_one, 0.01) << pipeline_name(p) << " group " << i << " " << g.label() << " " << g.checkpoints[o];
+        EXPECT_LE(s.max, 8.0) << pipeline_name(p) << " group " << i << " " << g.label() << " "
+                              << g.checkpoints[o];
+        EXPECT_LE(s.over_one, 0.01)
+            << pipeline_name(p) << " group " << i << " " << g.label() << " " << g.checkpoints[o];
       }
     }
   }
@@ -170,21 +180,22 @@ TEST_P(GpuCompiledTest, PipelinesMatchTheEmulation) {
 }
 
 // Bars: a tenth of the emulation's own bar against the fp32 reference (5e-3 f16, 3e-2 bf16).
-INSTANTIATE_TEST_SUITE_P(Policies, GpuCompiledTest,
-                         ::testing::Values(GpuCase{"tiny-kl", "w=f16,a=f16,acc=f32", 5e-4},
-                                           GpuCase{"tiny-kl", "w=bf16,a=bf16,acc=f32", 3e-3},
-                                           GpuCase{"tiny-kl", "w=f8e4m3,a=bf16,acc=f32", 3e-3},
-                                           GpuCase{"tiny-kl", "w=f8e5m2,a=f16,acc=f32,scale=tensor", 5e-4},
-                                           GpuCase{"tiny-kl", "w=f32,a=f32,acc=f32", 1e-5},
-                                           GpuCase{"sd-kl", "w=f16,a=f16,acc=f32", 5e-4},
-                                           GpuCase{"sd-kl", "w=bf16,a=bf16,acc=f32", 3e-3},
-                                           GpuCase{"sd-kl", "w=f8e4m3,a=f16,acc=f32", 5e-4}),
-                         [](const ::testing::TestParamInfo<GpuCase>& info) {  // e.g. tiny_kl_w_f16_a_f16_acc_f32
-                           std::string name = std::string(info.param.model) + "_" + info.param.policy;
-                           for (char& ch : name)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Policies, GpuCompiledTest,
+    ::testing::Values(GpuCase{"tiny-kl", "w=f16,a=f16,acc=f32", 5e-4},
+                      GpuCase{"tiny-kl", "w=bf16,a=bf16,acc=f32", 3e-3},
+                      GpuCase{"tiny-kl", "w=f8e4m3,a=bf16,acc=f32", 3e-3},
+                      GpuCase{"tiny-kl", "w=f8e5m2,a=f16,acc=f32,scale=tensor", 5e-4},
+                      GpuCase{"tiny-kl", "w=f32,a=f32,acc=f32", 1e-5},
+                      GpuCase{"sd-kl", "w=f16,a=f16,acc=f32", 5e-4},
+                      GpuCase{"sd-kl", "w=bf16,a=bf16,acc=f32", 3e-3},
+                      GpuCase{"sd-kl", "w=f8e4m3,a=f16,acc=f32", 5e-4}),
+    [](const ::testing::TestParamInfo<GpuCase>& info) {  // e.g. tiny_kl_w_f16_a_f16_acc_f32
+      std::string name = std::string(info.param.model) + "_" + info.param.policy;
+      for (char& ch : name)
+        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+      return name;
+    });
 
 TEST(GpuCompiled, RefusesClearlyWithoutADevice) {
   if (cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";

@@ -7,12 +7,12 @@
 #include <cstring>
 
 #include "harness/core/compare.h"
+#include "harness/core/tensor_io.h"
 #include "harness/models/vae/procedural_image.h"
+#include "harness/models/vae/vae_graphs.h"
 #include "harness/runner/case_runner.h"
 #include "harness/runner/runs.h"
 #include "harness/runner/tolerance.h"
-#include "harness/core/tensor_io.h"
-#include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
 
 namespace tp {
@@ -40,7 +40,9 @@ const CheckpointRecord* record(const CaseResult& r, const std::string& name) {
 bool bitwise_equal(const NamedTensors& watched, const NamedTensors& plain) {
   for (const auto& [name, t] : plain) {
     const Tensor* w = find_tensor(watched, name);
-    if (!w || w->shape() != t.shape() || w->dtype() != t.dtype() || std::memcmp(w->raw(), t.raw(), t.nbytes()) != 0) return false;
+    if (!w || w->shape() != t.shape() || w->dtype() != t.dtype() ||
+        std::memcmp(w->raw(), t.raw(), t.nbytes()) != 0)
+      return false;
   }
   return !plain.empty();
 }
@@ -54,8 +56,10 @@ PreparedCase prepared(const std::string& line, ModelCache& models) {
   p.pipeline = *parse_pipeline(p.c.pipeline);
   const bool decode = p.pipeline == Pipeline::kDecode;
   const int ds = decode ? p.model->config.downscale() : 1;
-  p.input = Tensor(DType::kF32, {1, decode ? p.model->config.latent_channels() : 3, p.c.height / ds, p.c.width / ds});
-  for (int64_t i = 0; i < p.input.numel(); ++i) p.input.data<float>()[i] = float(std::sin(double(i) * 0.37));
+  p.input = Tensor(DType::kF32, {1, decode ? p.model->config.latent_channels() : 3, p.c.height / ds,
+                                 p.c.width / ds});
+  for (int64_t i = 0; i < p.input.numel(); ++i)
+    p.input.data<float>()[i] = float(std::sin(double(i) * 0.37));
   p.session.policy.base = *compiled::parse_layer_policy(p.c.policy_text());
   std::string faults;
   for (const std::string& f : p.c.inject) faults += (faults.empty() ? "" : ",") + f;
@@ -83,39 +87,53 @@ TEST(HarnessRun, CaptureDoesNotPerturbTheCompiledRun) {
 // Shared runtimes give the isolated runs' bits, and say where they stop doing so.
 TEST(HarnessRun, SharedRuntimesMustEqualIsolatedRunsBitwise) {
   ModelCache models;
-  for (const char* line : {"vae.roundtrip model=tiny-kl res=64x64 w=f16 a=f16 acc=f32",
-                           "vae.decode model=tiny-kl res=64x64 w=bf16 a=bf16 acc=f32 warm=tiny-kl@1"}) {
+  for (const char* line :
+       {"vae.roundtrip model=tiny-kl res=64x64 w=f16 a=f16 acc=f32",
+        "vae.decode model=tiny-kl res=64x64 w=bf16 a=bf16 acc=f32 warm=tiny-kl@1"}) {
     const PreparedCase p = prepared(line, models);
     auto run = run_compiled(p, p.session.policy, true);
     ASSERT_TRUE(run.ok()) << line;
     EXPECT_EQ(check_isolation(p, *run), "") << line;
     EXPECT_EQ(check_plan_reload(p), "") << line;
   }
-  const PreparedCase aliased = prepared("vae.roundtrip model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 inject=arena-alias", models);
+  const PreparedCase aliased = prepared(
+      "vae.roundtrip model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 inject=arena-alias", models);
   auto run = run_compiled(aliased, aliased.session.policy, true);
   ASSERT_TRUE(run.ok());
   const std::string why = check_isolation(aliased, *run);
-  EXPECT_NE(why.find("encoder and decoder co-resident: output encoder.mean differs from the isolated run"), std::string::npos) << why;
-  const PreparedCase stale = prepared("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 warm=tiny-kl@1 inject=cache-key-ignores-weights", models);
+  EXPECT_NE(
+      why.find(
+          "encoder and decoder co-resident: output encoder.mean differs from the isolated run"),
+      std::string::npos)
+      << why;
+  const PreparedCase stale = prepared(
+      "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 warm=tiny-kl@1 "
+      "inject=cache-key-ignores-weights",
+      models);
   auto stale_run = run_compiled(stale, stale.session.policy, true);
   ASSERT_TRUE(stale_run.ok());
   const std::string stale_why = check_isolation(stale, *stale_run);
-  EXPECT_NE(stale_why.find("first checkpoint that differs: post_quant_conv"), std::string::npos) << stale_why;
+  EXPECT_NE(stale_why.find("first checkpoint that differs: post_quant_conv"), std::string::npos)
+      << stale_why;
 }
 
 TEST(HarnessRun, CleanCasesPassOnEveryPolicy) {
-  for (const char* policy : {"w=f16 a=f16 acc=f32", "w=bf16 a=bf16 acc=f32", "w=f8e4m3 a=f16 acc=f32",
-                             "w=f8e5m2 a=bf16 acc=f32", "w=f32 a=f32 acc=f32", "w=f16 a=f16 acc=f16"})
+  for (const char* policy :
+       {"w=f16 a=f16 acc=f32", "w=bf16 a=bf16 acc=f32", "w=f8e4m3 a=f16 acc=f32",
+        "w=f8e5m2 a=bf16 acc=f32", "w=f32 a=f32 acc=f32", "w=f16 a=f16 acc=f16"})
     for (const char* model : {"tiny-kl", "tiny-taesd"}) {
-      const CaseResult r = run(std::string("vae.roundtrip model=") + model + " res=64x64 " + policy);
+      const CaseResult r =
+          run(std::string("vae.roundtrip model=") + model + " res=64x64 " + policy);
       EXPECT_EQ(r.outcome, Outcome::kPassed) << r.id << ": " << r.reason;
       EXPECT_GT(r.checkpoints.size(), 20u) << r.id;
-      for (const CheckpointRecord& c : r.checkpoints) EXPECT_TRUE(c.passed) << r.id << " " << c.name;
+      for (const CheckpointRecord& c : r.checkpoints)
+        EXPECT_TRUE(c.passed) << r.id << " " << c.name;
     }
 }
 
 TEST(HarnessRun, ConstantOutputIsMistrusted) {
-  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.conv_out*0");
+  const CaseResult r =
+      run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.conv_out*0");
   EXPECT_EQ(r.outcome, Outcome::kMistrusted) << r.reason;
   EXPECT_NE(r.reason.find("constant"), std::string::npos) << r.reason;
   EXPECT_NE(r.repro.find("boost=decoder.conv_out*0"), std::string::npos);
@@ -135,7 +153,8 @@ TEST(HarnessRun, RefusalsAreOutcomesWithReasons) {
   const CaseResult odd = run("vae.decode model=tiny-kl res=62x64 w=f16 a=f16 acc=f32");
   EXPECT_EQ(odd.outcome, Outcome::kError);
   EXPECT_NE(odd.reason.find("multiple of 4"), std::string::npos) << odd.reason;
-  const CaseResult no_layer = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.nope*2");
+  const CaseResult no_layer =
+      run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.nope*2");
   EXPECT_EQ(no_layer.outcome, Outcome::kError);
   EXPECT_NE(no_layer.reason.find("no layer 'decoder.nope'"), std::string::npos) << no_layer.reason;
 }
@@ -159,7 +178,8 @@ TEST(HarnessRun, SupportTableAgreesWithTheCompiledPath) {
 // The layer that creates error stands out by its local error; the layers after it carry the
 // error on (accumulated) while their own local error stays within tolerance.
 TEST(HarnessRun, LocalErrorNamesTheCulpritLayer) {
-  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 inject=upsample-off-by-one");
+  const CaseResult r =
+      run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 inject=upsample-off-by-one");
   ASSERT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_NE(r.reason.find("decoder.up_blocks.0.upsamplers.0"), std::string::npos) << r.reason;
   const CheckpointRecord* culprit = record(r, "decoder.up_blocks.0.upsamplers.0");
@@ -175,7 +195,8 @@ TEST(HarnessRun, LocalErrorNamesTheCulpritLayer) {
 // The SDXL-VAE failure: one layer's weights scaled so its output overflows f16.
 TEST(HarnessRun, OverflowIsTracedToItsLayerAndFixedByKeepingItInFp32) {
   const std::string layer = "decoder.up_blocks.0.resnets.0.conv1";
-  const std::string line = "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=" + layer + "*100000";
+  const std::string line =
+      "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=" + layer + "*100000";
   RunOptions search;
   search.search = true;
   const CaseResult r = run(line, search);
@@ -197,12 +218,15 @@ TEST(HarnessRun, OverflowIsTracedToItsLayerAndFixedByKeepingItInFp32) {
 }
 
 TEST(HarnessRun, InjectedKernelFaultIsNamedAsTheCause) {
-  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 input=normal*300 inject=groupnorm-f16-accum");
+  const CaseResult r =
+      run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 input=normal*300 "
+          "inject=groupnorm-f16-accum");
   ASSERT_EQ(r.outcome, Outcome::kFailed);
   ASSERT_TRUE(r.provenance.found) << r.provenance.detail;
   EXPECT_EQ(r.provenance.op, "group_norm");
   EXPECT_EQ(r.provenance.cause, "fault");
-  EXPECT_NE(r.provenance.detail.find("groupnorm-f16-accum"), std::string::npos) << r.provenance.detail;
+  EXPECT_NE(r.provenance.detail.find("groupnorm-f16-accum"), std::string::npos)
+      << r.provenance.detail;
 }
 
 TEST(HarnessRun, NonFiniteInputIsNamedAsTheOrigin) {
@@ -224,7 +248,8 @@ TEST(HarnessRun, NonFiniteInputIsNamedAsTheOrigin) {
 TEST(HarnessRun, PrecisionSearchSaysWhenPrecisionIsNotTheProblem) {
   RunOptions search;
   search.search = true;
-  const CaseResult r = run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 inject=upsample-off-by-one", search);
+  const CaseResult r = run(
+      "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 inject=upsample-off-by-one", search);
   ASSERT_EQ(r.outcome, Outcome::kFailed);
   EXPECT_TRUE(r.keep_fp32.empty());
   EXPECT_NE(r.search_note.find("still fails"), std::string::npos) << r.search_note;
@@ -238,12 +263,18 @@ TEST(HarnessRun, ReferenceNoiseFloorIsBelowTheTolerances) {
     const Model& m = **models.get(name);
     const Graph g = build_decoder_graph(m.config);
     Tensor z(DType::kF32, {1, m.config.latent_channels(), 16, 16});
-    for (int64_t i = 0; i < z.numel(); ++i) z.data<float>()[i] = float(std::cos(double(i) * 0.71) * 1.5);
+    for (int64_t i = 0; i < z.numel(); ++i)
+      z.data<float>()[i] = float(std::cos(double(i) * 0.71) * 1.5);
     std::map<int, Tensor> f32, f64;
-    ASSERT_TRUE(ref::run_graph(g, m.weights, {{"latents", z}}, DType::kF32, [&](const Op& op, const Tensor& v) { f32[op.output] = v; }).ok());
-    ASSERT_TRUE(ref::run_graph(g, m.weights, {{"latents", z}}, DType::kF64, [&](const Op& op, const Tensor& v) { f64[op.output] = v; }).ok());
+    ASSERT_TRUE(ref::run_graph(g, m.weights, {{"latents", z}}, DType::kF32,
+                               [&](const Op& op, const Tensor& v) { f32[op.output] = v; })
+                    .ok());
+    ASSERT_TRUE(ref::run_graph(g, m.weights, {{"latents", z}}, DType::kF64,
+                               [&](const Op& op, const Tensor& v) { f64[op.output] = v; })
+                    .ok());
     double worst = 0;
-    for (const auto& [v, t] : f32) worst = std::max(worst, compare_tensors(t, f64.at(v), DType::kF32)->rel_l2);
+    for (const auto& [v, t] : f32)
+      worst = std::max(worst, compare_tensors(t, f64.at(v), DType::kF32)->rel_l2);
     // Accumulated through the whole decoder, so against the tightest low-precision local bound.
     const ValuePath f16{{DType::kF16}, DType::kF32, 1, DType::kF32};
     EXPECT_LT(worst * kNoiseFloorMargin, local_tolerance(OpClass::kConv, f16).rel_l2) << name;
@@ -255,8 +286,9 @@ TEST(HarnessRun, ReferenceNoiseFloorIsBelowTheTolerances) {
 // One VAE serving both pipelines in one session, calls interleaved: each call's bits equal the
 // same call in a session of its own, for KL and Tiny.
 TEST(HarnessRun, InterleavedEncodeAndDecodeCallsEqualIsolatedCalls) {
-  for (const char* line : {"vae.roundtrip model=tiny-kl res=48x80 w=f16 a=f16 acc=f32 interleave=on",
-                           "vae.roundtrip model=tiny-taesd res=64x64 w=bf16 a=bf16 acc=f32 interleave=on"}) {
+  for (const char* line :
+       {"vae.roundtrip model=tiny-kl res=48x80 w=f16 a=f16 acc=f32 interleave=on",
+        "vae.roundtrip model=tiny-taesd res=64x64 w=bf16 a=bf16 acc=f32 interleave=on"}) {
     const CaseResult r = run(line);
     EXPECT_EQ(r.outcome, Outcome::kPassed) << line << ": " << r.reason;
   }
@@ -266,8 +298,9 @@ TEST(HarnessRun, InterleavedEncodeAndDecodeCallsEqualIsolatedCalls) {
 // shapes and give the same outputs; under mem=2MiB the 256x256 step (10 MiB of arenas) is
 // refused before allocating, with the figure, and the next step still runs.
 TEST(HarnessRun, StreamCountsCompilationsAndRefusesWhatCannotFit) {
-  const CaseResult r = run("vae.decode model=tiny-kl stream=64x64+64x72+72x80+80x80+64x64+96x96+256x256+64x80 "
-                           "w=f16 a=f16 acc=f32 shapes=bucket:32 mem=2MiB");
+  const CaseResult r =
+      run("vae.decode model=tiny-kl stream=64x64+64x72+72x80+80x80+64x64+96x96+256x256+64x80 "
+          "w=f16 a=f16 acc=f32 shapes=bucket:32 mem=2MiB");
   ASSERT_EQ(r.outcome, Outcome::kPassed) << r.reason;
   ASSERT_EQ(r.stream.size(), 8u);
   const StreamStep& big = r.stream[6];
@@ -285,12 +318,14 @@ TEST(HarnessRun, StreamCountsCompilationsAndRefusesWhatCannotFit) {
   EXPECT_LT(r.stream.back().total_compilations, r.stream.back().exact_compilations);
   EXPECT_NE(record(r, "output:sample@96x96"), nullptr);
   // Exact shapes under the same budget: each size compiles, idle arenas are evicted to fit.
-  const CaseResult exact = run("vae.decode model=tiny-kl stream=64x64+64x72+72x80+80x80+96x96 w=f16 a=f16 acc=f32 mem=2MiB");
+  const CaseResult exact = run(
+      "vae.decode model=tiny-kl stream=64x64+64x72+72x80+80x80+96x96 w=f16 a=f16 acc=f32 mem=2MiB");
   ASSERT_EQ(exact.outcome, Outcome::kPassed) << exact.reason;
   EXPECT_EQ(exact.stream.back().total_compilations, 5);
   EXPECT_GT(exact.stream.back().evictions, 0);
   // A size that fits nowhere under a budget the first step already exceeds: every step refused.
-  const CaseResult none = run("vae.decode model=tiny-kl stream=64x64+96x96 w=f16 a=f16 acc=f32 mem=64KiB");
+  const CaseResult none =
+      run("vae.decode model=tiny-kl stream=64x64+96x96 w=f16 a=f16 acc=f32 mem=64KiB");
   EXPECT_EQ(none.outcome, Outcome::kPassed) << none.reason;
   for (const StreamStep& s : none.stream) EXPECT_TRUE(s.refused) << s.resolution;
 }
@@ -299,10 +334,14 @@ TEST(HarnessRun, StreamCountsCompilationsAndRefusesWhatCannotFit) {
 // threshold taken from the stride (field report 4), a 7-latent-wide input that fits the 8-latent
 // tile is tiled, and the case says so; clean, seams and interiors are measured apart.
 TEST(HarnessRun, TilingEngageDecisionIsCheckedAgainstTheConfigRule) {
-  const CaseResult bad = run("vae.decode model=tiny-kl res=32x28 w=f16 a=f16 acc=f32 tiling=on inject=tile-threshold-from-stride");
+  const CaseResult bad =
+      run("vae.decode model=tiny-kl res=32x28 w=f16 a=f16 acc=f32 tiling=on "
+          "inject=tile-threshold-from-stride");
   ASSERT_EQ(bad.outcome, Outcome::kFailed);
-  EXPECT_NE(bad.reason.find("tiling: the compiled path tiled the decode input [1, 4, 8, 7], but the config's rule"),
-            std::string::npos)
+  EXPECT_NE(
+      bad.reason.find(
+          "tiling: the compiled path tiled the decode input [1, 4, 8, 7], but the config's rule"),
+      std::string::npos)
       << bad.reason;
   const CaseResult clean = run("vae.decode model=tiny-kl res=32x36 w=f16 a=f16 acc=f32 tiling=on");
   ASSERT_EQ(clean.outcome, Outcome::kPassed) << clean.reason;
@@ -330,7 +369,8 @@ TEST(HarnessRun, SeamBandsFollowTheTileGrid) {
 
 // input=image: a picture in [-1, 1] with saturated flat regions, the same for the same seed.
 TEST(HarnessRun, ProceduralImagesLookLikePictures) {
-  const Tensor a = procedural_image(7, 3, 64, 80), b = procedural_image(7, 3, 64, 80), c = procedural_image(8, 3, 64, 80);
+  const Tensor a = procedural_image(7, 3, 64, 80), b = procedural_image(7, 3, 64, 80),
+               c = procedural_image(8, 3, 64, 80);
   ASSERT_EQ(a.shape(), (Shape{1, 3, 64, 80}));
   EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0);
   EXPECT_NE(std::memcmp(a.raw(), c.raw(), a.nbytes()), 0);

@@ -36,7 +36,8 @@ class ReportTest : public ::testing::Test {
     std::ofstream suite(p("suite.txt"));
     suite << "# three outcomes\n"
           << "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32\n"
-          << "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.up_blocks.0.resnets.0.conv1*1e5\n"
+          << "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 "
+             "boost=decoder.up_blocks.0.resnets.0.conv1*1e5\n"
           << "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.conv_out*0\n"
           << "vae.encode model=tiny-taesd res=64x64 w=bf16 a=bf16 acc=f32\n"
           << "vae.roundtrip model=tiny-kl res=32x32 w=f8e4m3 a=f16 acc=f32\n"
@@ -50,12 +51,15 @@ class ReportTest : public ::testing::Test {
 fs::path ReportTest::dir_;
 
 TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
-  const auto r = twinpath("run --suite " + p("suite.txt") + " --report " + p("r.h5") + " --junit " + p("r.xml") + " --dump failing");
+  const auto r = twinpath("run --suite " + p("suite.txt") + " --report " + p("r.h5") + " --junit " +
+                          p("r.xml") + " --dump failing");
   EXPECT_EQ(r.code, 1) << r.output;  // the overflow case fails
-  EXPECT_NE(r.output.find("1 mistrusted, 1 unsupported, 4 passed, 1 failed\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 mistrusted, 1 unsupported, 4 passed, 1 failed\n"), std::string::npos)
+      << r.output;
   // The expected refusal is counted in one summary line, not printed as a case of its own.
   EXPECT_EQ(r.output.find("UNSUPPORTED "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("1 refused as unsupported (each in the report and JUnit; `twinpath report show` prints them): 1 "
+  EXPECT_NE(r.output.find("1 refused as unsupported (each in the report and JUnit; `twinpath "
+                          "report show` prints them): 1 "
                           "activations are stored in f32, f16 or bf16, not f8e4m3\n"),
             std::string::npos)
       << r.output;
@@ -74,15 +78,19 @@ TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
       "assert f.attrs['summary'].endswith('4 passed, 1 failed'), f.attrs['summary']\n"
       "cases = [f['cases'][k] for k in sorted(f['cases'])]\n"
       "outcomes = [c.attrs['outcome'] for c in cases]\n"
-      "assert outcomes == ['PASSED', 'FAILED', 'MISTRUSTED', 'PASSED', 'PASSED', 'UNSUPPORTED', 'PASSED'], outcomes\n"
+      "assert outcomes == ['PASSED', 'FAILED', 'MISTRUSTED', 'PASSED', 'PASSED', 'UNSUPPORTED', "
+      "'PASSED'], outcomes\n"
       "s = cases[6]['stream'][:]\n"
-      "assert list(s['refused']) == [0, 1] and s[1]['need_bytes'] == 10 << 20 and s[0]['total_compilations'] == 1, s\n"
+      "assert list(s['refused']) == [0, 1] and s[1]['need_bytes'] == 10 << 20 and "
+      "s[0]['total_compilations'] == 1, s\n"
       "t = cases[0]['checkpoints'][:]\n"
       "local = t[t['has_local'] == 1]\n"
-      "assert len(t) > 20 and t['passed'].all() and len(local) > 20 and (local['local_rel_l2'] < local['tol_rel_l2']).all()\n"
+      "assert len(t) > 20 and t['passed'].all() and len(local) > 20 and (local['local_rel_l2'] < "
+      "local['tol_rel_l2']).all()\n"
       "assert t[-1]['name'] == b'output:sample' and 0 < t[-1]['rel_l2'] < 0.01\n"
       "pr = cases[1]['provenance']\n"
-      "assert pr.attrs['layer'] == 'decoder.up_blocks.0.resnets.0.conv1' and pr.attrs['cause'] == 'overflow'\n"
+      "assert pr.attrs['layer'] == 'decoder.up_blocks.0.resnets.0.conv1' and pr.attrs['cause'] == "
+      "'overflow'\n"
       "assert 'dumps' in cases[1] and 'dumps' not in cases[0]\n"
       "print('h5py ok', len(cases))\n";
   std::ofstream(p("check.py")) << script;
@@ -91,7 +99,8 @@ TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
   EXPECT_NE(py.output.find("h5py ok 7"), std::string::npos) << py.output;
 
   const std::string xml = read_text(p("r.xml"));
-  EXPECT_NE(xml.find("tests=\"7\" failures=\"1\" errors=\"0\" skipped=\"2\""), std::string::npos) << xml;
+  EXPECT_NE(xml.find("tests=\"7\" failures=\"1\" errors=\"0\" skipped=\"2\""), std::string::npos)
+      << xml;
   EXPECT_NE(xml.find("<failure message=\"FAILED: first non-finite value"), std::string::npos);
 
   // Our own reader sees what was written; `report show` prints it.
@@ -100,7 +109,8 @@ TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
   ASSERT_EQ(back->cases.size(), 7u);
   ASSERT_EQ(back->cases[6].stream.size(), 2u);
   EXPECT_TRUE(back->cases[6].stream[1].refused);
-  EXPECT_NE(back->cases[6].stream[1].note.find("needs 10.00 MiB"), std::string::npos) << back->cases[6].stream[1].note;
+  EXPECT_NE(back->cases[6].stream[1].note.find("needs 10.00 MiB"), std::string::npos)
+      << back->cases[6].stream[1].note;
   EXPECT_EQ(back->cases[1].provenance.cause, "overflow");
   EXPECT_EQ(back->cases[1].provenance.index.size(), 4u);
   EXPECT_FALSE(back->cases[0].checkpoints[0].accumulated.worst.empty());
@@ -111,12 +121,15 @@ TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
 
 TEST_F(ReportTest, KilledRunLeavesNoPartialReport) {
   std::ofstream suite(p("long.txt"));
-  for (int i = 0; i < 40; ++i) suite << "vae.roundtrip model=tiny-kl res=" << 32 + 4 * i << "x64 w=f16 a=f16 acc=f32\n";
+  for (int i = 0; i < 40; ++i)
+    suite << "vae.roundtrip model=tiny-kl res=" << 32 + 4 * i << "x64 w=f16 a=f16 acc=f32\n";
   suite.close();
   std::ofstream(p("old.h5")) << "an earlier report";
   fs::copy_file(p("old.h5"), p("k.h5"));
-  const auto killed = shell("(" + std::string(TWINPATH_BINARY) + " run --suite " + p("long.txt") + " --report " + p("k.h5") +
-                            " --junit " + p("k.xml") + " > /dev/null & pid=$!; sleep 1; kill -9 $pid; wait $pid; echo killed $?)");
+  const auto killed =
+      shell("(" + std::string(TWINPATH_BINARY) + " run --suite " + p("long.txt") + " --report " +
+            p("k.h5") + " --junit " + p("k.xml") +
+            " > /dev/null & pid=$!; sleep 1; kill -9 $pid; wait $pid; echo killed $?)");
   EXPECT_NE(killed.output.find("killed 137"), std::string::npos) << killed.output;
   EXPECT_EQ(read_text(p("k.h5")), "an earlier report");  // untouched, not half-replaced
   EXPECT_FALSE(fs::exists(p("k.xml")));
@@ -125,11 +138,16 @@ TEST_F(ReportTest, KilledRunLeavesNoPartialReport) {
 TEST_F(ReportTest, MergedShardsEqualTheUnshardedRun) {
   ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --report " + p("all.h5")).code, 1);
   // Cases go round-robin: shard 1 holds cases 1 and 4, so the failing overflow case.
-  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --shard 0/3 --report " + p("s0.h5")).code, 0);
-  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --shard 1/3 --report " + p("s1.h5")).code, 1);
-  ASSERT_EQ(shell("GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=2 " + std::string(TWINPATH_BINARY) + " run --suite " + p("suite.txt") +
-                  " --report " + p("s2.h5")).code, 0);
-  const auto merged = twinpath("report merge " + p("s2.h5") + " " + p("s0.h5") + " " + p("s1.h5") + " --out " + p("merged.h5"));
+  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --shard 0/3 --report " + p("s0.h5")).code,
+            0);
+  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --shard 1/3 --report " + p("s1.h5")).code,
+            1);
+  ASSERT_EQ(shell("GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=2 " + std::string(TWINPATH_BINARY) +
+                  " run --suite " + p("suite.txt") + " --report " + p("s2.h5"))
+                .code,
+            0);
+  const auto merged = twinpath("report merge " + p("s2.h5") + " " + p("s0.h5") + " " + p("s1.h5") +
+                               " --out " + p("merged.h5"));
   ASSERT_EQ(merged.code, 0) << merged.output;
   auto all = read_h5_report(p("all.h5"));
   auto m = read_h5_report(p("merged.h5"));
@@ -141,9 +159,11 @@ TEST_F(ReportTest, MergedShardsEqualTheUnshardedRun) {
     EXPECT_EQ(b.outcome, a.outcome) << a.id;
     EXPECT_EQ(b.reason, a.reason) << a.id;
     ASSERT_EQ(b.checkpoints.size(), a.checkpoints.size()) << a.id;
-    for (std::size_t k = 0; k < a.checkpoints.size(); ++k) EXPECT_EQ(b.checkpoints[k].accumulated.rel_l2, a.checkpoints[k].accumulated.rel_l2);
+    for (std::size_t k = 0; k < a.checkpoints.size(); ++k)
+      EXPECT_EQ(b.checkpoints[k].accumulated.rel_l2, a.checkpoints[k].accumulated.rel_l2);
   }
-  const auto twice = twinpath("report merge " + p("s0.h5") + " " + p("s0.h5") + " --out " + p("bad.h5"));
+  const auto twice =
+      twinpath("report merge " + p("s0.h5") + " " + p("s0.h5") + " --out " + p("bad.h5"));
   EXPECT_EQ(twice.code, 2);
   EXPECT_NE(twice.output.find("is in both"), std::string::npos) << twice.output;
   const auto bad_shard = twinpath("run --suite " + p("suite.txt") + " --shard 3/3");
@@ -155,7 +175,8 @@ TEST_F(ReportTest, DiffFlagsPlantedErrorGrowthAndNewNonFinite) {
   const std::string line = "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32";
   ASSERT_EQ(twinpath("run --case '" + line + "' --report " + p("base.h5")).code, 0);
   // The same run again is no regression, inline (--baseline) or as a diff.
-  const auto same = twinpath("run --case '" + line + "' --report " + p("same.h5") + " --baseline " + p("base.h5"));
+  const auto same = twinpath("run --case '" + line + "' --report " + p("same.h5") + " --baseline " +
+                             p("base.h5"));
   EXPECT_EQ(same.code, 0) << same.output;
   EXPECT_NE(same.output.find("0 regressions"), std::string::npos) << same.output;
   EXPECT_EQ(twinpath("report diff " + p("base.h5") + " " + p("same.h5")).code, 0);
@@ -173,8 +194,11 @@ TEST_F(ReportTest, DiffFlagsPlantedErrorGrowthAndNewNonFinite) {
   ASSERT_TRUE(write_h5_report(p("planted.h5"), *planted).ok());
   const auto diff = twinpath("report diff " + p("base.h5") + " " + p("planted.h5"));
   EXPECT_EQ(diff.code, 1) << diff.output;
-  EXPECT_NE(diff.output.find(grown->name + "\n    local rel L2 grew"), std::string::npos) << diff.output;
-  EXPECT_NE(diff.output.find("1 non-finite values where the reference is finite (0 before)"), std::string::npos) << diff.output;
+  EXPECT_NE(diff.output.find(grown->name + "\n    local rel L2 grew"), std::string::npos)
+      << diff.output;
+  EXPECT_NE(diff.output.find("1 non-finite values where the reference is finite (0 before)"),
+            std::string::npos)
+      << diff.output;
   EXPECT_NE(diff.output.find("2 regressions"), std::string::npos) << diff.output;
 
   // The same commands in process, from a binary that links only the reports and the core.
@@ -194,7 +218,8 @@ TEST_F(ReportTest, ReadersRefuseWhatIsNotAReport) {
   const auto missing = twinpath("report diff " + p("nope.h5") + " " + p("junk.h5"));
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.output.find("no such report"), std::string::npos) << missing.output;
-  const auto no_dir = twinpath("run --case 'vae.decode model=tiny-kl res=32x32' --report /no/such/dir/r.h5");
+  const auto no_dir =
+      twinpath("run --case 'vae.decode model=tiny-kl res=32x32' --report /no/such/dir/r.h5");
   EXPECT_EQ(no_dir.code, 2);
   EXPECT_NE(no_dir.output.find("cannot write the report"), std::string::npos) << no_dir.output;
 }

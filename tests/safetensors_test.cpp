@@ -1,5 +1,7 @@
 // The safetensors reader refuses every file the reference Rust reader refuses, each with its
 // own message naming the file (and the tensor where there is one); the writer round-trips.
+#include "harness/core/safetensors.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -7,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "harness/core/safetensors.h"
 #include "harness/core/tensor_io.h"
 
 namespace tp {
@@ -56,27 +57,40 @@ TEST_F(SafetensorsTest, RefusesEachViolation) {
   expect_refused(write_raw("{\"\xff\": 1}", ""), "not valid UTF-8");
   expect_refused(write_raw("{\"a\": ", ""), "not valid JSON");
   expect_refused(write_raw("[1, 2]", ""), "not a JSON object");
-  expect_refused(write_raw("{" + ok_entry + ", " + ok_entry + "}", kEight + kEight), "'a' is listed twice");
-  expect_refused(write_raw(R"({"__metadata__": {"format": 1}})", ""), "__metadata__ entry 'format'");
+  expect_refused(write_raw("{" + ok_entry + ", " + ok_entry + "}", kEight + kEight),
+                 "'a' is listed twice");
+  expect_refused(write_raw(R"({"__metadata__": {"format": 1}})", ""),
+                 "__metadata__ entry 'format'");
   expect_refused(write_raw(R"({"__metadata__": [1]})", ""), "__metadata__ must be a map");
-  expect_refused(write_raw(R"({"a": {"dtype": "F33", "shape": [2], "data_offsets": [0, 8]}})", kEight),
-                 "tensor 'a': unknown dtype 'F33'");
-  expect_refused(write_raw(R"({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", kEight),
-                 "tensor 'a': shape entry must be a non-negative integer");
-  expect_refused(write_raw(R"({"a": {"dtype": "F32", "shape": [2]}})", kEight), "tensor 'a': missing field 'data_offsets'");
-  expect_refused(write_raw(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", kEight + "1234"),
+  expect_refused(
+      write_raw(R"({"a": {"dtype": "F33", "shape": [2], "data_offsets": [0, 8]}})", kEight),
+      "tensor 'a': unknown dtype 'F33'");
+  expect_refused(
+      write_raw(R"({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}})", kEight),
+      "tensor 'a': shape entry must be a non-negative integer");
+  expect_refused(write_raw(R"({"a": {"dtype": "F32", "shape": [2]}})", kEight),
+                 "tensor 'a': missing field 'data_offsets'");
+  expect_refused(write_raw(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                           kEight + "1234"),
                  "tensor 'a': data_offsets [4, 12] should start at byte 0");
   expect_refused(write_raw(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-                              "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", kEight + "1234"),
+                              "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
+                           kEight + "1234"),
                  "tensor 'b': data_offsets [4, 12] should start at byte 8");
-  expect_refused(write_raw(R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", kEight),
-                 "tensor 'a': data_offsets span 8 bytes but F32 [3] needs 12");
+  expect_refused(
+      write_raw(R"({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}})", kEight),
+      "tensor 'a': data_offsets span 8 bytes but F32 [3] needs 12");
   expect_refused(write_raw(R"({"a": {"dtype": "F4", "shape": [3], "data_offsets": [0, 2]}})", "xx"),
                  "tensor 'a': F4 [3] is not a whole number of bytes");
-  expect_refused(write_raw(R"({"a": {"dtype": "F64", "shape": [281474976710656, 281474976710656], "data_offsets": [0, 8]}})", kEight),
-                 "tensor 'a': shape [281474976710656, 281474976710656] overflows");
-  expect_refused(write_raw(R"({"a": {"dtype": "F64", "shape": [281474976710657], "data_offsets": [0, 8]}})", kEight),
-                 "tensor 'a': shape entry 281474976710657 is too large");
+  expect_refused(
+      write_raw(
+          R"({"a": {"dtype": "F64", "shape": [281474976710656, 281474976710656], "data_offsets": [0, 8]}})",
+          kEight),
+      "tensor 'a': shape [281474976710656, 281474976710656] overflows");
+  expect_refused(
+      write_raw(R"({"a": {"dtype": "F64", "shape": [281474976710657], "data_offsets": [0, 8]}})",
+                kEight),
+      "tensor 'a': shape entry 281474976710657 is too large");
   expect_refused(write_raw("{" + ok_entry + "}", kEight + "zz"), "the file has trailing bytes");
   expect_refused(write_raw("{" + ok_entry + "}", "1234"), "the file is truncated");
   expect_refused((dir_ / "missing.safetensors").string(), "cannot open");
@@ -105,7 +119,8 @@ TEST_F(SafetensorsTest, AcceptsWhatTheReferenceAccepts) {
 TEST_F(SafetensorsTest, WriterRoundTripsEveryDType) {
   NamedTensors tensors;
   int k = 0;
-  for (DType dt : {DType::kF8E5M2, DType::kF64, DType::kF16, DType::kF32, DType::kBF16, DType::kF8E4M3}) {
+  for (DType dt :
+       {DType::kF8E5M2, DType::kF64, DType::kF16, DType::kF32, DType::kBF16, DType::kF8E4M3}) {
     Tensor t = Tensor::uninitialized(dt, {3, 5});
     for (std::size_t b = 0; b < t.nbytes(); ++b) t.raw()[b] = std::byte((b * 37 + 11 * k) & 0x7F);
     tensors.emplace_back(std::string("t") + dtype_name(dt), std::move(t));

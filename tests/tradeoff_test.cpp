@@ -21,13 +21,16 @@ using testing::twinpath;
 TEST(Tradeoff, WritesReportAndAPageThatRendersInChromium) {
   const fs::path dir = fs::temp_directory_path() / ("tp_tradeoff_" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  const auto r = twinpath("tradeoff --model tiny-kl --res 32x32 --repeats 1 --policy w=f16,a=f16,acc=f32 "
-                          "--policy w=bf16,a=bf16,acc=f32 --policy w=f16,a=bf16,acc=f32 --out " + dir.string());
+  const auto r = twinpath(
+      "tradeoff --model tiny-kl --res 32x32 --repeats 1 --policy w=f16,a=f16,acc=f32 "
+      "--policy w=bf16,a=bf16,acc=f32 --policy w=f16,a=bf16,acc=f32 --out " +
+      dir.string());
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("32x32 w=f16,a=bf16,acc=f32: not run: "), std::string::npos) << r.output;
   // LibTorch's CPU ops doing the same decode, beside the policies.
   EXPECT_NE(r.output.find("[4/4] 32x32 LibTorch CPU f32: rel L2 "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("3 of 4 policy x resolution points measured"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("3 of 4 policy x resolution points measured"), std::string::npos)
+      << r.output;
 
   const std::string script =
       "import h5py, sys, math\n"
@@ -37,7 +40,8 @@ TEST(Tradeoff, WritesReportAndAPageThatRendersInChromium) {
       "assert list(p['ran']) == [1, 1, 0, 1] and list(p['peer']) == [0, 0, 0, 1], p\n"
       "assert p[3]['rel_l2'] < 1e-5 and p[3]['pareto'] == 0, p[3]\n"
       "assert 0 < p[0]['rel_l2'] < p[1]['rel_l2'] < 0.1, p['rel_l2']\n"
-      "assert p[0]['psnr_db'] > p[1]['psnr_db'] > 20 and p[0]['seconds_median'] > 0 and p[0]['weight_bytes'] > 0\n"
+      "assert p[0]['psnr_db'] > p[1]['psnr_db'] > 20 and p[0]['seconds_median'] > 0 and "
+      "p[0]['weight_bytes'] > 0\n"
       "assert b'bf16' in p[2]['note'] and b'f16' in p[2]['note']\n"
       "assert p['pareto'][:2].any()\n"
       "g = f['resolutions']['32x32']\n"
@@ -45,24 +49,29 @@ TEST(Tradeoff, WritesReportAndAPageThatRendersInChromium) {
       "assert (g['f16_headroom'][0] > 1).all()\n"
       "print('h5py ok')\n";
   std::ofstream(dir / "check.py") << script;
-  const auto py = shell("/usr/bin/python3 " + (dir / "check.py").string() + " " + (dir / "report.h5").string());
+  const auto py =
+      shell("/usr/bin/python3 " + (dir / "check.py").string() + " " + (dir / "report.h5").string());
   EXPECT_NE(py.output.find("h5py ok"), std::string::npos) << py.output;
 
   std::stringstream html;
   html << std::ifstream(dir / "report.html").rdbuf();
   const std::string page = html.str();
   std::size_t svgs = 0;
-  for (std::size_t at = page.find("<svg"); at != std::string::npos; at = page.find("<svg", at + 1)) ++svgs;
+  for (std::size_t at = page.find("<svg"); at != std::string::npos; at = page.find("<svg", at + 1))
+    ++svgs;
   EXPECT_EQ(svgs, 4u);
   EXPECT_EQ(page.find("<script"), std::string::npos);
   EXPECT_EQ(page.find("https://"), std::string::npos);
   EXPECT_NE(page.find("Pareto front"), std::string::npos);
   EXPECT_NE(page.find("median time per run (ms)"), std::string::npos);
 
-  if (shell("command -v chromium").code != 0) GTEST_SKIP() << "chromium is not installed (tools/install-deps.sh installs it)";
+  if (shell("command -v chromium").code != 0)
+    GTEST_SKIP() << "chromium is not installed (tools/install-deps.sh installs it)";
   const fs::path png = dir / "page.png";
-  const auto shot = shell("chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1600 --screenshot=" +
-                          png.string() + " file://" + (dir / "report.html").string() + " 2>&1");
+  const auto shot = shell(
+      "chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1600 "
+      "--screenshot=" +
+      png.string() + " file://" + (dir / "report.html").string() + " 2>&1");
   ASSERT_TRUE(fs::exists(png)) << shot.output;
   auto image = read_png(png.string());
   ASSERT_TRUE(image.ok()) << image.error().message();
@@ -72,7 +81,8 @@ TEST(Tradeoff, WritesReportAndAPageThatRendersInChromium) {
   int64_t inked = 0;
   std::set<int> colours;
   for (int64_t i = 0; i < plane; ++i) {
-    const int r = int((d[i] + 1) * 127.5f), g = int((d[plane + i] + 1) * 127.5f), b = int((d[2 * plane + i] + 1) * 127.5f);
+    const int r = int((d[i] + 1) * 127.5f), g = int((d[plane + i] + 1) * 127.5f),
+              b = int((d[2 * plane + i] + 1) * 127.5f);
     inked += r + g + b < 3 * 240;
     colours.insert((r / 16) * 256 + (g / 16) * 16 + b / 16);
   }
@@ -83,15 +93,17 @@ TEST(Tradeoff, WritesReportAndAPageThatRendersInChromium) {
 }
 
 TEST(Tradeoff, WrongInputsGetOneSentence) {
-  const fs::path out = fs::temp_directory_path() / ("tp_tradeoff_bad_" + std::to_string(::getpid()));
+  const fs::path out =
+      fs::temp_directory_path() / ("tp_tradeoff_bad_" + std::to_string(::getpid()));
   struct Bad {
     std::string args, says;
   };
-  for (const Bad& b : {Bad{"--model tiny-kl --res 64by64", "--res 64by64: expected res=HEIGHTxWIDTH"},
-                       Bad{"--model /no/such/model", "/no/such/model: no such model folder"},
-                       Bad{"--model tiny-kl --pipeline vae.denoise", "--pipeline vae.denoise is unknown"},
-                       Bad{"--model tiny-kl --policy w=f16,x=1", "'x=1' is not w=, a=, acc=, scale= or sat="},
-                       Bad{"--model tiny-kl --repeats 0", "--repeats must be at least 1"}}) {
+  for (const Bad& b :
+       {Bad{"--model tiny-kl --res 64by64", "--res 64by64: expected res=HEIGHTxWIDTH"},
+        Bad{"--model /no/such/model", "/no/such/model: no such model folder"},
+        Bad{"--model tiny-kl --pipeline vae.denoise", "--pipeline vae.denoise is unknown"},
+        Bad{"--model tiny-kl --policy w=f16,x=1", "'x=1' is not w=, a=, acc=, scale= or sat="},
+        Bad{"--model tiny-kl --repeats 0", "--repeats must be at least 1"}}) {
     const auto r = twinpath("tradeoff " + b.args + " --out " + out.string());
     EXPECT_EQ(r.code, 2) << b.args << ": " << r.output;
     EXPECT_NE(r.output.find(b.says), std::string::npos) << b.args << ": " << r.output;

@@ -30,14 +30,14 @@ struct RunCommandOptions {
   std::string filter;              // regex over case ids
   std::string model;               // replaces every case's model
   std::string device = "cpu";
-  std::string inject;              // faults added to every case
-  int64_t reseed = 0;              // seed=N added to every case (other inputs, same cases)
-  std::string shard;               // K/N; else GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS
+  std::string inject;  // faults added to every case
+  int64_t reseed = 0;  // seed=N added to every case (other inputs, same cases)
+  std::string shard;   // K/N; else GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS
   std::string report, junit, baseline;
   std::string dump = "none";
-  double growth = 2;               // --baseline: flag error growth past this ratio
+  double growth = 2;  // --baseline: flag error growth past this ratio
   bool json = false;
-  bool search = false;             // precision search for failing cases
+  bool search = false;  // precision search for failing cases
 };
 
 // The cases a run selects: --case lines, then the suite (ci when neither is given), with
@@ -60,13 +60,13 @@ struct TriageOptions {
   std::string tiling = "off";
   std::string device = "cpu";
   std::string report;
-  std::string repro;  // "": beside --report (NAME-repro.safetensors), else out/twinpath-repro.safetensors
+  std::string
+      repro;  // "": beside --report (NAME-repro.safetensors), else out/twinpath-repro.safetensors
   bool json = false;
 };
 // Exit code 1 when the case fails (a NaN or a breach), 0 when it passes.
 Expected<int> triage_command(const TriageOptions& options);
 Expected<int> replay_command(const std::string& file, const std::string& device);
-
 
 struct TradeoffCommandOptions {
   std::string model, pipeline = "vae.decode";
@@ -74,14 +74,16 @@ struct TradeoffCommandOptions {
   std::string resolutions = "256x256";
   int repeats = 3;
   std::string device = "cpu";
-  std::string out;                    // folder for report.h5 and report.html
+  std::string out;  // folder for report.h5 and report.html
 };
-Expected<int> tradeoff_command(const TradeoffCommandOptions& options, const std::string& command_line);
+Expected<int> tradeoff_command(const TradeoffCommandOptions& options,
+                               const std::string& command_line);
 
 // A new report's header: tool version, commit, command line, host, device and UTC time.
 RunReport report_header(const std::string& command_line, const std::string& device);
 
-Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir, const std::string& scale);
+Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir,
+                          const std::string& scale);
 Status exec_command(const ExecOptions& options);
 
 }  // namespace tp

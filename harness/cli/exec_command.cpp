@@ -11,31 +11,39 @@ namespace tp {
 Status exec_command(const ExecOptions& o) {
   TP_ASSIGN_OR_RETURN(Pipeline pipeline, parse_pipeline(o.pipeline));
   const CompiledOptions defaults;
-  if (!is_compiled_path(o.path) && (o.compiled.policy != defaults.policy || !o.compiled.keep_fp32.empty() ||
-                                    !o.compiled.inject.empty() || o.compiled.shape_policy != defaults.shape_policy ||
-                                    !o.compiled.load_plan.empty() || !o.compiled.save_plan.empty()))
-    return Error("--policy, --keep-fp32, --inject, --shape-policy, --save-plan and --load-plan apply to the compiled path; "
-                 "use --path compiled:cpu, or drop them");
-  if (o.tiling != "on" && o.tiling != "off") return Error("--tiling " + o.tiling + " is unknown; use --tiling on or --tiling off");
+  if (!is_compiled_path(o.path) &&
+      (o.compiled.policy != defaults.policy || !o.compiled.keep_fp32.empty() ||
+       !o.compiled.inject.empty() || o.compiled.shape_policy != defaults.shape_policy ||
+       !o.compiled.load_plan.empty() || !o.compiled.save_plan.empty()))
+    return Error(
+        "--policy, --keep-fp32, --inject, --shape-policy, --save-plan and --load-plan apply to the "
+        "compiled path; "
+        "use --path compiled:cpu, or drop them");
+  if (o.tiling != "on" && o.tiling != "off")
+    return Error("--tiling " + o.tiling + " is unknown; use --tiling on or --tiling off");
   if (o.tiling == "off" && (o.tile_min != 0 || o.tile_stride != 0))
     return Error("--tile-min and --tile-stride need --tiling on");
-  if (o.tile_min < 0 || o.tile_stride < 0) return Error("--tile-min and --tile-stride are sizes in pixels and must be positive");
+  if (o.tile_min < 0 || o.tile_stride < 0)
+    return Error("--tile-min and --tile-stride are sizes in pixels and must be positive");
   const TilingOptions tiling{o.tiling == "on", o.tile_min, o.tile_stride};
   TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled, tiling));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   // Refuse an output the results cannot be written to before spending time on the run.
-  const bool two_outputs = pipeline == Pipeline::kEncode && model.config.kind == VaeConfig::Kind::kKl;
+  const bool two_outputs =
+      pipeline == Pipeline::kEncode && model.config.kind == VaeConfig::Kind::kKl;
   TP_RETURN_IF_ERROR(check_output_path(o.output, two_outputs ? 2 : 1));
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
   TP_ASSIGN_OR_RETURN(Tensor input, select_pipeline_input(pipeline, file, o.input));
   const auto start = std::chrono::steady_clock::now();
   TP_ASSIGN_OR_RETURN(NamedTensors outputs, path.run(model, pipeline, input));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   TP_RETURN_IF_ERROR(write_tensor_file(o.output, outputs));
 
-  std::cout << pipeline_name(pipeline) << " on " << path.description << ", " << model.config.class_name()
-            << " from " << o.model_dir << "\n";
-  std::cout << "  input  " << shape_string(input.shape()) << " " << dtype_name(input.dtype()) << "\n";
+  std::cout << pipeline_name(pipeline) << " on " << path.description << ", "
+            << model.config.class_name() << " from " << o.model_dir << "\n";
+  std::cout << "  input  " << shape_string(input.shape()) << " " << dtype_name(input.dtype())
+            << "\n";
   for (const auto& [name, t] : outputs)
     std::cout << "  " << name << (name.size() < 6 ? std::string(6 - name.size(), ' ') : "") << " "
               << shape_string(t.shape()) << " " << dtype_name(t.dtype()) << "\n";

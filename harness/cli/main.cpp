@@ -20,7 +20,8 @@ int report(const tp::Status& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"twinpath: numerical validation and differential testing of diffusion-model VAEs"};
-  app.set_version_flag("--version", std::string("twinpath ") + TWINPATH_VERSION + " (" + TWINPATH_GIT_COMMIT + ")");
+  app.set_version_flag(
+      "--version", std::string("twinpath ") + TWINPATH_VERSION + " (" + TWINPATH_GIT_COMMIT + ")");
   app.require_subcommand(1);
 
   CLI::App* model = app.add_subcommand("model", "Make model folders (diffusers layout)");
@@ -28,90 +29,149 @@ int main(int argc, char** argv) {
   CLI::App* init = model->add_subcommand("init", "Write a model folder with seeded random weights");
   std::string config, out_dir;
   uint64_t seed = 0;
-  init->add_option("--config", config, "tiny-kl | tiny-taesd | sd-kl | sdxl-kl | path/to/config.json")->required();
-  init->add_option("--seed", seed, "seed for the weights (same seed, same weights)")->capture_default_str();
+  init->add_option("--config", config,
+                   "tiny-kl | tiny-taesd | sd-kl | sdxl-kl | path/to/config.json")
+      ->required();
+  init->add_option("--seed", seed, "seed for the weights (same seed, same weights)")
+      ->capture_default_str();
   std::string scale_layer;
-  init->add_option("--scale-layer", scale_layer, "LAYER*FACTOR: multiply one layer's weights (e.g. to overflow f16 as the SDXL VAE does)");
-  init->add_option("--out", out_dir, "folder to write config.json and diffusion_pytorch_model.safetensors")->required();
+  init->add_option(
+      "--scale-layer", scale_layer,
+      "LAYER*FACTOR: multiply one layer's weights (e.g. to overflow f16 as the SDXL VAE does)");
+  init->add_option("--out", out_dir,
+                   "folder to write config.json and diffusion_pytorch_model.safetensors")
+      ->required();
 
   CLI::App* exec = app.add_subcommand("exec", "Run one pipeline on one path and write its output");
   tp::ExecOptions ex;
   exec->add_option("--model", ex.model_dir, "diffusers model folder")->required();
-  exec->add_option("--pipeline", ex.pipeline, "vae.encode | vae.decode | vae.roundtrip")->required();
-  exec->add_option("--path", ex.path, "reference | reference:fp64 | torch | torch:fp64 | compiled:cpu | compiled:cuda")
+  exec->add_option("--pipeline", ex.pipeline, "vae.encode | vae.decode | vae.roundtrip")
+      ->required();
+  exec->add_option("--path", ex.path,
+                   "reference | reference:fp64 | torch | torch:fp64 | compiled:cpu | compiled:cuda")
       ->capture_default_str();
-  exec->add_option("--policy", ex.compiled.policy,
-                   "compiled path dtype policy: w=f32|f16|bf16|f8e4m3|f8e5m2,a=f32|f16|bf16,acc=f32|f16"
-                   "[,scale=channel|tensor][,sat=satfinite|nonsat]")
+  exec->add_option(
+          "--policy", ex.compiled.policy,
+          "compiled path dtype policy: w=f32|f16|bf16|f8e4m3|f8e5m2,a=f32|f16|bf16,acc=f32|f16"
+          "[,scale=channel|tensor][,sat=satfinite|nonsat]")
       ->capture_default_str();
-  exec->add_option("--keep-fp32", ex.compiled.keep_fp32, "module globs kept in fp32, comma-separated (e.g. 'decoder.up_blocks.3.*')");
+  exec->add_option("--keep-fp32", ex.compiled.keep_fp32,
+                   "module globs kept in fp32, comma-separated (e.g. 'decoder.up_blocks.3.*')");
   std::string faults_help = "deliberate faults in the compiled path, comma-separated:";
-  for (const tp::compiled::FaultInfo& f : tp::compiled::all_faults()) faults_help += std::string("\n  ") + f.name + ": " + f.description;
+  for (const tp::compiled::FaultInfo& f : tp::compiled::all_faults())
+    faults_help += std::string("\n  ") + f.name + ": " + f.description;
   exec->add_option("--inject", ex.compiled.inject, faults_help);
-  exec->add_option("--tiling", ex.tiling, "on | off: diffusers' tiled encode/decode (enable_tiling)")->capture_default_str();
-  exec->add_option("--tile-min", ex.tile_min, "tile size in image pixels (default: the config's sample_size; 512 for Tiny)");
-  exec->add_option("--tile-stride", ex.tile_stride, "pixels between tiles (default: from diffusers' overlap factor)");
-  exec->add_option("--save-plan", ex.compiled.save_plan, "write the compiled plans to this file after the run");
-  exec->add_option("--load-plan", ex.compiled.load_plan, "use the plans in this file (made by --save-plan with the same model and options)");
-  exec->add_option("--shape-policy", ex.compiled.shape_policy, "exact | bucket:N (plans sized to the image rounded up to a multiple of N pixels)")
+  exec->add_option("--tiling", ex.tiling,
+                   "on | off: diffusers' tiled encode/decode (enable_tiling)")
       ->capture_default_str();
-  exec->add_option("--input", ex.input, "input .safetensors or .npy (image in [-1,1] or latent)")->required();
-  exec->add_option("--output", ex.output, "output .safetensors (or .npy for one tensor)")->required();
+  exec->add_option("--tile-min", ex.tile_min,
+                   "tile size in image pixels (default: the config's sample_size; 512 for Tiny)");
+  exec->add_option("--tile-stride", ex.tile_stride,
+                   "pixels between tiles (default: from diffusers' overlap factor)");
+  exec->add_option("--save-plan", ex.compiled.save_plan,
+                   "write the compiled plans to this file after the run");
+  exec->add_option(
+      "--load-plan", ex.compiled.load_plan,
+      "use the plans in this file (made by --save-plan with the same model and options)");
+  exec->add_option(
+          "--shape-policy", ex.compiled.shape_policy,
+          "exact | bucket:N (plans sized to the image rounded up to a multiple of N pixels)")
+      ->capture_default_str();
+  exec->add_option("--input", ex.input, "input .safetensors or .npy (image in [-1,1] or latent)")
+      ->required();
+  exec->add_option("--output", ex.output, "output .safetensors (or .npy for one tensor)")
+      ->required();
 
-  CLI::App* run = app.add_subcommand("run", "Run cases on the reference and compiled paths, compare, and report");
+  CLI::App* run = app.add_subcommand(
+      "run", "Run cases on the reference and compiled paths, compare, and report");
   tp::RunCommandOptions ro;
-  run->add_option("--case", ro.cases, "a case line (repeatable), e.g. 'vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32'");
-  run->add_option("--suite", ro.suite, "ci (default) | nightly | field-reports | FILE of case lines and sweeps");
+  run->add_option(
+      "--case", ro.cases,
+      "a case line (repeatable), e.g. 'vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32'");
+  run->add_option("--suite", ro.suite,
+                  "ci (default) | nightly | field-reports | FILE of case lines and sweeps");
   run->add_option("--filter", ro.filter, "run only cases whose id matches this regular expression");
-  run->add_option("--model", ro.model, "run every case on this model (built-in name or diffusers folder)");
-  run->add_option("--device", ro.device, "cpu (the compiled path's emulated kernels) | cuda")->capture_default_str();
-  run->add_option("--inject", ro.inject, "faults added to every case, comma-separated (see `exec --help`)");
-  run->add_option("--reseed", ro.reseed, "give every case seed=N: the same cases on other seeded inputs");
-  run->add_option("--shard", ro.shard, "K/N: run every N-th case from the K-th (0 <= K < N); default from GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
+  run->add_option("--model", ro.model,
+                  "run every case on this model (built-in name or diffusers folder)");
+  run->add_option("--device", ro.device, "cpu (the compiled path's emulated kernels) | cuda")
+      ->capture_default_str();
+  run->add_option("--inject", ro.inject,
+                  "faults added to every case, comma-separated (see `exec --help`)");
+  run->add_option("--reseed", ro.reseed,
+                  "give every case seed=N: the same cases on other seeded inputs");
+  run->add_option("--shard", ro.shard,
+                  "K/N: run every N-th case from the K-th (0 <= K < N); default from "
+                  "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
   run->add_option("--report", ro.report, "write the HDF5 report here (atomically)");
   run->add_option("--junit", ro.junit, "write JUnit XML here (atomically)");
-  run->add_option("--baseline", ro.baseline, "an earlier report: flag error growth and new non-finite values against it");
-  run->add_option("--growth", ro.growth, "with --baseline: the error growth ratio flagged")->capture_default_str();
-  run->add_option("--dump", ro.dump, "none | failing | all: store checkpoint tensors in the report")->capture_default_str();
-  run->add_flag("--search", ro.search, "for failing cases, search the smallest --keep-fp32 list that passes");
+  run->add_option("--baseline", ro.baseline,
+                  "an earlier report: flag error growth and new non-finite values against it");
+  run->add_option("--growth", ro.growth, "with --baseline: the error growth ratio flagged")
+      ->capture_default_str();
+  run->add_option("--dump", ro.dump, "none | failing | all: store checkpoint tensors in the report")
+      ->capture_default_str();
+  run->add_flag("--search", ro.search,
+                "for failing cases, search the smallest --keep-fp32 list that passes");
   run->add_flag("--json", ro.json, "print one JSON object on stdout (progress goes to stderr)");
 
   CLI::App* cases_cmd = app.add_subcommand("cases", "Suites and their expanded cases");
   cases_cmd->require_subcommand(1);
-  CLI::App* list = cases_cmd->add_subcommand("list", "Print the expanded case lines of a suite (one id per line)");
+  CLI::App* list = cases_cmd->add_subcommand(
+      "list", "Print the expanded case lines of a suite (one id per line)");
   tp::RunCommandOptions lo;
   list->add_option("--suite", lo.suite, "ci (default) | nightly | field-reports | FILE");
   list->add_option("--filter", lo.filter, "only ids matching this regular expression");
 
-  CLI::App* triage = app.add_subcommand("triage", "Find where a user's NaN comes from, why, and which layers to keep in fp32");
+  CLI::App* triage = app.add_subcommand(
+      "triage", "Find where a user's NaN comes from, why, and which layers to keep in fp32");
   tp::TriageOptions to;
   triage->add_option("--model", to.model_dir, "the user's diffusers model folder")->required();
-  triage->add_option("--pipeline", to.pipeline, "vae.encode | vae.decode | vae.roundtrip")->required();
-  triage->add_option("--input", to.input, "the user's input: .png, .safetensors or .npy")->required();
-  triage->add_option("--policy", to.policy, "the user's dtype policy (as exec --policy)")->capture_default_str();
+  triage->add_option("--pipeline", to.pipeline, "vae.encode | vae.decode | vae.roundtrip")
+      ->required();
+  triage->add_option("--input", to.input, "the user's input: .png, .safetensors or .npy")
+      ->required();
+  triage->add_option("--policy", to.policy, "the user's dtype policy (as exec --policy)")
+      ->capture_default_str();
   triage->add_option("--keep-fp32", to.keep_fp32, "module globs the user already keeps in fp32");
   triage->add_option("--inject", to.inject, "deliberate faults (to rehearse a triage)");
   triage->add_option("--tiling", to.tiling, "on | off")->capture_default_str();
-  triage->add_option("--device", to.device, "cpu | cuda: where the compiled path runs")->capture_default_str();
+  triage->add_option("--device", to.device, "cpu | cuda: where the compiled path runs")
+      ->capture_default_str();
   triage->add_option("--report", to.report, "also write an HDF5 report");
   triage->add_option("--repro", to.repro,
-                    "where to write the origin group's minimal repro (for `twinpath replay`); default: beside --report "
-                    "as NAME-repro.safetensors, else out/twinpath-repro.safetensors");
-  triage->add_flag("--json", to.json, "print one JSON object: outcome, origin.layer/op/cause/index/reference_value, keep_fp32");
+                     "where to write the origin group's minimal repro (for `twinpath replay`); "
+                     "default: beside --report "
+                     "as NAME-repro.safetensors, else out/twinpath-repro.safetensors");
+  triage->add_flag(
+      "--json", to.json,
+      "print one JSON object: outcome, origin.layer/op/cause/index/reference_value, keep_fp32");
 
-  CLI::App* replay = app.add_subcommand("replay", "Run the minimal repro `triage` wrote: the origin group alone, op by op");
+  CLI::App* replay = app.add_subcommand(
+      "replay", "Run the minimal repro `triage` wrote: the origin group alone, op by op");
   std::string replay_file, replay_device = "cpu";
   replay->add_option("file", replay_file, "the repro .safetensors")->required();
   replay->add_option("--device", replay_device, "cpu | cuda")->capture_default_str();
 
-  CLI::App* tradeoff = app.add_subcommand("tradeoff", "Error and speed per dtype policy and resolution: report.h5 and report.html");
+  CLI::App* tradeoff = app.add_subcommand(
+      "tradeoff", "Error and speed per dtype policy and resolution: report.h5 and report.html");
   tp::TradeoffCommandOptions tr;
-  tradeoff->add_option("--model", tr.model, "built-in name (tiny-kl, sd-kl, ...) or diffusers model folder")->required();
-  tradeoff->add_option("--pipeline", tr.pipeline, "vae.encode | vae.decode | vae.roundtrip")->capture_default_str();
-  tradeoff->add_option("--policy", tr.policies, "a dtype policy (repeatable), e.g. 'w=f16,a=f16,acc=f32'; default: every supported one");
-  tradeoff->add_option("--res", tr.resolutions, "image resolutions, comma-separated HEIGHTxWIDTH")->capture_default_str();
-  tradeoff->add_option("--repeats", tr.repeats, "timed runs per point after one warm-up (the median is reported)")->capture_default_str();
-  tradeoff->add_option("--device", tr.device, "cpu (the emulated kernels) | cuda")->capture_default_str();
+  tradeoff
+      ->add_option("--model", tr.model,
+                   "built-in name (tiny-kl, sd-kl, ...) or diffusers model folder")
+      ->required();
+  tradeoff->add_option("--pipeline", tr.pipeline, "vae.encode | vae.decode | vae.roundtrip")
+      ->capture_default_str();
+  tradeoff->add_option(
+      "--policy", tr.policies,
+      "a dtype policy (repeatable), e.g. 'w=f16,a=f16,acc=f32'; default: every supported one");
+  tradeoff->add_option("--res", tr.resolutions, "image resolutions, comma-separated HEIGHTxWIDTH")
+      ->capture_default_str();
+  tradeoff
+      ->add_option("--repeats", tr.repeats,
+                   "timed runs per point after one warm-up (the median is reported)")
+      ->capture_default_str();
+  tradeoff->add_option("--device", tr.device, "cpu (the emulated kernels) | cuda")
+      ->capture_default_str();
   tradeoff->add_option("--out", tr.out, "folder for report.h5 and report.html")->required();
 
   CLI::App* report_cmd = app.add_subcommand("report", "Read, compare and join HDF5 reports");
@@ -121,12 +181,14 @@ int main(int argc, char** argv) {
   bool show_json = false;
   show->add_option("file", show_file, "report .h5")->required();
   show->add_flag("--json", show_json, "print one JSON object");
-  CLI::App* diff = report_cmd->add_subcommand("diff", "Flag error growth, new non-finite values and worse outcomes from BASE to NEW");
+  CLI::App* diff = report_cmd->add_subcommand(
+      "diff", "Flag error growth, new non-finite values and worse outcomes from BASE to NEW");
   std::string diff_base, diff_new;
   double diff_growth = 2;
   diff->add_option("base", diff_base, "the baseline report")->required();
   diff->add_option("new", diff_new, "the report to review")->required();
-  diff->add_option("--growth", diff_growth, "flag rel L2 that grew by more than this factor")->capture_default_str();
+  diff->add_option("--growth", diff_growth, "flag rel L2 that grew by more than this factor")
+      ->capture_default_str();
   CLI::App* merge = report_cmd->add_subcommand("merge", "Join shard reports into one");
   std::vector<std::string> merge_inputs;
   std::string merge_out;
@@ -142,7 +204,9 @@ int main(int argc, char** argv) {
   try {
     if (init->parsed()) return report(tp::model_init_command(config, seed, out_dir, scale_layer));
     if (exec->parsed()) return report(tp::exec_command(ex));
-    auto exit_code = [](const tp::Expected<int>& code) { return code.ok() ? *code : report(code.error()); };
+    auto exit_code = [](const tp::Expected<int>& code) {
+      return code.ok() ? *code : report(code.error());
+    };
     if (triage->parsed()) return exit_code(tp::triage_command(to));
     if (list->parsed()) return exit_code(tp::cases_list_command(lo));
     if (replay->parsed()) return exit_code(tp::replay_command(replay_file, replay_device));

@@ -1,10 +1,10 @@
-#include "harness/models/vae/vae_graphs.h"
 #include "harness/cli/paths.h"
 
 #include <memory>
 
 #include "compiled/describe_session.h"
 #include "compiled/plan_file.h"
+#include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
 #ifdef TWINPATH_HAVE_TORCH
 #include "reference/torch/torch_path.h"
@@ -14,12 +14,16 @@ namespace tp {
 namespace {
 
 PathChoice graph_path(GraphRunner runner, std::string description, const TilingOptions& tiling) {
-  return PathChoice{[runner, tiling](const Model& m, Pipeline p, const Tensor& in) { return run_pipeline(m, p, in, runner, tiling); },
-                    std::move(description), {}};
+  return PathChoice{[runner, tiling](const Model& m, Pipeline p, const Tensor& in) {
+                      return run_pipeline(m, p, in, runner, tiling);
+                    },
+                    std::move(description),
+                    {}};
 }
 
 // compiled:cpu (the emulation) or compiled:cuda.
-Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o, const TilingOptions& tiling) {
+Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
+                                   const TilingOptions& tiling) {
   compiled::SessionOptions so;
   TP_ASSIGN_OR_RETURN(so.policy.base, compiled::parse_layer_policy(o.policy));
   TP_ASSIGN_OR_RETURN(so.policy.keep_fp32, compiled::parse_keep_fp32(o.keep_fp32));
@@ -29,28 +33,33 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o, const Ti
   if (cuda) {
     TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
   }
-  std::string description = cuda ? "compiled:cuda (" + backend->description() + ", " : std::string("compiled:cpu (emulated kernels, ");
+  std::string description = cuda ? "compiled:cuda (" + backend->description() + ", "
+                                 : std::string("compiled:cpu (emulated kernels, ");
   auto session = std::make_shared<compiled::Session>(so, std::move(backend));
   description += so.policy.to_string() + ", shapes " + so.shapes.to_string();
   if (!so.faults.empty()) description += ", INJECTED FAULTS " + so.faults.to_string();
-  return PathChoice{[session, o, tiling](const Model& m, Pipeline p, const Tensor& in) -> Expected<NamedTensors> {
-                      if (!o.load_plan.empty() && session->stats().loaded == 0)
-                        TP_RETURN_IF_ERROR(compiled::load_plans(*session, {model_graphs(m.config), &m.weights, m.dir}, o.load_plan));
-                      TP_ASSIGN_OR_RETURN(NamedTensors out, run_pipeline(m, p, in, *session, tiling));
-                      if (!o.save_plan.empty()) TP_RETURN_IF_ERROR(compiled::save_plans(*session, o.save_plan));
-                      return out;
-                    },
-                    description + ")", [session] { return compiled::describe_session(*session); }};
+  return PathChoice{
+      [session, o, tiling](const Model& m, Pipeline p, const Tensor& in) -> Expected<NamedTensors> {
+        if (!o.load_plan.empty() && session->stats().loaded == 0)
+          TP_RETURN_IF_ERROR(compiled::load_plans(
+              *session, {model_graphs(m.config), &m.weights, m.dir}, o.load_plan));
+        TP_ASSIGN_OR_RETURN(NamedTensors out, run_pipeline(m, p, in, *session, tiling));
+        if (!o.save_plan.empty()) TP_RETURN_IF_ERROR(compiled::save_plans(*session, o.save_plan));
+        return out;
+      },
+      description + ")", [session] { return compiled::describe_session(*session); }};
 }
 
 }  // namespace
 
 bool is_compiled_path(const std::string& name) { return name.rfind("compiled:", 0) == 0; }
 
-Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled, const TilingOptions& tiling) {
+Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled,
+                               const TilingOptions& tiling) {
   if (name == "reference" || name == "reference:fp64") {
     const DType dt = name == "reference" ? DType::kF32 : DType::kF64;
-    return graph_path([dt](const Graph& g, const Weights& w, const NamedTensors& in) { return ref::run_graph(g, w, in, dt); },
+    return graph_path([dt](const Graph& g, const Weights& w,
+                           const NamedTensors& in) { return ref::run_graph(g, w, in, dt); },
                       std::string("reference (") + dtype_name(dt) + ")", tiling);
   }
   if (name == "torch" || name == "torch:fp64") {
@@ -64,12 +73,16 @@ Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& c
         },
         std::string("torch (") + dtype_name(dt) + ", LibTorch CPU ops)", tiling);
 #else
-    return Error("this twinpath was built without LibTorch, so the torch path is missing; install "
-                 "libtorch-dev (tools/install-deps.sh) and rebuild");
+    return Error(
+        "this twinpath was built without LibTorch, so the torch path is missing; install "
+        "libtorch-dev (tools/install-deps.sh) and rebuild");
 #endif
   }
-  if (name == "compiled:cpu" || name == "compiled:cuda") return compiled_path(name == "compiled:cuda", compiled, tiling);
-  return Error("unknown path '" + name + "'; use reference, reference:fp64, torch, torch:fp64, compiled:cpu or compiled:cuda");
+  if (name == "compiled:cpu" || name == "compiled:cuda")
+    return compiled_path(name == "compiled:cuda", compiled, tiling);
+  return Error(
+      "unknown path '" + name +
+      "'; use reference, reference:fp64, torch, torch:fp64, compiled:cpu or compiled:cuda");
 }
 
 }  // namespace tp

@@ -12,11 +12,11 @@ namespace tp {
 // Options of the compiled path (ignored by the others, which refuse them in exec).
 struct CompiledOptions {
   std::string policy = "w=f16,a=f16,acc=f32";
-  std::string keep_fp32;      // comma-separated module globs
-  std::string inject;         // comma-separated fault names
+  std::string keep_fp32;  // comma-separated module globs
+  std::string inject;     // comma-separated fault names
   std::string shape_policy = "exact";
-  std::string load_plan;      // plan file read before the first run
-  std::string save_plan;      // plan file written after the run
+  std::string load_plan;  // plan file read before the first run
+  std::string save_plan;  // plan file written after the run
 };
 
 struct PathChoice {
@@ -26,7 +26,8 @@ struct PathChoice {
 };
 
 // reference | reference:fp64 | torch | torch:fp64 | compiled:cpu | compiled:cuda
-Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled = {}, const TilingOptions& tiling = {});
+Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled = {},
+                               const TilingOptions& tiling = {});
 bool is_compiled_path(const std::string& name);
 
 }  // namespace tp

@@ -15,22 +15,27 @@ Expected<int> report_show_command(const std::string& path, bool json) {
     std::cout << run_json(r).dump(2) << "\n";
     return any_failure(r.cases) ? 1 : 0;
   }
-  std::cout << path << ": twinpath " << r.tool_version << " (" << r.git_commit << ") on " << r.host << ", " << r.device
-            << ", " << r.utc_time << (r.shard.empty() ? "" : ", shard " + r.shard) << "\n  " << r.command_line << "\n";
+  std::cout << path << ": twinpath " << r.tool_version << " (" << r.git_commit << ") on " << r.host
+            << ", " << r.device << ", " << r.utc_time
+            << (r.shard.empty() ? "" : ", shard " + r.shard) << "\n  " << r.command_line << "\n";
   for (const CaseResult& c : r.cases) std::cout << case_lines(c);
   std::cout << outcome_counts(r.cases) << "\n";
   return any_failure(r.cases) ? 1 : 0;
 }
 
-Expected<int> report_diff_command(const std::string& base_path, const std::string& new_path, double ratio) {
-  if (!(ratio > 1)) return Error("--growth must be above 1 (it is the factor by which error may grow)");
+Expected<int> report_diff_command(const std::string& base_path, const std::string& new_path,
+                                  double ratio) {
+  if (!(ratio > 1))
+    return Error("--growth must be above 1 (it is the factor by which error may grow)");
   TP_ASSIGN_OR_RETURN(RunReport base, read_h5_report(base_path));
   TP_ASSIGN_OR_RETURN(RunReport next, read_h5_report(new_path));
   const std::vector<DiffFinding> findings = diff_reports(base, next, DiffOptions{ratio});
   for (const DiffFinding& f : findings)
-    std::cout << "GREW        " << f.case_id << (f.checkpoint.empty() ? "" : " @ " + f.checkpoint) << "\n    " << f.what << "\n";
+    std::cout << "GREW        " << f.case_id << (f.checkpoint.empty() ? "" : " @ " + f.checkpoint)
+              << "\n    " << f.what << "\n";
   for (const std::string& u : unmatched_cases(base, next)) std::cout << "note: " << u << "\n";
-  std::cout << findings.size() << " regressions (error growth past x" << ratio << ", new non-finite values, worse outcomes)\n";
+  std::cout << findings.size() << " regressions (error growth past x" << ratio
+            << ", new non-finite values, worse outcomes)\n";
   return findings.empty() ? 0 : 1;
 }
 
@@ -42,7 +47,8 @@ Expected<int> report_merge_command(const std::vector<std::string>& inputs, const
   }
   TP_ASSIGN_OR_RETURN(RunReport merged, merge_reports(shards, inputs));
   TP_RETURN_IF_ERROR(write_h5_report(out, merged));
-  std::cout << "merged " << inputs.size() << " reports into " << out << ": " << outcome_counts(merged.cases) << "\n";
+  std::cout << "merged " << inputs.size() << " reports into " << out << ": "
+            << outcome_counts(merged.cases) << "\n";
   return 0;
 }
 

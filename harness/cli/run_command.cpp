@@ -39,7 +39,9 @@ Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
     for (const std::string& f : split_list(o.inject, ',')) c.inject.push_back(f);
     if (std::regex_search(c.id(), filter)) cases.push_back(std::move(c));
   }
-  if (cases.empty()) return Error("--filter '" + o.filter + "' matches none of the " + std::to_string(all.size()) + " cases");
+  if (cases.empty())
+    return Error("--filter '" + o.filter + "' matches none of the " + std::to_string(all.size()) +
+                 " cases");
   return cases;
 }
 
@@ -66,7 +68,9 @@ Expected<Shard> parse_shard(const std::string& flag) {
     s.total = std::stoi(text.substr(slash + 1), &used);
     if (used != text.size() - slash - 1) throw std::invalid_argument("total");
   } catch (const std::exception&) {
-    return Error("shard '" + text + "' is not K/N; use --shard K/N with 0 <= K < N (as GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS)");
+    return Error(
+        "shard '" + text +
+        "' is not K/N; use --shard K/N with 0 <= K < N (as GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS)");
   }
   if (s.total < 1 || s.index < 0 || s.index >= s.total)
     return Error("shard " + text + " is out of range; K counts from 0 and must be below N");
@@ -94,11 +98,15 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     o.report = "out/latest.h5";
     o.junit = "out/latest.xml";
   }
-  if (o.device != "cpu" && o.device != "cuda") return Error("--device " + o.device + " is unknown; use cpu or cuda");
+  if (o.device != "cpu" && o.device != "cuda")
+    return Error("--device " + o.device + " is unknown; use cpu or cuda");
   DumpPolicy dump = DumpPolicy::kNone;
-  if (o.dump == "failing") dump = DumpPolicy::kFailing;
-  else if (o.dump == "all") dump = DumpPolicy::kAll;
-  else if (o.dump != "none") return Error("--dump " + o.dump + " is unknown; use none, failing or all");
+  if (o.dump == "failing")
+    dump = DumpPolicy::kFailing;
+  else if (o.dump == "all")
+    dump = DumpPolicy::kAll;
+  else if (o.dump != "none")
+    return Error("--dump " + o.dump + " is unknown; use none, failing or all");
   TP_ASSIGN_OR_RETURN(Shard shard, parse_shard(o.shard));
   TP_ASSIGN_OR_RETURN(std::vector<Case> cases, selected_cases(o));
   // Read the baseline first: a wrong path should not cost a whole run.
@@ -108,7 +116,8 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   }
 
   RunReport report = report_header(command_line, o.device);
-  if (shard.total > 1) report.shard = std::to_string(shard.index) + "/" + std::to_string(shard.total);
+  if (shard.total > 1)
+    report.shard = std::to_string(shard.index) + "/" + std::to_string(shard.total);
 
   std::ostream& progress = o.json ? std::cerr : std::cout;
   RunOptions options;
@@ -120,7 +129,8 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     if (int(i % std::size_t(shard.total)) != shard.index) continue;
     CaseResult r = run_case(cases[i], options, models);
     r.ordinal = int64_t(i);
-    if (r.outcome != Outcome::kUnsupported) progress << case_lines(r) << std::flush;  // counted at the end
+    if (r.outcome != Outcome::kUnsupported)
+      progress << case_lines(r) << std::flush;  // counted at the end
     report.cases.push_back(std::move(r));
   }
   if (!o.report.empty()) TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
@@ -129,14 +139,16 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   if (!o.baseline.empty()) {
     const auto findings = diff_reports(baseline, report, DiffOptions{o.growth});
     for (const DiffFinding& f : findings)
-      progress << "GREW        " << f.case_id << (f.checkpoint.empty() ? "" : " @ " + f.checkpoint) << "\n    " << f.what << "\n";
+      progress << "GREW        " << f.case_id << (f.checkpoint.empty() ? "" : " @ " + f.checkpoint)
+               << "\n    " << f.what << "\n";
     progress << findings.size() << " regressions against " << o.baseline << "\n";
     regressed = !findings.empty();
   }
   if (!o.report.empty()) progress << "report: " << o.report << "\n";
   if (!o.junit.empty()) progress << "junit: " << o.junit << "\n";
   if (o.json) std::cout << run_json(report).dump(2) << "\n";
-  if (const std::string refused = refusal_summary(report.cases); !refused.empty()) progress << refused << "\n";
+  if (const std::string refused = refusal_summary(report.cases); !refused.empty())
+    progress << refused << "\n";
   progress << outcome_counts(report.cases) << "\n";
   return any_failure(report.cases) || regressed ? 1 : 0;
 }

@@ -21,43 +21,55 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
   t.policies = o.policies;
   t.repeats = o.repeats;
   t.device = o.device;
-  if (o.device != "cpu" && o.device != "cuda") return Error("--device " + o.device + " is unknown; use cpu or cuda");
+  if (o.device != "cpu" && o.device != "cuda")
+    return Error("--device " + o.device + " is unknown; use cpu or cuda");
   if (o.pipeline != "vae.encode" && o.pipeline != "vae.decode" && o.pipeline != "vae.roundtrip")
-    return Error("--pipeline " + o.pipeline + " is unknown; use vae.encode, vae.decode or vae.roundtrip");
+    return Error("--pipeline " + o.pipeline +
+                 " is unknown; use vae.encode, vae.decode or vae.roundtrip");
   t.resolutions.clear();
   for (const std::string& r : split_list(o.resolutions, ',')) {
     Case c;
-    if (Status s = apply_case_option(c, "res=" + r); !s.ok()) return Error("--res " + r + ": " + s.error().message());
+    if (Status s = apply_case_option(c, "res=" + r); !s.ok())
+      return Error("--res " + r + ": " + s.error().message());
     t.resolutions.emplace_back(c.height, c.width);
   }
-  if (t.resolutions.empty()) return Error("--res needs at least one HEIGHTxWIDTH, e.g. --res 256x256,512x512");
+  if (t.resolutions.empty())
+    return Error("--res needs at least one HEIGHTxWIDTH, e.g. --res 256x256,512x512");
   std::error_code ec;
   fs::create_directories(o.out, ec);
-  if (ec || !fs::is_directory(o.out)) return Error("cannot create the output folder " + o.out + ": " + ec.message());
+  if (ec || !fs::is_directory(o.out))
+    return Error("cannot create the output folder " + o.out + ": " + ec.message());
   t.progress = [](const std::string& line) { std::cerr << line << std::endl; };
 #ifdef TWINPATH_HAVE_TORCH
   // The peer: LibTorch's ops on the same graphs, fp32 on the CPU; f16 and bf16 on CUDA.
   const bool cuda = o.device == "cuda";
   t.make_peers = [cuda](const Model& m) -> Expected<std::vector<TradeoffPeer>> {
     std::vector<TradeoffPeer> peers;
-    if (cuda && !torch_path::cuda_available()) return std::vector<TradeoffPeer>{{"LibTorch CUDA", {}}};  // a row that says why
-    for (DType dt : cuda ? std::vector<DType>{DType::kF16, DType::kBF16} : std::vector<DType>{DType::kF32}) {
-      TP_ASSIGN_OR_RETURN(std::unique_ptr<torch_path::Runner> made, torch_path::Runner::create(m.weights, dt, cuda));
+    if (cuda && !torch_path::cuda_available())
+      return std::vector<TradeoffPeer>{{"LibTorch CUDA", {}}};  // a row that says why
+    for (DType dt :
+         cuda ? std::vector<DType>{DType::kF16, DType::kBF16} : std::vector<DType>{DType::kF32}) {
+      TP_ASSIGN_OR_RETURN(std::unique_ptr<torch_path::Runner> made,
+                          torch_path::Runner::create(m.weights, dt, cuda));
       std::shared_ptr<torch_path::Runner> runner = std::move(made);
       peers.push_back({std::string("LibTorch ") + (cuda ? "CUDA " : "CPU ") + dtype_name(dt),
-                       [runner](const Graph& g, const Weights&, const NamedTensors& in) { return runner->run(g, in); }});
+                       [runner](const Graph& g, const Weights&, const NamedTensors& in) {
+                         return runner->run(g, in);
+                       }});
     }
     return peers;
   };
 #endif
   TP_ASSIGN_OR_RETURN(Tradeoff result, measure_tradeoff(t));
   const RunReport header = report_header(command_line, o.device);
-  const std::string h5 = (fs::path(o.out) / "report.h5").string(), html = (fs::path(o.out) / "report.html").string();
+  const std::string h5 = (fs::path(o.out) / "report.h5").string(),
+                    html = (fs::path(o.out) / "report.html").string();
   TP_RETURN_IF_ERROR(write_tradeoff_h5(h5, result, header));
   TP_RETURN_IF_ERROR(write_tradeoff_html(html, result, header));
   int ran = 0;
   for (const PolicyPoint& p : result.points) ran += p.ran;
-  std::cout << ran << " of " << result.points.size() << " policy x resolution points measured\nreport: " << h5 << "\npage: " << html << "\n";
+  std::cout << ran << " of " << result.points.size()
+            << " policy x resolution points measured\nreport: " << h5 << "\npage: " << html << "\n";
   return 0;
 }
 

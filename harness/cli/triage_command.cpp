@@ -6,9 +6,9 @@
 
 #include "harness/cli/commands.h"
 #include "harness/core/format.h"
+#include "harness/core/tensor_io.h"
 #include "harness/runner/case_runner.h"
 #include "harness/runner/group_repro.h"
-#include "harness/core/tensor_io.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
 
@@ -31,15 +31,23 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   // The policy flag's fields become the case's.
   for (const std::string& field : split_list(o.policy, ',')) {
     const std::size_t eq = field.find('=');
-    const std::string key = field.substr(0, eq), value = eq == std::string::npos ? "" : field.substr(eq + 1);
-    if (key == "w") c.weight = value;
-    else if (key == "a") c.activation = value;
-    else if (key == "acc") c.accumulation = value;
-    else if (key == "scale") c.scale = value;
-    else if (key == "sat") c.saturation = value;
-    else return Error("--policy field '" + field + "' is unknown; use w=, a=, acc=, scale= and sat=");
+    const std::string key = field.substr(0, eq),
+                      value = eq == std::string::npos ? "" : field.substr(eq + 1);
+    if (key == "w")
+      c.weight = value;
+    else if (key == "a")
+      c.activation = value;
+    else if (key == "acc")
+      c.accumulation = value;
+    else if (key == "scale")
+      c.scale = value;
+    else if (key == "sat")
+      c.saturation = value;
+    else
+      return Error("--policy field '" + field + "' is unknown; use w=, a=, acc=, scale= and sat=");
   }
-  if (o.tiling != "on" && o.tiling != "off") return Error("--tiling " + o.tiling + " is unknown; use on or off");
+  if (o.tiling != "on" && o.tiling != "off")
+    return Error("--tiling " + o.tiling + " is unknown; use on or off");
   c.tiling = o.tiling == "on";
   c.keep_fp32 = split_list(o.keep_fp32, ',');
   c.inject = split_list(o.inject, ',');
@@ -47,11 +55,11 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   return parse_case(c.id());
 }
 
-
 }  // namespace
 
 Expected<int> triage_command(const TriageOptions& o) {
-  if (o.device != "cpu" && o.device != "cuda") return Error("--device " + o.device + " is unknown; use cpu or cuda");
+  if (o.device != "cpu" && o.device != "cuda")
+    return Error("--device " + o.device + " is unknown; use cpu or cuda");
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   TP_ASSIGN_OR_RETURN(Case c, triage_case(o, model));
   RunOptions options;
@@ -61,7 +69,8 @@ Expected<int> triage_command(const TriageOptions& o) {
   if (options.repro_file.empty()) {  // beside the report that names it, else in out/
     std::error_code ec;
     if (o.report.empty()) std::filesystem::create_directories("out", ec);
-    const std::string stem = o.report.empty() ? "out/twinpath" : o.report.substr(0, o.report.rfind(".h5"));
+    const std::string stem =
+        o.report.empty() ? "out/twinpath" : o.report.substr(0, o.report.rfind(".h5"));
     options.repro_file = stem + "-repro.safetensors";
   }
   ModelCache models;
@@ -79,9 +88,14 @@ Expected<int> triage_command(const TriageOptions& o) {
     if (p.found && p.cause == "propagated-from-input") {
       std::cout << "  origin    " << p.detail << "\n";
     } else if (p.found) {
-      std::cout << "  origin    " << p.layer << " (" << p.op << "), cause " << p.cause << ", element " << format_index(p.index) << "\n";
-      std::cout << "  values    compiled " << format_number(p.value) << ", reference " << format_number(p.reference_value);
-      if (p.dtype_max > 0) std::cout << "; max |ref| " << format_number(p.reference_max_abs) << " vs " << format_number(p.dtype_max) << " (headroom " << format_number(p.dtype_max / p.reference_max_abs) << ")";
+      std::cout << "  origin    " << p.layer << " (" << p.op << "), cause " << p.cause
+                << ", element " << format_index(p.index) << "\n";
+      std::cout << "  values    compiled " << format_number(p.value) << ", reference "
+                << format_number(p.reference_value);
+      if (p.dtype_max > 0)
+        std::cout << "; max |ref| " << format_number(p.reference_max_abs) << " vs "
+                  << format_number(p.dtype_max) << " (headroom "
+                  << format_number(p.dtype_max / p.reference_max_abs) << ")";
       std::cout << "\n";
     } else if (r.outcome != Outcome::kPassed) {
       std::cout << "  reason    " << r.reason << "\n";
@@ -89,8 +103,9 @@ Expected<int> triage_command(const TriageOptions& o) {
     }
     if (r.searched) {
       const std::string keep = join_list(r.keep_fp32, ',');
-      std::cout << (r.keep_fp32.empty() ? "  fix       none found: " + r.search_note
-                                        : "  fix       --keep-fp32 '" + keep + "'  (passes; " + r.search_note + ")")
+      std::cout << (r.keep_fp32.empty()
+                        ? "  fix       none found: " + r.search_note
+                        : "  fix       --keep-fp32 '" + keep + "'  (passes; " + r.search_note + ")")
                 << "\n";
     }
     if (!r.repro_file.empty()) std::cout << "  repro     twinpath replay " << r.repro_file << "\n";
@@ -100,7 +115,8 @@ Expected<int> triage_command(const TriageOptions& o) {
 }
 
 Expected<int> replay_command(const std::string& file, const std::string& device) {
-  if (device != "cpu" && device != "cuda") return Error("--device " + device + " is unknown; use cpu or cuda");
+  if (device != "cpu" && device != "cuda")
+    return Error("--device " + device + " is unknown; use cpu or cuda");
   TP_ASSIGN_OR_RETURN(ReplayOutcome out, replay_group_repro(file, device));
   std::cout << out.text;
   return out.non_finite ? 1 : 0;

@@ -9,7 +9,8 @@
 
 namespace tp {
 
-Status write_path_atomically(const std::string& path, const std::function<Status(const std::string& tmp)>& write) {
+Status write_path_atomically(const std::string& path,
+                             const std::function<Status(const std::string& tmp)>& write) {
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   struct RemoveOnExit {
     const std::string& file;

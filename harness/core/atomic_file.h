@@ -16,6 +16,7 @@ Status write_file_atomically(const std::string& path,
 
 // The same for writers that take a file name (HDF5): `write` fills `tmp`, which then replaces
 // `path` in one rename.
-Status write_path_atomically(const std::string& path, const std::function<Status(const std::string& tmp)>& write);
+Status write_path_atomically(const std::string& path,
+                             const std::function<Status(const std::string& tmp)>& write);
 
 }  // namespace tp

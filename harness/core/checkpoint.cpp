@@ -7,8 +7,10 @@ namespace tp {
 
 std::string modern_attention_key(const std::string& key) {
   // diffusers ModelMixin._fix_state_dict_keys_on_load for _from_deprecated_attn_block modules.
-  static const std::pair<const char*, const char*> kRenames[] = {
-      {".query.", ".to_q."}, {".key.", ".to_k."}, {".value.", ".to_v."}, {".proj_attn.", ".to_out.0."}};
+  static const std::pair<const char*, const char*> kRenames[] = {{".query.", ".to_q."},
+                                                                 {".key.", ".to_k."},
+                                                                 {".value.", ".to_v."},
+                                                                 {".proj_attn.", ".to_out.0."}};
   if (key.find(".attentions.") == std::string::npos) return key;
   for (const auto& [from, to] : kRenames) {
     const std::size_t at = key.rfind(from);
@@ -24,7 +26,8 @@ std::string summarize(const std::string& title, const std::vector<std::string>& 
   constexpr std::size_t kShown = 8;
   std::string s = "\n  " + std::to_string(items.size()) + " " + title + ":";
   for (std::size_t i = 0; i < items.size() && i < kShown; ++i) s += "\n    " + items[i];
-  if (items.size() > kShown) s += "\n    ... and " + std::to_string(items.size() - kShown) + " more";
+  if (items.size() > kShown)
+    s += "\n    ... and " + std::to_string(items.size() - kShown) + " more";
   return s;
 }
 
@@ -51,7 +54,8 @@ Expected<Weights> load_checkpoint(const std::string& path, const std::vector<Par
     // Linear weights saved from the old conv-style attention block are [C,C,1,1].
     if (want.size() == 2 && shape.size() == 4 && shape[2] == 1 && shape[3] == 1) shape.resize(2);
     if (shape != want) {
-      wrong_shape.push_back(e.name + ": file has " + shape_string(e.shape) + ", config needs " + shape_string(want));
+      wrong_shape.push_back(e.name + ": file has " + shape_string(e.shape) + ", config needs " +
+                            shape_string(want));
       continue;
     }
     if (weights.count(key)) {
@@ -65,8 +69,9 @@ Expected<Weights> load_checkpoint(const std::string& path, const std::vector<Par
   for (const ParamSpec& s : specs)
     if (!present.count(s.key)) missing.push_back(s.key + " " + shape_string(s.shape));
   if (!missing.empty() || !unexpected.empty() || !wrong_shape.empty()) {
-    return Error(path + ": the checkpoint does not match config.json" + summarize("missing", missing) +
-                 summarize("unexpected", unexpected) + summarize("with the wrong shape", wrong_shape) +
+    return Error(path + ": the checkpoint does not match config.json" +
+                 summarize("missing", missing) + summarize("unexpected", unexpected) +
+                 summarize("with the wrong shape", wrong_shape) +
                  "\n  Check that config.json belongs to this checkpoint (same block_out_channels, "
                  "layers_per_block, latent_channels, quant convs).");
   }

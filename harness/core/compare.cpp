@@ -9,11 +9,16 @@ namespace {
 
 double smallest_normal(DType dt) {
   switch (dt) {
-    case DType::kF64: return std::numeric_limits<double>::min();
-    case DType::kF16: return 0x1p-14;
-    case DType::kF8E4M3: return 0x1p-6;
-    case DType::kF8E5M2: return 0x1p-14;
-    default: return std::numeric_limits<float>::min();  // f32, bf16
+    case DType::kF64:
+      return std::numeric_limits<double>::min();
+    case DType::kF16:
+      return 0x1p-14;
+    case DType::kF8E4M3:
+      return 0x1p-6;
+    case DType::kF8E5M2:
+      return 0x1p-14;
+    default:
+      return std::numeric_limits<float>::min();  // f32, bf16
   }
 }
 
@@ -40,9 +45,11 @@ double ulp_at(double x, DType dt) {
   return dtype_epsilon(dt) * std::exp2(std::floor(std::log2(m)));
 }
 
-Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType compared, double rel_floor) {
+Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType compared,
+                                  double rel_floor) {
   if (got.shape() != want.shape())
-    return Error("shape " + shape_string(got.shape()) + " does not match the reference's " + shape_string(want.shape()));
+    return Error("shape " + shape_string(got.shape()) + " does not match the reference's " +
+                 shape_string(want.shape()));
   const Tensor g = got.to(DType::kF64), w = want.to(DType::kF64);
   const double* a = g.data<double>();
   const double* b = w.data<double>();
@@ -77,14 +84,17 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
     errors.emplace_back(d, i);
   }
   m.rel_l2 = want_sq > 0 ? std::sqrt(diff_sq / want_sq) : (diff_sq > 0 ? INFINITY : 0);
-  m.cosine = (want_sq > 0 && got_sq > 0) ? dot / std::sqrt(want_sq * got_sq) : (want_sq == got_sq ? 1 : 0);
+  m.cosine =
+      (want_sq > 0 && got_sq > 0) ? dot / std::sqrt(want_sq * got_sq) : (want_sq == got_sq ? 1 : 0);
   if (!ulps.empty()) m.ulp_max = *std::max_element(ulps.begin(), ulps.end());
   m.ulp_median = quantile(ulps, 0.5);
   m.ulp_p99 = quantile(ulps, 0.99);
   m.headroom = m.want_max_abs > 0 ? dtype_max_finite(compared) / m.want_max_abs : INFINITY;
   const std::size_t k = std::min<std::size_t>(5, errors.size());
   std::partial_sort(errors.begin(), errors.begin() + std::ptrdiff_t(k), errors.end(),
-                    [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+                    [](const auto& x, const auto& y) {
+                      return x.first > y.first || (x.first == y.first && x.second < y.second);
+                    });
   for (std::size_t j = 0; j < k; ++j) {
     const int64_t i = errors[j].second;
     m.worst.push_back(WorstElement{unflatten(i, got.shape()), a[i], b[i], errors[j].first});

@@ -18,22 +18,26 @@ struct WorstElement {
 };
 
 struct Metrics {
-  int64_t count = 0;            // elements compared (both finite)
-  double max_abs = 0;           // max |got - want|
-  double max_rel = 0;           // max |got - want| / max(|want|, floor), floor = rel_floor * max|want|
-  double rel_l2 = 0;            // ||got - want|| / ||want|| (0 when both are zero)
-  double cosine = 1;            // <got, want> / (||got|| ||want||) (1 when both are zero)
-  double ulp_median = 0, ulp_p99 = 0, ulp_max = 0;  // |got - want| in units of the last place of `compared` at want
+  int64_t count = 0;   // elements compared (both finite)
+  double max_abs = 0;  // max |got - want|
+  double max_rel = 0;  // max |got - want| / max(|want|, floor), floor = rel_floor * max|want|
+  double rel_l2 = 0;   // ||got - want|| / ||want|| (0 when both are zero)
+  double cosine = 1;   // <got, want> / (||got|| ||want||) (1 when both are zero)
+  double ulp_median = 0, ulp_p99 = 0,
+         ulp_max = 0;  // |got - want| in units of the last place of `compared` at want
   int64_t non_finite_got = 0, non_finite_want = 0;
-  int64_t non_finite_new = 0;   // non-finite in got where want is finite, or a different non-finite value
-  double want_max_abs = 0;      // max |want| over finite elements
-  double headroom = 0;          // largest finite value of `compared` / want_max_abs (inf for an all-zero want)
+  int64_t non_finite_new =
+      0;  // non-finite in got where want is finite, or a different non-finite value
+  double want_max_abs = 0;  // max |want| over finite elements
+  double headroom =
+      0;  // largest finite value of `compared` / want_max_abs (inf for an all-zero want)
   std::vector<WorstElement> worst;  // up to five, largest abs error first
 };
 
 // `compared` is the dtype the compiled side stored (ULPs and headroom are in it); `rel_floor`
 // keeps near-zero reference values from dominating max_rel.
-Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType compared, double rel_floor = 1e-3);
+Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType compared,
+                                  double rel_floor = 1e-3);
 
 // The spacing of `dt`'s values at |x| (subnormal spacing below its smallest normal).
 double ulp_at(double x, DType dt);

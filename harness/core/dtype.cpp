@@ -12,11 +12,11 @@ struct NarrowFormat {
   int exponent_bits;
   int mantissa_bits;
   int bias;
-  bool has_inf;          // IEEE-style all-ones exponent = inf/NaN (false for e4m3fn)
-  uint32_t max_finite;   // magnitude bits of the largest finite value
-  uint32_t inf;          // magnitude bits of +inf (unused when !has_inf)
-  uint32_t nan;          // magnitude bits of the canonical NaN
-  int sign_shift;        // 15 for 16-bit types, 7 for fp8
+  bool has_inf;         // IEEE-style all-ones exponent = inf/NaN (false for e4m3fn)
+  uint32_t max_finite;  // magnitude bits of the largest finite value
+  uint32_t inf;         // magnitude bits of +inf (unused when !has_inf)
+  uint32_t nan;         // magnitude bits of the canonical NaN
+  int sign_shift;       // 15 for 16-bit types, 7 for fp8
 };
 
 const NarrowFormat& format_of(DType dt) {
@@ -26,11 +26,16 @@ const NarrowFormat& format_of(DType dt) {
   static const NarrowFormat kE4M3{4, 3, 7, false, 0x7E, 0, 0x7F, 7};
   static const NarrowFormat kE5M2{5, 2, 15, true, 0x7B, 0x7C, 0x7E, 7};
   switch (dt) {
-    case DType::kF16: return kF16;
-    case DType::kBF16: return kBF16;
-    case DType::kF8E4M3: return kE4M3;
-    case DType::kF8E5M2: return kE5M2;
-    default: break;
+    case DType::kF16:
+      return kF16;
+    case DType::kBF16:
+      return kBF16;
+    case DType::kF8E4M3:
+      return kE4M3;
+    case DType::kF8E5M2:
+      return kE5M2;
+    default:
+      break;
   }
   TP_CHECK(false, std::string("not a narrow dtype: ") + dtype_name(dt));
   return kF16;  // unreachable
@@ -40,19 +45,25 @@ const NarrowFormat& format_of(DType dt) {
 
 const char* dtype_name(DType dt) {
   switch (dt) {
-    case DType::kF64: return "f64";
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kF8E4M3: return "f8e4m3";
-    case DType::kF8E5M2: return "f8e5m2";
+    case DType::kF64:
+      return "f64";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF8E4M3:
+      return "f8e4m3";
+    case DType::kF8E5M2:
+      return "f8e5m2";
   }
   return "?";
 }
 
 Expected<DType> parse_dtype(std::string_view name) {
-  for (DType dt : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3,
-                   DType::kF8E5M2}) {
+  for (DType dt :
+       {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2}) {
     if (name == dtype_name(dt)) return dt;
   }
   return Error("unknown dtype '" + std::string(name) +
@@ -61,12 +72,16 @@ Expected<DType> parse_dtype(std::string_view name) {
 
 std::size_t dtype_size(DType dt) {
   switch (dt) {
-    case DType::kF64: return 8;
-    case DType::kF32: return 4;
+    case DType::kF64:
+      return 8;
+    case DType::kF32:
+      return 4;
     case DType::kF16:
-    case DType::kBF16: return 2;
+    case DType::kBF16:
+      return 2;
     case DType::kF8E4M3:
-    case DType::kF8E5M2: return 1;
+    case DType::kF8E5M2:
+      return 1;
   }
   return 0;
 }
@@ -94,7 +109,7 @@ uint32_t encode_narrow(DType dt, double x, Saturation sat) {
   const uint64_t frac = b & ((uint64_t(1) << 52) - 1);
 
   if (exp_field == 0x7FF) {
-    if (frac != 0) return sign | f.nan;                             // NaN stays NaN
+    if (frac != 0) return sign | f.nan;  // NaN stays NaN
     if (f.has_inf && sat == Saturation::kNonSaturating) return sign | f.inf;
     return sign | (sat == Saturation::kSaturate ? f.max_finite : f.nan);
   }
@@ -158,24 +173,36 @@ namespace {
 
 double load_element(const void* src, DType dt, std::size_t i) {
   switch (dt) {
-    case DType::kF64: return static_cast<const double*>(src)[i];
-    case DType::kF32: return static_cast<const float*>(src)[i];
+    case DType::kF64:
+      return static_cast<const double*>(src)[i];
+    case DType::kF32:
+      return static_cast<const float*>(src)[i];
     case DType::kF16:
-    case DType::kBF16: return decode_narrow(dt, static_cast<const uint16_t*>(src)[i]);
+    case DType::kBF16:
+      return decode_narrow(dt, static_cast<const uint16_t*>(src)[i]);
     case DType::kF8E4M3:
-    case DType::kF8E5M2: return decode_narrow(dt, static_cast<const uint8_t*>(src)[i]);
+    case DType::kF8E5M2:
+      return decode_narrow(dt, static_cast<const uint8_t*>(src)[i]);
   }
   return 0;
 }
 
 void store_element(void* dst, DType dt, std::size_t i, double v, Saturation sat) {
   switch (dt) {
-    case DType::kF64: static_cast<double*>(dst)[i] = v; return;
-    case DType::kF32: static_cast<float*>(dst)[i] = float(v); return;  // IEEE RNE
+    case DType::kF64:
+      static_cast<double*>(dst)[i] = v;
+      return;
+    case DType::kF32:
+      static_cast<float*>(dst)[i] = float(v);
+      return;  // IEEE RNE
     case DType::kF16:
-    case DType::kBF16: static_cast<uint16_t*>(dst)[i] = uint16_t(encode_narrow(dt, v, sat)); return;
+    case DType::kBF16:
+      static_cast<uint16_t*>(dst)[i] = uint16_t(encode_narrow(dt, v, sat));
+      return;
     case DType::kF8E4M3:
-    case DType::kF8E5M2: static_cast<uint8_t*>(dst)[i] = uint8_t(encode_narrow(dt, v, sat)); return;
+    case DType::kF8E5M2:
+      static_cast<uint8_t*>(dst)[i] = uint8_t(encode_narrow(dt, v, sat));
+      return;
   }
 }
 
@@ -199,7 +226,8 @@ void convert_elements(const void* src, DType src_dt, void* dst, DType dst_dt, st
     for (std::size_t i = 0; i < n; ++i) d[i] = float(s[i]);
     return;
   }
-  for (std::size_t i = 0; i < n; ++i) store_element(dst, dst_dt, i, load_element(src, src_dt, i), sat);
+  for (std::size_t i = 0; i < n; ++i)
+    store_element(dst, dst_dt, i, load_element(src, src_dt, i), sat);
 }
 
 double round_through(DType dt, double x, Saturation sat) {

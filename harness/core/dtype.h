@@ -20,12 +20,12 @@ enum class DType : uint8_t { kF64, kF32, kF16, kBF16, kF8E4M3, kF8E5M2 };
 // f16 and bf16 always overflow to +-inf.
 enum class Saturation : uint8_t { kNonSaturating, kSaturate };
 
-const char* dtype_name(DType dt);                      // "f16"
-Expected<DType> parse_dtype(std::string_view name);   // accepts "f16"; error lists the names
-std::size_t dtype_size(DType dt);                      // bytes per element
+const char* dtype_name(DType dt);                    // "f16"
+Expected<DType> parse_dtype(std::string_view name);  // accepts "f16"; error lists the names
+std::size_t dtype_size(DType dt);                    // bytes per element
 bool dtype_is_fp8(DType dt);
-double dtype_max_finite(DType dt);                     // 65504 for f16, 448 for f8e4m3
-double dtype_epsilon(DType dt);                        // spacing above 1.0
+double dtype_max_finite(DType dt);  // 65504 for f16, 448 for f8e4m3
+double dtype_epsilon(DType dt);     // spacing above 1.0
 
 // Bit-level encoders/decoders for the narrow types (the low 8 or 16 bits are used).
 uint32_t encode_narrow(DType dt, double x, Saturation sat = Saturation::kNonSaturating);

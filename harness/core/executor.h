@@ -28,13 +28,15 @@ class GraphExecutor {
   virtual ~GraphExecutor() = default;
 
   // Runs one graph with the model's weights on named inputs.
-  virtual Expected<NamedTensors> run(const Graph& graph, const Weights& weights, const NamedTensors& inputs) = 0;
+  virtual Expected<NamedTensors> run(const Graph& graph, const Weights& weights,
+                                     const NamedTensors& inputs) = 0;
 
   // Runs `first`, then `second` on `first`'s output `handoff`; returns the second graph's
   // outputs, then the first's (an executor that keeps both live reads the first's after the
   // second ran, as a caller holding them would). This default runs them one after the other.
-  virtual Expected<NamedTensors> run_chained(const Graph& first, const Graph& second, const Weights& weights,
-                                             const NamedTensors& inputs, const std::string& handoff);
+  virtual Expected<NamedTensors> run_chained(const Graph& first, const Graph& second,
+                                             const Weights& weights, const NamedTensors& inputs,
+                                             const std::string& handoff);
 
   // Whether tiled pipelines run through the family's streamed tiler (bounded memory, blends
   // rounded to the activation dtype: the compiled path) or its plain one (the reference paths).
@@ -48,13 +50,14 @@ class GraphExecutor {
 };
 
 // A path given as one function (the reference and torch paths, LibTorch peers).
-using GraphRunner =
-    std::function<Expected<NamedTensors>(const Graph& graph, const Weights& weights, const NamedTensors& inputs)>;
+using GraphRunner = std::function<Expected<NamedTensors>(const Graph& graph, const Weights& weights,
+                                                         const NamedTensors& inputs)>;
 
 class FunctionExecutor : public GraphExecutor {
  public:
   explicit FunctionExecutor(GraphRunner run) : run_(std::move(run)) {}
-  Expected<NamedTensors> run(const Graph& graph, const Weights& weights, const NamedTensors& inputs) override {
+  Expected<NamedTensors> run(const Graph& graph, const Weights& weights,
+                             const NamedTensors& inputs) override {
     return run_(graph, weights, inputs);
   }
 

@@ -36,7 +36,8 @@ inline std::string join_list(const std::vector<std::string>& parts, char sep) {
 
 inline std::string join_numbers(const std::vector<int64_t>& values, char sep) {
   std::string out;
-  for (std::size_t i = 0; i < values.size(); ++i) (i ? out += sep : out) += std::to_string(values[i]);
+  for (std::size_t i = 0; i < values.size(); ++i)
+    (i ? out += sep : out) += std::to_string(values[i]);
   return out;
 }
 
@@ -44,14 +45,20 @@ inline std::string join_numbers(const std::vector<int64_t>& values, char sep) {
 inline std::string format_bytes(int64_t bytes) {
   char buf[32];
   const double b = double(bytes);
-  if (bytes < 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
-  else if (b < 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024);
-  else if (b < 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024));
-  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  if (bytes < 1024)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else if (b < 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f KiB", b / 1024);
+  else if (b < 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
   return buf;
 }
 
 // An element index: "[0,3,5,7]".
-inline std::string format_index(const std::vector<int64_t>& index) { return "[" + join_numbers(index, ',') + "]"; }
+inline std::string format_index(const std::vector<int64_t>& index) {
+  return "[" + join_numbers(index, ',') + "]";
+}
 
 }  // namespace tp

@@ -6,18 +6,30 @@ namespace tp {
 
 const char* op_kind_name(OpKind kind) {
   switch (kind) {
-    case OpKind::kConv2d: return "conv2d";
-    case OpKind::kGroupNorm: return "group_norm";
-    case OpKind::kSilu: return "silu";
-    case OpKind::kRelu: return "relu";
-    case OpKind::kTanhClamp: return "tanh_clamp";
-    case OpKind::kUpsampleNearest2x: return "upsample_nearest2x";
-    case OpKind::kLinear: return "linear";
-    case OpKind::kAttention: return "attention";
-    case OpKind::kAdd: return "add";
-    case OpKind::kAffine: return "affine";
-    case OpKind::kSliceChannels: return "slice_channels";
-    case OpKind::kClamp: return "clamp";
+    case OpKind::kConv2d:
+      return "conv2d";
+    case OpKind::kGroupNorm:
+      return "group_norm";
+    case OpKind::kSilu:
+      return "silu";
+    case OpKind::kRelu:
+      return "relu";
+    case OpKind::kTanhClamp:
+      return "tanh_clamp";
+    case OpKind::kUpsampleNearest2x:
+      return "upsample_nearest2x";
+    case OpKind::kLinear:
+      return "linear";
+    case OpKind::kAttention:
+      return "attention";
+    case OpKind::kAdd:
+      return "add";
+    case OpKind::kAffine:
+      return "affine";
+    case OpKind::kSliceChannels:
+      return "slice_channels";
+    case OpKind::kClamp:
+      return "clamp";
   }
   return "?";
 }
@@ -30,9 +42,14 @@ struct Fnv {
     const auto* b = static_cast<const unsigned char*>(p);
     for (std::size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
   }
-  void str(const std::string& s) { bytes(s.data(), s.size()); bytes("\0", 1); }
+  void str(const std::string& s) {
+    bytes(s.data(), s.size());
+    bytes("\0", 1);
+  }
   template <class T>
-  void pod(T v) { bytes(&v, sizeof v); }
+  void pod(T v) {
+    bytes(&v, sizeof v);
+  }
 };
 }  // namespace
 
@@ -45,7 +62,8 @@ uint64_t Graph::hash() const {
     for (int i : op.inputs) f.pod(int32_t(i));
     f.pod(int32_t(op.output));
     const OpAttrs& a = op.attrs;
-    for (int v : {a.stride, a.pad_top, a.pad_bottom, a.pad_left, a.pad_right, a.groups, a.begin, a.end})
+    for (int v :
+         {a.stride, a.pad_top, a.pad_bottom, a.pad_left, a.pad_right, a.groups, a.begin, a.end})
       f.pod(int32_t(v));
     for (double v : {a.eps, a.scale, a.shift, a.lo, a.hi}) f.pod(v);
     f.str(op.weight);
@@ -74,8 +92,12 @@ int GraphBuilder::input(const std::string& name) {
   return id;
 }
 
-void GraphBuilder::output(const std::string& name, int value) { g_.outputs.emplace_back(name, value); }
-void GraphBuilder::module(const std::string& path, int value) { g_.modules.emplace_back(path, value); }
+void GraphBuilder::output(const std::string& name, int value) {
+  g_.outputs.emplace_back(name, value);
+}
+void GraphBuilder::module(const std::string& path, int value) {
+  g_.modules.emplace_back(path, value);
+}
 
 void GraphBuilder::param(const std::string& key, Shape shape) {
   g_.params.push_back({key, std::move(shape)});
@@ -101,7 +123,8 @@ int GraphBuilder::conv2d(const std::string& name, int x, int cin, int cout, int 
   return emit(std::move(op));
 }
 
-int GraphBuilder::conv2d_same(const std::string& name, int x, int cin, int cout, int kernel, bool bias) {
+int GraphBuilder::conv2d_same(const std::string& name, int x, int cin, int cout, int kernel,
+                              bool bias) {
   const int pad = kernel / 2;
   return conv2d(name, x, cin, cout, kernel, 1, pad, pad, pad, pad, bias);
 }

@@ -15,9 +15,9 @@
 namespace tp {
 
 enum class OpKind : uint8_t {
-  kConv2d,             // in[0]: x [B,Cin,H,W]; weight [Cout,Cin,k,k]; bias [Cout]?
-  kGroupNorm,          // affine, biased variance; weight/bias [C]
-  kSilu,               // x * sigmoid(x)
+  kConv2d,     // in[0]: x [B,Cin,H,W]; weight [Cout,Cin,k,k]; bias [Cout]?
+  kGroupNorm,  // affine, biased variance; weight/bias [C]
+  kSilu,       // x * sigmoid(x)
   kRelu,
   kTanhClamp,          // tanh(x / scale) * scale  (AutoencoderTiny's latent clamp)
   kUpsampleNearest2x,  // out[y][x] = in[y/2][x/2]
@@ -47,7 +47,7 @@ struct Op {
   std::vector<int> inputs;  // value ids
   int output = -1;          // value id
   OpAttrs attrs;
-  std::string weight;       // parameter keys; empty when the op has none
+  std::string weight;  // parameter keys; empty when the op has none
   std::string bias;
 };
 
@@ -57,14 +57,15 @@ struct ParamSpec {
 };
 
 struct Graph {
-  std::string name;                                 // "vae.encoder"
-  std::vector<std::string> value_names;             // by value id
-  std::vector<std::pair<std::string, int>> inputs;  // pipeline input name -> value
-  std::vector<std::pair<std::string, int>> outputs; // pipeline output name -> value
-  std::vector<Op> ops;                              // in execution order
+  std::string name;                                  // "vae.encoder"
+  std::vector<std::string> value_names;              // by value id
+  std::vector<std::pair<std::string, int>> inputs;   // pipeline input name -> value
+  std::vector<std::pair<std::string, int>> outputs;  // pipeline output name -> value
+  std::vector<Op> ops;                               // in execution order
   std::vector<ParamSpec> params;
-  std::vector<std::pair<std::string, int>> modules; // composite module path -> value
-  int64_t input_pixel = 1;  // image pixels per input element along H and W (a decoder's latents: the downscale)
+  std::vector<std::pair<std::string, int>> modules;  // composite module path -> value
+  int64_t input_pixel =
+      1;  // image pixels per input element along H and W (a decoder's latents: the downscale)
 
   // Stable across runs and machines: a function of the ops, attributes and parameter shapes.
   uint64_t hash() const;
@@ -85,8 +86,8 @@ class GraphBuilder {
   void output(const std::string& name, int value);
   void module(const std::string& path, int value);
 
-  int conv2d(const std::string& name, int x, int cin, int cout, int kernel, int stride,
-             int pad_top, int pad_bottom, int pad_left, int pad_right, bool bias);
+  int conv2d(const std::string& name, int x, int cin, int cout, int kernel, int stride, int pad_top,
+             int pad_bottom, int pad_left, int pad_right, bool bias);
   int conv2d_same(const std::string& name, int x, int cin, int cout, int kernel, bool bias = true);
   int group_norm(const std::string& name, int x, int channels, int groups, double eps);
   int linear(const std::string& name, int x, int cin, int cout);

@@ -27,13 +27,15 @@ Expected<Tensor> read_png(const std::string& path) {
   float* d = t.data<float>();
   for (int64_t y = 0; y < h; ++y)
     for (int64_t x = 0; x < w; ++x)
-      for (int64_t c = 0; c < 3; ++c) d[(c * h + y) * w + x] = float(pixels[std::size_t((y * w + x) * 3 + c)] / 255.0 * 2 - 1);
+      for (int64_t c = 0; c < 3; ++c)
+        d[(c * h + y) * w + x] = float(pixels[std::size_t((y * w + x) * 3 + c)] / 255.0 * 2 - 1);
   return t;
 }
 
 Status write_png(const std::string& path, const Tensor& image) {
   if (image.rank() != 4 || image.dim(0) != 1 || image.dim(1) != 3)
-    return Error(path + ": a PNG holds one RGB image [1,3,H,W], not " + shape_string(image.shape()) + "; write .safetensors or .npy");
+    return Error(path + ": a PNG holds one RGB image [1,3,H,W], not " +
+                 shape_string(image.shape()) + "; write .safetensors or .npy");
   const Tensor f = image.to(DType::kF32);
   const int64_t h = image.dim(2), w = image.dim(3);
   std::vector<png_byte> pixels(std::size_t(h * w * 3));

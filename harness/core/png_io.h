@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "harness/core/tensor.h"
 #include "harness/core/status.h"
+#include "harness/core/tensor.h"
 
 namespace tp {
 

@@ -39,12 +39,12 @@ struct FileDType {
 
 // Every dtype string of the reference reader's Dtype enum, with its bit size.
 const FileDType kFileDTypes[] = {
-    {"BOOL", 8, 0},         {"F4", 4, 1},           {"F6_E2M3", 6, 2},  {"F6_E3M2", 6, 3},
-    {"U8", 8, 4},           {"I8", 8, 5},           {"F8_E5M2", 8, 6},  {"F8_E4M3", 8, 7},
-    {"F8_E8M0", 8, 8},      {"F8_E4M3FNUZ", 8, 9},  {"F8_E5M2FNUZ", 8, 10}, {"I16", 16, 11},
-    {"U16", 16, 12},        {"F16", 16, 13},        {"BF16", 16, 14},   {"I32", 32, 15},
-    {"U32", 32, 16},        {"F32", 32, 17},        {"C64", 64, 18},    {"F64", 64, 19},
-    {"I64", 64, 20},        {"U64", 64, 21},
+    {"BOOL", 8, 0},    {"F4", 4, 1},          {"F6_E2M3", 6, 2},      {"F6_E3M2", 6, 3},
+    {"U8", 8, 4},      {"I8", 8, 5},          {"F8_E5M2", 8, 6},      {"F8_E4M3", 8, 7},
+    {"F8_E8M0", 8, 8}, {"F8_E4M3FNUZ", 8, 9}, {"F8_E5M2FNUZ", 8, 10}, {"I16", 16, 11},
+    {"U16", 16, 12},   {"F16", 16, 13},       {"BF16", 16, 14},       {"I32", 32, 15},
+    {"U32", 32, 16},   {"F32", 32, 17},       {"C64", 64, 18},        {"F64", 64, 19},
+    {"I64", 64, 20},   {"U64", 64, 21},
 };
 
 const FileDType* find_file_dtype(const std::string& s) {
@@ -65,8 +65,8 @@ int64_t first_invalid_utf8(const uint8_t* s, uint64_t n) {
       if ((s[i + k] & 0xC0) != 0x80) return int64_t(i);
       cp = (cp << 6) | (s[i + k] & 0x3F);
     }
-    const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                          (len == 4 && cp < 0x10000);
+    const bool overlong =
+        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
     if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return int64_t(i);
     i += uint64_t(len);
   }
@@ -88,14 +88,16 @@ Expected<SafetensorsEntry> parse_entry(const std::string& name, const nlohmann::
   if (dt == info.end() || !dt->is_string()) return Error(where + ": missing string field 'dtype'");
   e.dtype = dt->get<std::string>();
   if (find_file_dtype(e.dtype) == nullptr)
-    return Error(where + ": unknown dtype '" + e.dtype + "' (safetensors dtypes are BOOL, U8, "
+    return Error(where + ": unknown dtype '" + e.dtype +
+                 "' (safetensors dtypes are BOOL, U8, "
                  "I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64, ...)");
   auto shape = info.find("shape");
   if (shape == info.end() || !shape->is_array())
     return Error(where + ": missing array field 'shape'");
   for (const auto& d : *shape) {
     TP_ASSIGN_OR_RETURN(uint64_t v, json_u64(d, where + ": shape entry"));
-    if (v > (uint64_t(1) << 48)) return Error(where + ": shape entry " + std::to_string(v) + " is too large");
+    if (v > (uint64_t(1) << 48))
+      return Error(where + ": shape entry " + std::to_string(v) + " is too large");
     e.shape.push_back(int64_t(v));
   }
   auto offsets = info.find("data_offsets");
@@ -112,10 +114,12 @@ Expected<uint64_t> entry_nbytes(const SafetensorsEntry& e) {
   unsigned __int128 n = 1;
   for (int64_t d : e.shape) {
     n *= uint64_t(d);
-    if (n > ~uint64_t(0)) return Error("tensor '" + e.name + "': shape " + shape_string(e.shape) + " overflows");
+    if (n > ~uint64_t(0))
+      return Error("tensor '" + e.name + "': shape " + shape_string(e.shape) + " overflows");
   }
   n *= unsigned(dt->bits);
-  if (n > ~uint64_t(0)) return Error("tensor '" + e.name + "': shape " + shape_string(e.shape) + " overflows");
+  if (n > ~uint64_t(0))
+    return Error("tensor '" + e.name + "': shape " + shape_string(e.shape) + " overflows");
   if (n % 8 != 0)
     return Error("tensor '" + e.name + "': " + e.dtype + " " + shape_string(e.shape) +
                  " is not a whole number of bytes");
@@ -124,14 +128,15 @@ Expected<uint64_t> entry_nbytes(const SafetensorsEntry& e) {
 
 }  // namespace
 
-Expected<SafetensorsFile> parse_mapped_safetensors(std::string path,
-                                                   std::shared_ptr<const SafetensorsFile::Mapping> m) {
+Expected<SafetensorsFile> parse_mapped_safetensors(
+    std::string path, std::shared_ptr<const SafetensorsFile::Mapping> m) {
   const uint8_t* bytes = m->bytes;
   const uint64_t size = m->size;
   uint64_t n = 0;
   std::memcpy(&n, bytes, kLengthBytes);
   if (n > kMaxHeaderSize)
-    return Error("header length " + std::to_string(n) + " exceeds the 100,000,000-byte limit; "
+    return Error("header length " + std::to_string(n) +
+                 " exceeds the 100,000,000-byte limit; "
                  "the file is corrupt or not a safetensors file");
   if (kLengthBytes + n > size)
     return Error("header length " + std::to_string(n) + " runs past the end of the " +
@@ -155,7 +160,8 @@ Expected<SafetensorsFile> parse_mapped_safetensors(std::string path,
     }
     return true;
   };
-  nlohmann::json root = nlohmann::json::parse(header, header + n, watch, /*allow_exceptions=*/false);
+  nlohmann::json root =
+      nlohmann::json::parse(header, header + n, watch, /*allow_exceptions=*/false);
   if (root.is_discarded() || !root.is_object())
     return Error("header is not valid JSON; the file is corrupt or not safetensors");
   if (!duplicate.empty()) return Error("tensor '" + duplicate + "' is listed twice in the header");
@@ -194,9 +200,10 @@ Expected<SafetensorsFile> parse_mapped_safetensors(std::string path,
     start = e.end;
   }
   if (file.data_start_ + start != size)
-    return Error("the tensors cover " + std::to_string(start) + " bytes of data but the file holds " +
-                 std::to_string(size - file.data_start_) +
-                 (file.data_start_ + start > size ? "; the file is truncated" : "; the file has trailing bytes"));
+    return Error("the tensors cover " + std::to_string(start) +
+                 " bytes of data but the file holds " + std::to_string(size - file.data_start_) +
+                 (file.data_start_ + start > size ? "; the file is truncated"
+                                                  : "; the file has trailing bytes"));
   return file;
 }
 
@@ -234,27 +241,34 @@ const SafetensorsEntry* SafetensorsFile::find(const std::string& name) const {
 
 const char* safetensors_dtype(DType dt) {
   switch (dt) {
-    case DType::kF64: return "F64";
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-    case DType::kF8E4M3: return "F8_E4M3";
-    case DType::kF8E5M2: return "F8_E5M2";
+    case DType::kF64:
+      return "F64";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
+    case DType::kF8E5M2:
+      return "F8_E5M2";
   }
   return "?";
 }
 
 Expected<Tensor> SafetensorsFile::read(const SafetensorsEntry& e) const {
-  for (DType dt : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3,
-                   DType::kF8E5M2}) {
+  for (DType dt :
+       {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2}) {
     if (e.dtype == safetensors_dtype(dt)) {
       Tensor t = Tensor::uninitialized(dt, e.shape);
       if (t.nbytes() > 0) std::memcpy(t.raw(), mapping_->bytes + data_start_ + e.begin, t.nbytes());
       return t;
     }
   }
-  return Error(path_ + ": tensor '" + e.name + "' has dtype " + e.dtype +
-               ", which twinpath does not compute with (use F64, F32, F16, BF16, F8_E4M3 or F8_E5M2)");
+  return Error(
+      path_ + ": tensor '" + e.name + "' has dtype " + e.dtype +
+      ", which twinpath does not compute with (use F64, F32, F16, BF16, F8_E4M3 or F8_E5M2)");
 }
 
 Expected<Tensor> SafetensorsFile::read(const std::string& name) const {
@@ -290,7 +304,8 @@ Status write_safetensors(const std::string& path, const NamedTensors& tensors,
     out.write(reinterpret_cast<const char*>(&n), sizeof n);
     out.write(text.data(), std::streamsize(text.size()));
     for (const auto* t : order)
-      out.write(reinterpret_cast<const char*>(t->second.raw()), std::streamsize(t->second.nbytes()));
+      out.write(reinterpret_cast<const char*>(t->second.raw()),
+                std::streamsize(t->second.nbytes()));
     return Status();
   });
 }

@@ -70,9 +70,9 @@ class InternalError : public std::logic_error {
 #define TP_CONCAT_INNER(a, b) a##b
 #define TP_CONCAT(a, b) TP_CONCAT_INNER(a, b)
 
-#define TP_RETURN_IF_ERROR(expr)              \
-  do {                                        \
-    auto tp_status_ = (expr);                 \
+#define TP_RETURN_IF_ERROR(expr)                     \
+  do {                                               \
+    auto tp_status_ = (expr);                        \
     if (!tp_status_.ok()) return tp_status_.error(); \
   } while (0)
 

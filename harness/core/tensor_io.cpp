@@ -12,15 +12,20 @@ namespace tp {
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 const char* npy_descr(DType dt) {
   switch (dt) {
-    case DType::kF64: return "<f8";
-    case DType::kF32: return "<f4";
-    case DType::kF16: return "<f2";
-    default: return nullptr;
+    case DType::kF64:
+      return "<f8";
+    case DType::kF32:
+      return "<f4";
+    case DType::kF16:
+      return "<f2";
+    default:
+      return nullptr;
   }
 }
 
@@ -49,12 +54,18 @@ Expected<Tensor> read_npy(const std::string& path) {
     return Error(path + ": .npy header has no 'descr'");
   const std::string descr = m[1];
   DType dt;
-  if (descr == "<f8") dt = DType::kF64;
-  else if (descr == "<f4") dt = DType::kF32;
-  else if (descr == "<f2") dt = DType::kF16;
-  else return Error(path + ": .npy dtype '" + descr + "' is not supported; save as float32 (<f4), float64 or float16");
+  if (descr == "<f8")
+    dt = DType::kF64;
+  else if (descr == "<f4")
+    dt = DType::kF32;
+  else if (descr == "<f2")
+    dt = DType::kF16;
+  else
+    return Error(path + ": .npy dtype '" + descr +
+                 "' is not supported; save as float32 (<f4), float64 or float16");
   if (std::regex_search(header, m, std::regex("'fortran_order':\\s*True")))
-    return Error(path + ": Fortran-order .npy arrays are not supported; save with np.ascontiguousarray");
+    return Error(path +
+                 ": Fortran-order .npy arrays are not supported; save with np.ascontiguousarray");
   if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
     return Error(path + ": .npy header has no 'shape'");
   Shape shape;
@@ -66,9 +77,11 @@ Expected<Tensor> read_npy(const std::string& path) {
   }
   Tensor t = Tensor::uninitialized(dt, shape);
   if (!in.read(reinterpret_cast<char*>(t.raw()), std::streamsize(t.nbytes())))
-    return Error(path + ": .npy data is shorter than its shape " + shape_string(shape) + " needs; the file is truncated");
+    return Error(path + ": .npy data is shorter than its shape " + shape_string(shape) +
+                 " needs; the file is truncated");
   if (in.peek() != std::char_traits<char>::eof())
-    return Error(path + ": .npy file has bytes past the data its shape describes; the file is corrupt");
+    return Error(path +
+                 ": .npy file has bytes past the data its shape describes; the file is corrupt");
   return t;
 }
 
@@ -80,8 +93,8 @@ Status write_npy(const std::string& path, const Tensor& t) {
   std::string shape;
   for (int64_t d : t.shape()) shape += std::to_string(d) + ",";
   if (t.rank() > 1) shape.pop_back();
-  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" +
-                       shape + "), }";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': (" + shape + "), }";
   const std::size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
@@ -124,12 +137,14 @@ Status check_output_path(const std::string& path, std::size_t count) {
   if (ends_with(path, ".safetensors")) return Status();
   if (ends_with(path, ".npy")) {
     if (count != 1)
-      return Error(path + ": a .npy file holds one tensor but this output has " + std::to_string(count) +
-                   "; write a .safetensors file instead");
+      return Error(path + ": a .npy file holds one tensor but this output has " +
+                   std::to_string(count) + "; write a .safetensors file instead");
     return Status();
   }
   if (ends_with(path, ".png")) {
-    if (count != 1) return Error(path + ": a PNG holds one image but this output has " + std::to_string(count) + " tensors; write .safetensors");
+    if (count != 1)
+      return Error(path + ": a PNG holds one image but this output has " + std::to_string(count) +
+                   " tensors; write .safetensors");
     return Status();
   }
   return Error(path + ": unknown output type; write .safetensors, .npy or .png");

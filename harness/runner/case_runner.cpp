@@ -6,12 +6,12 @@
 #include "compiled/backend.h"
 #include "compiled/describe_session.h"
 #include "harness/core/format.h"
-#include "harness/models/vae/procedural_image.h"
 #include "harness/core/rng.h"
+#include "harness/core/tensor_io.h"
+#include "harness/models/vae/procedural_image.h"
+#include "harness/models/vae/vae_graphs.h"
 #include "harness/runner/group_repro.h"
 #include "harness/runner/runs.h"
-#include "harness/core/tensor_io.h"
-#include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
 
 namespace tp {
@@ -25,7 +25,8 @@ uint64_t model_seed(const std::string& name) { return hash_name("model:" + name)
 Tensor generated_input(const Case& c, const VaeConfig& config, Pipeline p, double sigma) {
   const bool latents = p == Pipeline::kDecode;
   const int64_t ds = latents ? config.downscale() : 1;
-  const Shape shape{1, latents ? config.latent_channels() : config.image_channels(), c.height / ds, c.width / ds};
+  const Shape shape{1, latents ? config.latent_channels() : config.image_channels(), c.height / ds,
+                    c.width / ds};
   Tensor t(DType::kF32, shape);
   Rng rng(c.seed(), "input");
   float* d = t.data<float>();
@@ -45,15 +46,19 @@ Expected<Tensor> image_input(const Case& c, const Model& m, Pipeline p) {
   Tensor image = procedural_image(c.seed(), m.config.image_channels(), c.height, c.width);
   if (p != Pipeline::kDecode) return image;
   const Graph encoder = build_encoder_graph(m.config);
-  TP_ASSIGN_OR_RETURN(NamedTensors z, ref::run_graph(encoder, m.weights, {{encoder.inputs[0].first, image}}, DType::kF32));
+  TP_ASSIGN_OR_RETURN(
+      NamedTensors z,
+      ref::run_graph(encoder, m.weights, {{encoder.inputs[0].first, image}}, DType::kF32));
   return z[0].second.to(DType::kF32);
 }
 
 Expected<Tensor> case_input(const Case& c, const Model& m, Pipeline p) {
   const int64_t ds = m.config.downscale();
-  const bool generated = c.input == "normal" || c.input == "image" || c.input.rfind("normal*", 0) == 0;
+  const bool generated =
+      c.input == "normal" || c.input == "image" || c.input.rfind("normal*", 0) == 0;
   if (generated && p == Pipeline::kDecode && (c.height % ds || c.width % ds))
-    return Error("res=" + resolution_text(c.height, c.width) + " is not a multiple of the model's " + std::to_string(ds) +
+    return Error("res=" + resolution_text(c.height, c.width) +
+                 " is not a multiple of the model's " + std::to_string(ds) +
                  "x downscale, so it has no latent size; use a multiple of " + std::to_string(ds));
   if (c.input == "image") return image_input(c, m, p);
   if (generated) {
@@ -64,8 +69,9 @@ Expected<Tensor> case_input(const Case& c, const Model& m, Pipeline p) {
   TP_ASSIGN_OR_RETURN(Tensor t, select_pipeline_input(p, file, c.input));
   const int64_t scale = p == Pipeline::kDecode ? ds : 1;
   if (t.rank() != 4 || t.dim(2) * scale != c.height || t.dim(3) * scale != c.width)
-    return Error(c.input + " holds " + shape_string(t.shape()) + ", not res=" + std::to_string(c.height) + "x" +
-                 std::to_string(c.width) + "; give the case the input's resolution");
+    return Error(c.input + " holds " + shape_string(t.shape()) +
+                 ", not res=" + std::to_string(c.height) + "x" + std::to_string(c.width) +
+                 "; give the case the input's resolution");
   return t.to(DType::kF32);
 }
 
@@ -77,7 +83,8 @@ bool every_weighted_layer_kept(const Case& c, const Model& m) {
     for (const Op& op : g.ops) {
       if (op.kind != OpKind::kConv2d && op.kind != OpKind::kLinear) continue;
       bool kept = false;
-      for (const std::string& glob : c.keep_fp32) kept = kept || compiled::glob_match(glob, op.name);
+      for (const std::string& glob : c.keep_fp32)
+        kept = kept || compiled::glob_match(glob, op.name);
       if (!kept) return false;
     }
   return true;
@@ -88,26 +95,32 @@ bool expected_supported_base_in_fp32(const Case& c) {
   Case fp32 = c;
   fp32.weight = fp32.activation = "f32";
   fp32.accumulation = "f32";
-  return c.activation != "f8e4m3" && c.activation != "f8e5m2" && c.activation != "f64" && c.weight != "f64" &&
-         expected_supported(fp32);
+  return c.activation != "f8e4m3" && c.activation != "f8e5m2" && c.activation != "f64" &&
+         c.weight != "f64" && expected_supported(fp32);
 }
 
-std::string dtypes_text(const Case& c) { return "w=" + c.weight + ",a=" + c.activation + ",acc=" + c.accumulation; }
+std::string dtypes_text(const Case& c) {
+  return "w=" + c.weight + ",a=" + c.activation + ",acc=" + c.accumulation;
+}
 
 void dump(CaseResult& r, const std::string& name, const Tensor& got, const Tensor& want) {
   r.dumps.emplace_back(name + "/compiled", got.to(DType::kF32));
   r.dumps.emplace_back(name + "/reference", want.to(DType::kF32));
 }
 
-void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref, const CompiledRun& run) {
-  if (o.dump == DumpPolicy::kNone || (o.dump == DumpPolicy::kFailing && r.outcome == Outcome::kPassed)) return;
+void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref,
+               const CompiledRun& run) {
+  if (o.dump == DumpPolicy::kNone ||
+      (o.dump == DumpPolicy::kFailing && r.outcome == Outcome::kPassed))
+    return;
   std::map<std::string, bool> failing;
   for (const CheckpointRecord& c : r.checkpoints) failing[c.name] = !c.passed;
   for (const GroupCapture& g : run.groups) {
     const compiled::Group& grp = g.plan->groups[std::size_t(g.group)];
     for (std::size_t i = 0; i < grp.outputs.size(); ++i)
       if (o.dump == DumpPolicy::kAll || failing[grp.checkpoints[i]])
-        dump(r, grp.checkpoints[i], g.stored[i].second, ref.values.at(g.plan->graph->name).at(grp.outputs[i]));
+        dump(r, grp.checkpoints[i], g.stored[i].second,
+             ref.values.at(g.plan->graph->name).at(grp.outputs[i]));
   }
   for (const auto& [name, got] : run.outputs)
     if (const Tensor* want = find_tensor(ref.outputs, name)) dump(r, "output:" + name, got, *want);
@@ -126,8 +139,10 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
   uint64_t seed = model_seed(name);
   if (builtin && at != std::string::npos) {
     const std::string digits = name_or_dir.substr(at + 1);
-    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos)
-      return Error("model=" + name_or_dir + ": the seed after @ must be a number, e.g. " + name + "@7");
+    if (digits.empty() || digits.size() > 18 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return Error("model=" + name_or_dir + ": the seed after @ must be a number, e.g. " + name +
+                   "@7");
     seed = std::stoull(digits);
   }
   Expected<Model> m = builtin ? make_model(name, seed) : load_model(name_or_dir);
@@ -139,7 +154,8 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
 
 // The case made concrete; `refusal` says which outcome a failure is (ERROR or SKIPPED). A policy
 // the compiled path refuses is recorded, not refused here: run_case checks it against expectations.
-Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCache& models, Outcome& refusal) {
+Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCache& models,
+                                    Outcome& refusal) {
   PreparedCase p;
   p.c = c;
   p.device = o.device;
@@ -162,8 +178,10 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   TP_ASSIGN_OR_RETURN(p.session.shapes, compiled::parse_shape_policy(c.shapes));
   p.session.memory_limit_bytes = c.memory_limit;
   auto policy = compiled::parse_layer_policy(c.policy_text());
-  if (policy.ok()) p.session.policy.base = *policy;
-  else p.policy_refusal = policy.error().message();
+  if (policy.ok())
+    p.session.policy.base = *policy;
+  else
+    p.policy_refusal = policy.error().message();
   if (o.device == "cuda") {
     refusal = Outcome::kSkipped;
     TP_ASSIGN_OR_RETURN(auto backend, compiled::make_cuda_backend());
@@ -173,19 +191,23 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
 }
 
 bool case_supported(const Case& c, const Model& m) {
-  return expected_supported(c) || (expected_supported_base_in_fp32(c) && every_weighted_layer_kept(c, m));
+  return expected_supported(c) ||
+         (expected_supported_base_in_fp32(c) && every_weighted_layer_kept(c, m));
 }
 
 Outcome judge_unsupported(const Case& c, const std::string* refusal, std::string& reason) {
   if (!refusal) {
-    reason = "the compiled path ran " + dtypes_text(c) + ", which has no kernels: it must refuse it, naming the layer, both dtypes and the fix";
+    reason = "the compiled path ran " + dtypes_text(c) +
+             ", which has no kernels: it must refuse it, naming the layer, both dtypes and the fix";
     return Outcome::kFailed;
   }
-  if (refusal->find(c.weight) != std::string::npos && refusal->find(c.activation) != std::string::npos) {
+  if (refusal->find(c.weight) != std::string::npos &&
+      refusal->find(c.activation) != std::string::npos) {
     reason = *refusal;
     return Outcome::kUnsupported;
   }
-  reason = "the compiled path refused " + dtypes_text(c) + " without naming both dtypes: " + *refusal;
+  reason =
+      "the compiled path refused " + dtypes_text(c) + " without naming both dtypes: " + *refusal;
   return Outcome::kFailed;
 }
 
@@ -212,12 +234,14 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   // ones must run.
   const bool supported = case_supported(c, *p.model);
   if (!p.policy_refusal.empty())
-    return supported ? finish(Outcome::kFailed, "the compiled path refused " + dtypes_text(c) + ", which it should run: " + p.policy_refusal)
+    return supported ? finish(Outcome::kFailed, "the compiled path refused " + dtypes_text(c) +
+                                                    ", which it should run: " + p.policy_refusal)
                      : finish(Outcome::kUnsupported, p.policy_refusal);
   auto run = run_compiled(p, p.session.policy, true);
   if (!supported) {
     std::string reason;
-    const Outcome outcome = judge_unsupported(c, run.ok() ? nullptr : &run.error().message(), reason);
+    const Outcome outcome =
+        judge_unsupported(c, run.ok() ? nullptr : &run.error().message(), reason);
     return finish(outcome, reason);
   }
   if (!run.ok()) return finish(Outcome::kError, "compiled path: " + run.error().message());
@@ -251,7 +275,8 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
     if (r.provenance.found && r.provenance.group >= 0 && !o.repro_file.empty()) {
       const Status written = write_group_repro(o.repro_file, p, *run, r.provenance);
       r.repro_file = written.ok() ? o.repro_file : "";
-      if (!written.ok()) r.provenance.detail += " (repro not written: " + written.error().message() + ")";
+      if (!written.ok())
+        r.provenance.detail += " (repro not written: " + written.error().message() + ")";
     }
   }
   if (e.failed) {

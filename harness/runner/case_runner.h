@@ -17,9 +17,9 @@ enum class DumpPolicy : uint8_t { kNone, kFailing, kAll };
 struct RunOptions {
   std::string device = "cpu";  // cpu: the emulated kernels; cuda: the CUDA kernels
   DumpPolicy dump = DumpPolicy::kNone;
-  bool local_error = true;     // run every group alone on the reference's inputs
-  bool search = false;         // precision search when the case fails (triage)
-  std::string repro_file;      // where to write the NaN origin group's repro (triage); "" for none
+  bool local_error = true;  // run every group alone on the reference's inputs
+  bool search = false;      // precision search when the case fails (triage)
+  std::string repro_file;   // where to write the NaN origin group's repro (triage); "" for none
 };
 
 // Models by built-in name or folder, made or loaded once per process. Built-in models are

@@ -14,19 +14,24 @@ namespace {
 
 OpClass class_of(compiled::GroupKind kind) {
   switch (kind) {
-    case compiled::GroupKind::kConv: return OpClass::kConv;
-    case compiled::GroupKind::kGroupNorm: return OpClass::kGroupNorm;
-    case compiled::GroupKind::kAttention: return OpClass::kAttention;
-    case compiled::GroupKind::kElementwise: return OpClass::kElementwise;
-    case compiled::GroupKind::kUpsample: return OpClass::kUpsample;
+    case compiled::GroupKind::kConv:
+      return OpClass::kConv;
+    case compiled::GroupKind::kGroupNorm:
+      return OpClass::kGroupNorm;
+    case compiled::GroupKind::kAttention:
+      return OpClass::kAttention;
+    case compiled::GroupKind::kElementwise:
+      return OpClass::kElementwise;
+    case compiled::GroupKind::kUpsample:
+      return OpClass::kUpsample;
   }
   return OpClass::kElementwise;
 }
 
-
 // The longest sum an op computes: conv/linear fan-in, attention's channel and token sums,
 // GroupNorm's group. Shapes from the reference's values (NCHW).
-int64_t reduction_of(const compiled::Plan& plan, const Op& op, const std::map<int, Tensor>& values) {
+int64_t reduction_of(const compiled::Plan& plan, const Op& op,
+                     const std::map<int, Tensor>& values) {
   const Shape* in = nullptr;
   if (auto it = values.find(op.inputs[0]); it != values.end()) in = &it->second.shape();
   switch (op.kind) {
@@ -35,17 +40,22 @@ int64_t reduction_of(const compiled::Plan& plan, const Op& op, const std::map<in
       if (auto it = plan.params.find(op.weight); it != plan.params.end())
         return shape_numel(it->second->shape) / it->second->shape[0];
       return 1;
-    case OpKind::kAttention: return in ? std::max(in->at(1), in->at(2) * in->at(3)) : 1;
-    case OpKind::kGroupNorm: return in ? in->at(1) / std::max(op.attrs.groups, 1) * in->at(2) * in->at(3) : 1;
-    default: return 1;
+    case OpKind::kAttention:
+      return in ? std::max(in->at(1), in->at(2) * in->at(3)) : 1;
+    case OpKind::kGroupNorm:
+      return in ? in->at(1) / std::max(op.attrs.groups, 1) * in->at(2) * in->at(3) : 1;
+    default:
+      return 1;
   }
 }
 
-ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp, const std::map<int, Tensor>& values,
-                     DType reference) {
+ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
+                     const std::map<int, Tensor>& values, DType reference) {
   ValuePath path;
   path.reference = reference;
-  for (int o : grp.ops) path.reduction = std::max(path.reduction, reduction_of(plan, plan.graph->ops[std::size_t(o)], values));
+  for (int o : grp.ops)
+    path.reduction =
+        std::max(path.reduction, reduction_of(plan, plan.graph->ops[std::size_t(o)], values));
   for (int v : grp.inputs) path.dtypes.push_back(plan.buffers.at(v).dtype);
   for (int v : grp.outputs) path.dtypes.push_back(plan.buffers.at(v).dtype);
   // Parameters as stored: conv/linear matrices in the weight dtype, GroupNorm's affine and biases
@@ -67,11 +77,12 @@ std::string fmt(const char* f, double a, double b = 0) {
   return buf;
 }
 
-
 // Applies `tol` to `m`; returns why it fails, or "" when it passes.
 std::string judge(const Metrics& m, const Tolerance& tol) {
-  if (m.non_finite_new > 0) return std::to_string(m.non_finite_new) + " non-finite values where the reference is finite";
-  if (m.rel_l2 > tol.rel_l2) return fmt("rel L2 %.3g > %.3g", m.rel_l2, tol.rel_l2) + " (" + tol.basis + ")";
+  if (m.non_finite_new > 0)
+    return std::to_string(m.non_finite_new) + " non-finite values where the reference is finite";
+  if (m.rel_l2 > tol.rel_l2)
+    return fmt("rel L2 %.3g > %.3g", m.rel_l2, tol.rel_l2) + " (" + tol.basis + ")";
   const double element = m.want_max_abs > 0 ? m.max_abs / m.want_max_abs : m.max_abs;
   if (element > tol.max_element) {
     std::string where = m.worst.empty() ? "" : " at " + format_index(m.worst[0].index);
@@ -120,21 +131,25 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
   for (const auto& [name, plan] : largest) {
     auto values = ref.values.find(name);
     for (const compiled::Group& grp : plan->groups)
-      all.push_back(group_path(*plan, grp, values == ref.values.end() ? no_values : values->second, p.reference));
+      all.push_back(group_path(*plan, grp, values == ref.values.end() ? no_values : values->second,
+                               p.reference));
   }
 
   for (const GroupCapture& g : run.groups) {
     const compiled::Plan& plan = *g.plan;
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
     const std::map<int, Tensor>& want = ref.values.at(plan.graph->name);
-    const Tolerance tol = local_tolerance(class_of(grp.kind), group_path(plan, grp, want, p.reference));
+    const Tolerance tol =
+        local_tolerance(class_of(grp.kind), group_path(plan, grp, want, p.reference));
     std::vector<Tensor> alone;
     if (local) {
       std::map<int, Tensor> inputs;
       for (int v : grp.inputs) inputs[v] = want.at(v);
       auto r = run.session->run_group(plan, g.group, plan_input_shape(ref, plan), inputs);
-      if (!r.ok()) fail(grp.checkpoints[0] + ": running the group alone failed: " + r.error().message());
-      else alone = std::move(r).value();
+      if (!r.ok())
+        fail(grp.checkpoints[0] + ": running the group alone failed: " + r.error().message());
+      else
+        alone = std::move(r).value();
     }
     for (std::size_t i = 0; i < grp.outputs.size(); ++i) {
       const int v = grp.outputs[i];
@@ -208,8 +223,9 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     double value = 0;
     if (constant(*want, value) && !e.mistrusted) {
       e.mistrusted = true;
-      e.mistrust_reason = "the reference output " + name + " is constant (every element " + fmt("%.6g", value) +
-                          "), so agreeing with it proves nothing; check the model's weights and the input";
+      e.mistrust_reason =
+          "the reference output " + name + " is constant (every element " + fmt("%.6g", value) +
+          "), so agreeing with it proves nothing; check the model's weights and the input";
     }
     e.checkpoints.push_back(std::move(rec));
   }

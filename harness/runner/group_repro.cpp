@@ -18,7 +18,8 @@ constexpr const char* kReproVersion = "1";
 
 Expected<std::string> config_text(const Model& m) {
   const auto& names = builtin_config_names();
-  if (std::find(names.begin(), names.end(), m.dir) != names.end()) return builtin_config_text(m.dir);
+  if (std::find(names.begin(), names.end(), m.dir) != names.end())
+    return builtin_config_text(m.dir);
   std::ifstream in(std::filesystem::path(m.dir) / "config.json");
   if (!in) return Error(m.dir + "/config.json: cannot read the model's config for the repro");
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -39,10 +40,10 @@ std::string meta(const std::map<std::string, std::string>& m, const char* key) {
   return it == m.end() ? "" : it->second;
 }
 
-
 }  // namespace
 
-Status write_group_repro(const std::string& path, const PreparedCase& p, const CompiledRun& run, const Provenance& origin) {
+Status write_group_repro(const std::string& path, const PreparedCase& p, const CompiledRun& run,
+                         const Provenance& origin) {
   const GroupCapture* capture = nullptr;
   for (const GroupCapture& g : run.groups)
     if (g.plan->graph->name == origin.graph && g.group == origin.group) capture = &g;
@@ -50,7 +51,8 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
   const compiled::Plan& plan = *capture->plan;
   const compiled::Group& grp = plan.groups[std::size_t(origin.group)];
   NamedTensors tensors;
-  for (const auto& [v, t] : compiled_group_inputs(p, run, *capture)) tensors.emplace_back("value/" + std::to_string(v), t);
+  for (const auto& [v, t] : compiled_group_inputs(p, run, *capture))
+    tensors.emplace_back("value/" + std::to_string(v), t);
   for (int o : grp.ops) {
     const Op& op = plan.graph->ops[std::size_t(o)];
     for (const std::string* key : {&op.weight, &op.bias})
@@ -66,7 +68,8 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
       {"graph", plan.graph->name},
       {"group", std::to_string(origin.group)},
       {"checkpoint", grp.checkpoints[0]},
-      {"input_shape", join_numbers(plan.capacity_shape, ',')},  // cases plan exact shapes: capacity = input
+      {"input_shape",
+       join_numbers(plan.capacity_shape, ',')},  // cases plan exact shapes: capacity = input
       {"policy", compiled::layer_policy_string(p.session.policy.base)},
       {"keep_fp32", keep},
       {"faults", plan.faults.empty() ? "" : plan.faults.to_string()},
@@ -80,21 +83,28 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, const std::s
   TP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
   const auto& m = file.metadata();
   if (meta(m, "twinpath_repro") != kReproVersion)
-    return Error(path + " is not a twinpath repro (no twinpath_repro metadata); make one with `twinpath triage --repro FILE`");
+    return Error(path +
+                 " is not a twinpath repro (no twinpath_repro metadata); make one with `twinpath "
+                 "triage --repro FILE`");
   nlohmann::json cj = nlohmann::json::parse(meta(m, "config"), nullptr, false);
-  if (cj.is_discarded()) return Error(path + ": its config metadata is not JSON; the file is damaged");
+  if (cj.is_discarded())
+    return Error(path + ": its config metadata is not JSON; the file is damaged");
   TP_ASSIGN_OR_RETURN(VaeConfig config, parse_vae_config(cj, path + " (config)"));
   const std::string graph_name = meta(m, "graph");
-  if (graph_name != "vae.encoder" && graph_name != "vae.decoder") return Error(path + ": unknown graph '" + graph_name + "'");
-  const Graph graph = graph_name == "vae.encoder" ? build_encoder_graph(config) : build_decoder_graph(config);
+  if (graph_name != "vae.encoder" && graph_name != "vae.decoder")
+    return Error(path + ": unknown graph '" + graph_name + "'");
+  const Graph graph =
+      graph_name == "vae.encoder" ? build_encoder_graph(config) : build_decoder_graph(config);
   // Weights the group does not read are zeros: only the group runs.
   Weights weights;
   for (const ParamSpec& s : graph.params) weights.emplace(s.key, Tensor(DType::kF32, s.shape));
   std::map<int, Tensor> values;
   for (const SafetensorsEntry& e : file.entries()) {
     TP_ASSIGN_OR_RETURN(Tensor t, file.read(e));
-    if (e.name.rfind("weight/", 0) == 0) weights[e.name.substr(7)] = std::move(t);
-    else if (e.name.rfind("value/", 0) == 0) values[std::stoi(e.name.substr(6))] = std::move(t);
+    if (e.name.rfind("weight/", 0) == 0)
+      weights[e.name.substr(7)] = std::move(t);
+    else if (e.name.rfind("value/", 0) == 0)
+      values[std::stoi(e.name.substr(6))] = std::move(t);
   }
   compiled::SessionOptions options;
   TP_ASSIGN_OR_RETURN(options.policy.base, compiled::parse_layer_policy(meta(m, "policy")));
@@ -108,34 +118,42 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, const std::s
   compiled::Session session(options, std::move(backend));
   TP_ASSIGN_OR_RETURN(const compiled::Plan* plan, session.plan_for(graph, weights, input_shape));
   const int group = std::stoi(meta(m, "group"));
-  if (group < 0 || group >= int(plan->groups.size()) || plan->groups[std::size_t(group)].checkpoints[0] != meta(m, "checkpoint"))
-    return Error(path + ": group " + meta(m, "group") + " of this build's plan is not " + meta(m, "checkpoint") +
-                 "; replay it with the twinpath that wrote it");
+  if (group < 0 || group >= int(plan->groups.size()) ||
+      plan->groups[std::size_t(group)].checkpoints[0] != meta(m, "checkpoint"))
+    return Error(path + ": group " + meta(m, "group") + " of this build's plan is not " +
+                 meta(m, "checkpoint") + "; replay it with the twinpath that wrote it");
 
   ReplayOutcome out;
   out.origin = analyze_group(*plan, group, input_shape, values);
   const compiled::Group& grp = plan->groups[std::size_t(group)];
-  out.text = "replay of " + meta(m, "checkpoint") + " (" + compiled::group_kind_name(grp.kind) + ", " +
-             graph_name + " group " + meta(m, "group") + ") under " + options.policy.to_string() +
-             (options.faults.empty() ? "" : ", INJECTED FAULTS " + options.faults.to_string()) + "\n  from case: " +
-             meta(m, "case") + "\n";
-  TP_ASSIGN_OR_RETURN(std::vector<Tensor> outputs, session.run_group(*plan, group, input_shape, values));
+  out.text = "replay of " + meta(m, "checkpoint") + " (" + compiled::group_kind_name(grp.kind) +
+             ", " + graph_name + " group " + meta(m, "group") + ") under " +
+             options.policy.to_string() +
+             (options.faults.empty() ? "" : ", INJECTED FAULTS " + options.faults.to_string()) +
+             "\n  from case: " + meta(m, "case") + "\n";
+  TP_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
+                      session.run_group(*plan, group, input_shape, values));
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const Tensor f = outputs[i].to(DType::kF64);
     int64_t bad = 0;
     double max_abs = 0;
     for (int64_t k = 0; k < f.numel(); ++k) {
       const double v = f.data<double>()[k];
-      if (!std::isfinite(v)) ++bad;
-      else max_abs = std::max(max_abs, std::fabs(v));
+      if (!std::isfinite(v))
+        ++bad;
+      else
+        max_abs = std::max(max_abs, std::fabs(v));
     }
     out.non_finite = out.non_finite || bad > 0;
-    out.text += "  output " + grp.checkpoints[i] + " on " + session.backend().device() + ": " + std::to_string(bad) + " of " +
-                std::to_string(f.numel()) + " non-finite, max |finite| " + format_number(max_abs) + " (" + dtype_name(outputs[i].dtype()) + ")\n";
+    out.text += "  output " + grp.checkpoints[i] + " on " + session.backend().device() + ": " +
+                std::to_string(bad) + " of " + std::to_string(f.numel()) +
+                " non-finite, max |finite| " + format_number(max_abs) + " (" +
+                dtype_name(outputs[i].dtype()) + ")\n";
   }
-  out.text += out.origin.found ? "  origin: " + out.origin.layer + " (" + out.origin.op + "), cause " + out.origin.cause + "\n  " +
-                                     out.origin.detail + "\n"
-                               : "  " + out.origin.detail + "\n";
+  out.text += out.origin.found
+                  ? "  origin: " + out.origin.layer + " (" + out.origin.op + "), cause " +
+                        out.origin.cause + "\n  " + out.origin.detail + "\n"
+                  : "  " + out.origin.detail + "\n";
   return out;
 }
 

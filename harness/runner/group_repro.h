@@ -9,7 +9,8 @@
 
 namespace tp {
 
-Status write_group_repro(const std::string& path, const PreparedCase& p, const CompiledRun& run, const Provenance& origin);
+Status write_group_repro(const std::string& path, const PreparedCase& p, const CompiledRun& run,
+                         const Provenance& origin);
 
 // Runs the repro's group op by op (emulated kernels) and, with device "cuda", on the device
 // too; returns the lines to print and whether the group still goes non-finite.

@@ -18,7 +18,8 @@ namespace tp {
 namespace {
 
 bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 int64_t differing(const Tensor& a, const Tensor& b) {
@@ -33,7 +34,8 @@ int64_t differing(const Tensor& a, const Tensor& b) {
 }
 
 // The first captured checkpoint of `graph` whose bits differ between two runs.
-std::string first_differing_checkpoint(const CompiledRun& a, const CompiledRun& b, const std::string& graph) {
+std::string first_differing_checkpoint(const CompiledRun& a, const CompiledRun& b,
+                                       const std::string& graph) {
   std::vector<const GroupCapture*> xs, ys;
   for (const GroupCapture& g : a.groups)
     if (g.plan->graph->name == graph) xs.push_back(&g);
@@ -41,21 +43,23 @@ std::string first_differing_checkpoint(const CompiledRun& a, const CompiledRun& 
     if (g.plan->graph->name == graph) ys.push_back(&g);
   for (std::size_t i = 0; i < std::min(xs.size(), ys.size()); ++i)
     for (std::size_t k = 0; k < xs[i]->stored.size() && k < ys[i]->stored.size(); ++k)
-      if (!same_bits(xs[i]->stored[k].second, ys[i]->stored[k].second)) return xs[i]->stored[k].first;
+      if (!same_bits(xs[i]->stored[k].second, ys[i]->stored[k].second))
+        return xs[i]->stored[k].first;
   return "";
 }
 
 // "" when every output of `isolated` (renamed by `prefix`) has the same bits in `shared`.
-std::string compare_runs(const CompiledRun& shared, const CompiledRun& isolated, const std::string& prefix,
-                         const std::string& what) {
+std::string compare_runs(const CompiledRun& shared, const CompiledRun& isolated,
+                         const std::string& prefix, const std::string& what) {
   for (const auto& [name, t] : isolated.outputs) {
     const Tensor* s = find_tensor(shared.outputs, prefix + name);
     if (!s || same_bits(*s, t)) continue;
     std::string first;
     for (const std::string graph : {"vae.encoder", "vae.decoder"})
       if (first.empty()) first = first_differing_checkpoint(shared, isolated, graph);
-    return what + ": output " + prefix + name + " differs from the isolated run in " + std::to_string(differing(*s, t)) +
-           " of " + std::to_string(t.numel()) + " elements" + (first.empty() ? "" : "; first checkpoint that differs: " + first);
+    return what + ": output " + prefix + name + " differs from the isolated run in " +
+           std::to_string(differing(*s, t)) + " of " + std::to_string(t.numel()) + " elements" +
+           (first.empty() ? "" : "; first checkpoint that differs: " + first);
   }
   return "";
 }
@@ -68,8 +72,10 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
     PreparedCase alone = p;
     alone.warm.reset();
     auto isolated = run_compiled(alone, p.session.policy, true);
-    if (!isolated.ok()) return "the isolated run (without warm=) failed: " + isolated.error().message();
-    const std::string why = compare_runs(run, *isolated, "", "after warm=" + p.c.warm + " in the same session");
+    if (!isolated.ok())
+      return "the isolated run (without warm=) failed: " + isolated.error().message();
+    const std::string why =
+        compare_runs(run, *isolated, "", "after warm=" + p.c.warm + " in the same session");
     if (!why.empty()) return why;
   }
   if (p.pipeline == Pipeline::kRoundtrip) {
@@ -81,7 +87,8 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
     if (!enc.ok()) return "the isolated encode failed: " + enc.error().message();
     const std::string why = compare_runs(run, *enc, "encoder.", "encoder and decoder co-resident");
     if (!why.empty()) return why;
-    const Tensor* latents = find_tensor(enc->outputs, p.model->config.kind == VaeConfig::Kind::kKl ? "mean" : "latents");
+    const Tensor* latents = find_tensor(
+        enc->outputs, p.model->config.kind == VaeConfig::Kind::kKl ? "mean" : "latents");
     if (!latents) return "";
     PreparedCase decode = encode;
     decode.pipeline = Pipeline::kDecode;
@@ -94,7 +101,8 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
 }
 
 std::string check_interleaved(const PreparedCase& p, CompiledRun& run) {
-  const std::string latents_name = p.model->config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
+  const std::string latents_name =
+      p.model->config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
   // Each call in a session of its own.
   auto alone = [&](Pipeline stage, const Tensor& input) -> Expected<Tensor> {
     PreparedCase q = p;
@@ -111,24 +119,32 @@ std::string check_interleaved(const PreparedCase& p, CompiledRun& run) {
   for (int64_t i = 0; i < other.numel(); ++i) other.data<float>()[i] *= -0.5f;
   auto decoded = alone(Pipeline::kDecode, z), decoded_other = alone(Pipeline::kDecode, other);
   if (!decoded.ok() || !decoded_other.ok())
-    return "the isolated decode failed: " + (decoded.ok() ? decoded_other : decoded).error().message();
+    return "the isolated decode failed: " +
+           (decoded.ok() ? decoded_other : decoded).error().message();
   // One session, one VAE's weights, both pipelines called in turn after the roundtrip.
   struct Call {
     Pipeline stage;
     const Tensor& input;
     const Tensor& want;
   };
-  const Call calls[] = {{Pipeline::kDecode, other, *decoded_other}, {Pipeline::kEncode, p.input, *encoded},
-                        {Pipeline::kDecode, z, *decoded},            {Pipeline::kEncode, p.input, *encoded},
+  const Call calls[] = {{Pipeline::kDecode, other, *decoded_other},
+                        {Pipeline::kEncode, p.input, *encoded},
+                        {Pipeline::kDecode, z, *decoded},
+                        {Pipeline::kEncode, p.input, *encoded},
                         {Pipeline::kDecode, other, *decoded_other}};
   for (std::size_t i = 0; i < std::size(calls); ++i) {
     auto out = run_pipeline(*p.model, calls[i].stage, calls[i].input, *run.session);
-    if (!out.ok()) return "interleaved call " + std::to_string(i + 1) + " failed: " + out.error().message();
-    const Tensor* got = calls[i].stage == Pipeline::kEncode ? find_tensor(*out, latents_name) : &out->front().second;
+    if (!out.ok())
+      return "interleaved call " + std::to_string(i + 1) + " failed: " + out.error().message();
+    const Tensor* got = calls[i].stage == Pipeline::kEncode ? find_tensor(*out, latents_name)
+                                                            : &out->front().second;
     if (!got || !same_bits(*got, calls[i].want))
-      return "interleaved calls in one session: call " + std::to_string(i + 1) + " (" + pipeline_name(calls[i].stage) +
+      return "interleaved calls in one session: call " + std::to_string(i + 1) + " (" +
+             pipeline_name(calls[i].stage) +
              ") differs from the same call in a session of its own" +
-             (got ? " in " + std::to_string(differing(*got, calls[i].want)) + " of " + std::to_string(got->numel()) + " elements" : "");
+             (got ? " in " + std::to_string(differing(*got, calls[i].want)) + " of " +
+                        std::to_string(got->numel()) + " elements"
+                  : "");
   }
   return "";
 }
@@ -138,26 +154,35 @@ std::string check_plan_reload(const PreparedCase& p) {
   alone.warm.reset();
   auto fresh = run_compiled(alone, p.session.policy, false);
   if (!fresh.ok()) return "the run before saving plans failed: " + fresh.error().message();
-  const std::string file = (std::filesystem::temp_directory_path() / ("twinpath-reload-" + std::to_string(::getpid()) + ".plan")).string();
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("twinpath-reload-" + std::to_string(::getpid()) + ".plan"))
+                               .string();
   struct Remove {
     const std::string& f;
     ~Remove() { std::remove(f.c_str()); }
   } remove{file};
-  if (Status s = compiled::save_plans(*fresh->session, file); !s.ok()) return "saving plans failed: " + s.error().message();
+  if (Status s = compiled::save_plans(*fresh->session, file); !s.ok())
+    return "saving plans failed: " + s.error().message();
   // A fresh session that loads the file: its runs must be cache hits with the same bits.
   auto made = new_compiled_session(p, p.session);
   if (!made.ok()) return made.error().message();
   compiled::Session& loaded = **made;
-  if (Status s = compiled::load_plans(loaded, {model_graphs(p.model->config), &p.model->weights, p.model->dir}, file); !s.ok()) return "loading the saved plans failed: " + s.error().message();
+  if (Status s = compiled::load_plans(
+          loaded, {model_graphs(p.model->config), &p.model->weights, p.model->dir}, file);
+      !s.ok())
+    return "loading the saved plans failed: " + s.error().message();
   auto again = run_pipeline(*p.model, p.pipeline, p.input, loaded, p.tiling);
   if (!again.ok()) return "running the loaded plans failed: " + again.error().message();
   if (loaded.stats().compilations != 0)
-    return "the loaded plans were not used: the fresh session compiled " + std::to_string(loaded.stats().compilations) + " plans";
+    return "the loaded plans were not used: the fresh session compiled " +
+           std::to_string(loaded.stats().compilations) + " plans";
   for (const auto& [name, t] : fresh->outputs) {
     const Tensor* s = find_tensor(*again, name);
     if (!s || !same_bits(*s, t))
-      return "plans saved and loaded: output " + name + " differs from the run that saved them in " +
-             std::to_string(s ? differing(*s, t) : t.numel()) + " of " + std::to_string(t.numel()) + " elements";
+      return "plans saved and loaded: output " + name +
+             " differs from the run that saved them in " +
+             std::to_string(s ? differing(*s, t) : t.numel()) + " of " + std::to_string(t.numel()) +
+             " elements";
   }
   return "";
 }

@@ -13,10 +13,12 @@ namespace {
 
 constexpr int kMaxMinimizeRuns = 24;  // one run per member tried; beyond this the prefix stands
 
-std::vector<std::string> ranked_layers(const CompiledRun& run, const Evaluation& failed, const Provenance& origin) {
+std::vector<std::string> ranked_layers(const CompiledRun& run, const Evaluation& failed,
+                                       const Provenance& origin) {
   std::vector<std::string> order;
   std::map<std::string, double> score;
-  std::map<std::string, std::vector<std::string>> layers_of_checkpoint;  // checkpoint -> its group's weighted layers
+  std::map<std::string, std::vector<std::string>>
+      layers_of_checkpoint;  // checkpoint -> its group's weighted layers
   for (const compiled::Plan* plan : run.session->plans())
     for (const compiled::Group& grp : plan->groups) {
       std::vector<std::string> layers;
@@ -37,18 +39,21 @@ std::vector<std::string> ranked_layers(const CompiledRun& run, const Evaluation&
     double s = 0;
     if (rec.has_local && rec.tolerance_rel_l2 > 0) s = rec.local.rel_l2 / rec.tolerance_rel_l2;
     if (rec.accumulated.non_finite_new > 0) s = std::max(s, 1.0);
-    if (rec.accumulated.headroom > 0 && std::isfinite(rec.accumulated.headroom)) s += 1 / rec.accumulated.headroom;
+    if (rec.accumulated.headroom > 0 && std::isfinite(rec.accumulated.headroom))
+      s += 1 / rec.accumulated.headroom;
     for (const std::string& layer : it->second) score[layer] = std::max(score[layer], s);
   }
   if (origin.found && score.count(origin.layer)) score[origin.layer] = INFINITY;
-  std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) { return score[a] > score[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const std::string& a, const std::string& b) { return score[a] > score[b]; });
   return order;
 }
 
 }  // namespace
 
-SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& failing,
-                              const Evaluation& failed, const Provenance& origin) {
+SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref,
+                              const CompiledRun& failing, const Evaluation& failed,
+                              const Provenance& origin) {
   SearchResult r;
   const std::vector<std::string> ranked = ranked_layers(failing, failed, origin);
   auto passes = [&](const std::vector<std::string>& keep) {
@@ -65,15 +70,18 @@ SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref, co
   }
   if (!passes(ranked)) {
     r.note = "keeping all " + std::to_string(ranked.size()) +
-             " layers with weights in fp32 still fails: the failure is not the activation or weight precision "
+             " layers with weights in fp32 still fails: the failure is not the activation or "
+             "weight precision "
              "(a kernel bug, an injected fault, or an input the reference cannot handle either)";
     return r;
   }
   // The most suspect layer alone settles most cases (an overflow origin) in one more run; else the
   // smallest prefix of the ranking that passes (fp32 layers only help: more kept never hurts).
   std::size_t lo = 1, hi = ranked.size();
-  if (passes({ranked[0]})) hi = 1;
-  else lo = 2;
+  if (passes({ranked[0]}))
+    hi = 1;
+  else
+    lo = 2;
   while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
     if (passes(std::vector<std::string>(ranked.begin(), ranked.begin() + std::ptrdiff_t(mid))))
@@ -91,7 +99,8 @@ SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref, co
   }
   r.found = true;
   r.keep_fp32 = std::move(keep);
-  r.note = "found in " + std::to_string(r.runs) + " runs over " + std::to_string(ranked.size()) + " layers";
+  r.note = "found in " + std::to_string(r.runs) + " runs over " + std::to_string(ranked.size()) +
+           " layers";
   return r;
 }
 

@@ -47,8 +47,6 @@ std::vector<int64_t> unravel(int64_t flat, const Shape& s) {
   return idx;
 }
 
-
-
 bool replay_finite(const compiled::GroupReplay& r) {
   for (const auto& [o, t] : r.ops)
     if (first_non_finite(t) >= 0) return false;
@@ -59,12 +57,14 @@ bool replay_finite(const compiled::GroupReplay& r) {
 
 // The cause of a non-finite fp32 op output `value` from finite inputs (the op's input values at
 // the element are in `inputs` when the op is pointwise).
-std::string classify(OpKind kind, double value, const std::vector<std::pair<std::string, double>>& inputs) {
+std::string classify(OpKind kind, double value,
+                     const std::vector<std::pair<std::string, double>>& inputs) {
   if (std::isinf(value)) return "overflow";
   bool input_inf = false, opposite = false;
   for (const auto& [name, v] : inputs) input_inf = input_inf || std::isinf(v);
-  if (inputs.size() == 2) opposite = std::isinf(inputs[0].second) && std::isinf(inputs[1].second) &&
-                                     (inputs[0].second > 0) != (inputs[1].second > 0);
+  if (inputs.size() == 2)
+    opposite = std::isinf(inputs[0].second) && std::isinf(inputs[1].second) &&
+               (inputs[0].second > 0) != (inputs[1].second > 0);
   if (kind == OpKind::kAdd && opposite) return "inf-inf";
   if (input_inf) return "0*inf";
   // A reduction (conv, linear, attention, GroupNorm statistics) whose partial sums overflowed
@@ -111,8 +111,11 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
           }
   }
   if (!op) {
-    pr.detail = grp.checkpoints[0] + " stays finite when replayed alone on the emulated kernels: a kernel that depends on "
-                "more than its inputs (a race, a stale or aliased buffer), or a backend that differs from the emulation";
+    pr.detail =
+        grp.checkpoints[0] +
+        " stays finite when replayed alone on the emulated kernels: a kernel that depends on "
+        "more than its inputs (a race, a stale or aliased buffer), or a backend that differs from "
+        "the emulation";
     return pr;
   }
   pr.found = true;
@@ -128,8 +131,9 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
       if (graph.ops[std::size_t(o)].output == v) return &t;
     return nullptr;
   };
-  const bool pointwise = op->kind != OpKind::kConv2d && op->kind != OpKind::kLinear && op->kind != OpKind::kAttention &&
-                         op->kind != OpKind::kGroupNorm && op->kind != OpKind::kUpsampleNearest2x;
+  const bool pointwise = op->kind != OpKind::kConv2d && op->kind != OpKind::kLinear &&
+                         op->kind != OpKind::kAttention && op->kind != OpKind::kGroupNorm &&
+                         op->kind != OpKind::kUpsampleNearest2x;
   for (int v : op->inputs)
     if (const Tensor* t = value_of(v)) {
       if (pointwise && t->shape() == op_value->shape())
@@ -157,34 +161,42 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
       if (const Tensor* r = find_tensor(*ref_ops, op->name)) {
         pr.reference_value = at(*r, flat);
         pr.reference_max_abs = max_abs(*r);
-        ref_text = "; the reference holds " + format_number(pr.reference_value) + " there (max |ref| " + format_number(pr.reference_max_abs);
+        ref_text = "; the reference holds " + format_number(pr.reference_value) +
+                   " there (max |ref| " + format_number(pr.reference_max_abs);
       }
   }
 
-  const DType stored = plan.buffers.count(op->output) ? plan.buffers.at(op->output).dtype : grp.policy.activation;
+  const DType stored =
+      plan.buffers.count(op->output) ? plan.buffers.at(op->output).dtype : grp.policy.activation;
   if (!plan.faults.empty()) {
     auto clean = compiled::replay_group(plan, group, input_shape, inputs, compiled::FaultSet{});
     if (clean.ok() && replay_finite(*clean)) {
       pr.cause = "fault";
-      pr.detail = pr.layer + " (" + pr.op + ") makes " + format_number(pr.value) + " at " + format_index(pr.index) +
-                  " only with the injected fault(s) " + plan.faults.to_string() +
-                  ": replayed without them on the same inputs, the group stays finite" + (ref_text.empty() ? "" : ref_text + ")");
+      pr.detail = pr.layer + " (" + pr.op + ") makes " + format_number(pr.value) + " at " +
+                  format_index(pr.index) + " only with the injected fault(s) " +
+                  plan.faults.to_string() +
+                  ": replayed without them on the same inputs, the group stays finite" +
+                  (ref_text.empty() ? "" : ref_text + ")");
       return pr;
     }
   }
   if (at_store) {
     pr.cause = "overflow";
     pr.dtype_max = dtype_max_finite(stored);
-    if (!ref_text.empty()) ref_text += ", " + format_number(pr.reference_max_abs / pr.dtype_max) + "x " + dtype_name(stored) + "'s range)";
-    pr.detail = pr.layer + " (" + pr.op + ") computes " + format_number(pr.value) + " at " + format_index(pr.index) + " in fp32, past " +
-                dtype_name(stored) + "'s largest finite value " + format_number(pr.dtype_max) + ", so storing it gives " +
-                (pr.value > 0 ? "inf" : "-inf") + ref_text;
+    if (!ref_text.empty())
+      ref_text += ", " + format_number(pr.reference_max_abs / pr.dtype_max) + "x " +
+                  dtype_name(stored) + "'s range)";
+    pr.detail = pr.layer + " (" + pr.op + ") computes " + format_number(pr.value) + " at " +
+                format_index(pr.index) + " in fp32, past " + dtype_name(stored) +
+                "'s largest finite value " + format_number(pr.dtype_max) +
+                ", so storing it gives " + (pr.value > 0 ? "inf" : "-inf") + ref_text;
     return pr;
   }
   pr.cause = classify(op->kind, pr.value, pr.inputs);
   if (pr.cause == "overflow") pr.dtype_max = dtype_max_finite(DType::kF32);
-  pr.detail = pr.layer + " (" + pr.op + ") makes " + format_number(pr.value) + " at " + format_index(pr.index) +
-              " from finite inputs in fp32 (" + pr.cause + ")" + (ref_text.empty() ? "" : ref_text + ")");
+  pr.detail = pr.layer + " (" + pr.op + ") makes " + format_number(pr.value) + " at " +
+              format_index(pr.index) + " from finite inputs in fp32 (" + pr.cause + ")" +
+              (ref_text.empty() ? "" : ref_text + ")");
   return pr;
 }
 
@@ -198,12 +210,14 @@ Provenance input_provenance(const Tensor& input) {
   pr.cause = "propagated-from-input";
   pr.index = unravel(i, input.shape());
   pr.value = at(input, i);
-  pr.detail = "the pipeline input holds a non-finite value (" + format_number(pr.value) + " at " + format_index(pr.index) +
+  pr.detail = "the pipeline input holds a non-finite value (" + format_number(pr.value) + " at " +
+              format_index(pr.index) +
               "); both paths carry it into every later layer: fix the input";
   return pr;
 }
 
-Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run) {
+Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref,
+                             const CompiledRun& run) {
   Provenance pr = input_provenance(p.input);
   if (pr.found) return pr;
   for (const GroupCapture& g : run.groups) {
@@ -211,15 +225,18 @@ Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, con
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
     const std::map<int, Tensor>& want = ref.values.at(plan.graph->name);
     bool bad = false;
-    for (std::size_t i = 0; i < grp.outputs.size() && !bad; ++i) bad = new_non_finite(g.stored[i].second, want.at(grp.outputs[i]));
+    for (std::size_t i = 0; i < grp.outputs.size() && !bad; ++i)
+      bad = new_non_finite(g.stored[i].second, want.at(grp.outputs[i]));
     if (!bad) continue;
     const std::map<int, Tensor> inputs = compiled_group_inputs(p, run, g);
     bool inputs_finite = true;
     for (const auto& [v, t] : inputs) inputs_finite = inputs_finite && first_non_finite(t) < 0;
     if (!inputs_finite) continue;  // carried in from an earlier group (one seen before this)
-    return analyze_group(plan, g.group, plan_input_shape(ref, plan), inputs, &p.model->weights, &want);
+    return analyze_group(plan, g.group, plan_input_shape(ref, plan), inputs, &p.model->weights,
+                         &want);
   }
-  pr.detail = run.groups.empty() ? "tiled runs capture only the pipeline outputs; rerun the case with tiling off to locate the origin"
+  pr.detail = run.groups.empty() ? "tiled runs capture only the pipeline outputs; rerun the case "
+                                   "with tiling off to locate the origin"
                                  : "no group made a non-finite value from finite inputs";
   return pr;
 }

@@ -1,10 +1,10 @@
-#include "harness/models/vae/pipeline.h"
 #include "harness/runner/runs.h"
 
 #include <chrono>
 #include <set>
 
 #include "compiled/describe_session.h"
+#include "harness/models/vae/pipeline.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
 
@@ -17,9 +17,11 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
-Expected<ReferenceRun> run_reference(const PreparedCase& p, const std::map<std::string, std::vector<int>>& wanted) {
+Expected<ReferenceRun> run_reference(const PreparedCase& p,
+                                     const std::map<std::string, std::vector<int>>& wanted) {
   ReferenceRun r;
-  const GraphRunner runner = [&](const Graph& g, const Weights& w, const NamedTensors& in) -> Expected<NamedTensors> {
+  const GraphRunner runner = [&](const Graph& g, const Weights& w,
+                                 const NamedTensors& in) -> Expected<NamedTensors> {
     auto it = wanted.find(g.name);
     if (it == wanted.end() || p.tiling.enabled) return ref::run_graph(g, w, in, p.reference);
     const std::set<int> want(it->second.begin(), it->second.end());
@@ -37,11 +39,13 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p, const std::map<std::
   if (p.pipeline == Pipeline::kRoundtrip && !p.tiling.enabled)
     if (auto values = r.values.find("vae.encoder"); values != r.values.end())
       for (const auto& [name, id] : build_encoder_graph(p.model->config).outputs)
-        if (auto v = values->second.find(id); v != values->second.end()) r.outputs.emplace_back("encoder." + name, v->second);
+        if (auto v = values->second.find(id); v != values->second.end())
+          r.outputs.emplace_back("encoder." + name, v->second);
   return r;
 }
 
-Expected<std::unique_ptr<compiled::Session>> new_compiled_session(const PreparedCase& p, compiled::SessionOptions options) {
+Expected<std::unique_ptr<compiled::Session>> new_compiled_session(
+    const PreparedCase& p, compiled::SessionOptions options) {
   std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
   if (p.device == "cuda") {
     TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
@@ -49,8 +53,8 @@ Expected<std::unique_ptr<compiled::Session>> new_compiled_session(const Prepared
   return std::make_unique<compiled::Session>(std::move(options), std::move(backend));
 }
 
-Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy, bool capture,
-                                   std::unique_ptr<compiled::Session> session) {
+Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy,
+                                   bool capture, std::unique_ptr<compiled::Session> session) {
   CompiledRun run;
   if (session) {
     run.session = std::move(session);
@@ -65,9 +69,10 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
   }
   auto captured = std::make_shared<std::vector<GroupCapture>>();
   if (capture && !p.tiling.enabled)
-    run.session->watch([captured](const compiled::Plan& plan, int group, const NamedTensors& stored) {
-      captured->push_back(GroupCapture{&plan, group, stored});
-    });
+    run.session->watch(
+        [captured](const compiled::Plan& plan, int group, const NamedTensors& stored) {
+          captured->push_back(GroupCapture{&plan, group, stored});
+        });
   const auto start = std::chrono::steady_clock::now();
   auto outputs = run_pipeline(*p.model, p.pipeline, p.input, *run.session, p.tiling, capture);
   run.seconds = seconds_since(start);
@@ -78,7 +83,8 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
   return run;
 }
 
-Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m, Pipeline pipeline, const Shape& input) {
+Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m, Pipeline pipeline,
+                                         const Shape& input) {
   const Graph encoder = build_encoder_graph(m.config), decoder = build_decoder_graph(m.config);
   if (pipeline == Pipeline::kDecode) {
     TP_ASSIGN_OR_RETURN(const compiled::Plan* d, s.plan_for(decoder, m.weights, input));
@@ -87,7 +93,9 @@ Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m, P
   TP_ASSIGN_OR_RETURN(const compiled::Plan* e, s.plan_for(encoder, m.weights, input));
   if (pipeline == Pipeline::kEncode) return e->stats.arena_bytes;
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, compiled::infer_shapes(encoder, input));
-  TP_ASSIGN_OR_RETURN(const compiled::Plan* d, s.plan_for(decoder, m.weights, shapes[std::size_t(encoder.outputs[0].second)]));
+  TP_ASSIGN_OR_RETURN(
+      const compiled::Plan* d,
+      s.plan_for(decoder, m.weights, shapes[std::size_t(encoder.outputs[0].second)]));
   return e->stats.arena_bytes + d->stats.arena_bytes;
 }
 
@@ -103,9 +111,11 @@ std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Sessio
   return out;
 }
 
-std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const CompiledRun& run, const GroupCapture& g) {
+std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const CompiledRun& run,
+                                            const GroupCapture& g) {
   // The latest stored value of `v` in `plan` before group `before`.
-  auto stored = [&](const compiled::Plan* plan, int v, const GroupCapture* before) -> const Tensor* {
+  auto stored = [&](const compiled::Plan* plan, int v,
+                    const GroupCapture* before) -> const Tensor* {
     const Tensor* found = nullptr;
     for (const GroupCapture& c : run.groups) {
       if (&c == before) break;

@@ -12,9 +12,9 @@
 #include "compiled/session.h"
 #include "harness/models/vae/model.h"
 #include "harness/models/vae/pipeline.h"
+#include "harness/models/vae/tiling.h"
 #include "harness/runner/case_runner.h"
 #include "reports/result.h"
-#include "harness/models/vae/tiling.h"
 
 namespace tp {
 
@@ -23,17 +23,19 @@ struct PreparedCase {
   std::shared_ptr<const Model> model;  // boosted when the case says so
   std::shared_ptr<const Model> warm;   // run first in the same session (case option warm=)
   Pipeline pipeline = Pipeline::kDecode;
-  Tensor input;                        // NCHW f32
+  Tensor input;  // NCHW f32
   TilingOptions tiling;
   DType reference = DType::kF32;
   compiled::SessionOptions session;
   std::string device = "cpu";
-  std::string policy_refusal;  // the compiled path's policy parser refused the dtypes (field report 3)
+  std::string
+      policy_refusal;  // the compiled path's policy parser refused the dtypes (field report 3)
 };
 
 // The case made concrete: model (boosted), input, session options; `refusal` is the outcome a
 // failure stands for (ERROR, or SKIPPED when the device is missing).
-Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCache& models, Outcome& refusal);
+Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCache& models,
+                                    Outcome& refusal);
 
 // A stream= case (harness/run/stream.cpp): `r` comes with its id, seed, repro and device.
 CaseResult run_stream_case(const Case& c, const RunOptions& o, ModelCache& models, CaseResult r);
@@ -69,30 +71,35 @@ struct CompiledRun {
 };
 
 // Runs the reference, capturing the values `wanted` names per graph (empty: outputs only).
-Expected<ReferenceRun> run_reference(const PreparedCase& p, const std::map<std::string, std::vector<int>>& wanted);
+Expected<ReferenceRun> run_reference(const PreparedCase& p,
+                                     const std::map<std::string, std::vector<int>>& wanted);
 // A compiled session with `options` on the case's device (the emulation, or CUDA).
-Expected<std::unique_ptr<compiled::Session>> new_compiled_session(const PreparedCase& p, compiled::SessionOptions options);
+Expected<std::unique_ptr<compiled::Session>> new_compiled_session(const PreparedCase& p,
+                                                                  compiled::SessionOptions options);
 // Runs the compiled path under `policy` (the case's, or the precision search's variant), in a
 // new session, or in `session` when given (made with that policy; its plans may be compiled).
-Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy, bool capture,
+Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy,
+                                   bool capture,
                                    std::unique_ptr<compiled::Session> session = nullptr);
 // Compiles (or finds) the plans `pipeline` runs at `input` in `session`, allocating nothing, and
 // returns the arena bytes they hold at once (a roundtrip's encoder and decoder are co-resident).
-Expected<int64_t> compile_pipeline_plans(compiled::Session& session, const Model& m, Pipeline pipeline, const Shape& input);
+Expected<int64_t> compile_pipeline_plans(compiled::Session& session, const Model& m,
+                                         Pipeline pipeline, const Shape& input);
 // The values each graph's plans read or store: what the reference must capture.
 std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session);
 
 // A compiled group's input values in the compiled run, as it read them (NCHW, storage dtype):
 // earlier groups' stored outputs, or the pipeline input.
-std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const CompiledRun& run, const GroupCapture& g);
+std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const CompiledRun& run,
+                                            const GroupCapture& g);
 // The input shape a plan's graph ran at.
 Shape plan_input_shape(const ReferenceRun& ref, const compiled::Plan& plan);
 
 struct Evaluation {
   std::vector<CheckpointRecord> checkpoints;  // groups in execution order, then pipeline outputs
   bool failed = false;
-  std::string reason;        // the first failed check
-  bool non_finite = false;   // a non-finite value where the reference is finite
+  std::string reason;       // the first failed check
+  bool non_finite = false;  // a non-finite value where the reference is finite
   bool mistrusted = false;
   std::string mistrust_reason;
 };
@@ -105,12 +112,14 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
 // and element that first went non-finite and why. With the reference's weights and its values
 // of the group's inputs, also what the reference holds there.
 Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& input_shape,
-                         const std::map<int, Tensor>& inputs, const Weights* reference_weights = nullptr,
+                         const std::map<int, Tensor>& inputs,
+                         const Weights* reference_weights = nullptr,
                          const std::map<int, Tensor>* reference_inputs = nullptr);
 // A non-finite value in the pipeline input itself (cause propagated-from-input), or not found.
 Provenance input_provenance(const Tensor& input);
 // The first group that made a non-finite value from finite inputs, replayed op by op.
-Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run);
+Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref,
+                             const CompiledRun& run);
 
 // A tiled case: "" or why the compiled engage decision differs from the config's rule, and the
 // seam-band and tile-interior error of the tiled output against the untiled reference.
@@ -127,7 +136,8 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run);
 // the roundtrip (decode, encode, decode, encode, decode), gives each call the bits it has in a
 // session of its own (interleave=on).
 std::string check_interleaved(const PreparedCase& p, CompiledRun& run);
-// "" when plans saved and loaded into a fresh session give the same bits as the run that saved them.
+// "" when plans saved and loaded into a fresh session give the same bits as the run that saved
+// them.
 std::string check_plan_reload(const PreparedCase& p);
 
 struct SearchResult {
@@ -137,7 +147,8 @@ struct SearchResult {
   int runs = 0;
 };
 // The smallest set of layers (module names) to keep in fp32 so the case passes.
-SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& failing,
-                              const Evaluation& failed, const Provenance& origin);
+SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref,
+                              const CompiledRun& failing, const Evaluation& failed,
+                              const Provenance& origin);
 
 }  // namespace tp

@@ -7,8 +7,8 @@
 #include <chrono>
 
 #include "compiled/describe_session.h"
-#include "harness/models/vae/pipeline.h"
 #include "harness/core/format.h"
+#include "harness/models/vae/pipeline.h"
 #include "harness/runner/runs.h"
 
 namespace tp {
@@ -24,12 +24,14 @@ struct StreamVerdict {
 
 // Runs every step; a Status error is the harness failing (ERROR), a verdict failure the
 // compiled path (FAILED).
-Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResult& r, StreamVerdict& v) {
+Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResult& r,
+                 StreamVerdict& v) {
   const PreparedCase& first = steps[0];
   compiled::SessionOptions options = first.session;
   TP_ASSIGN_OR_RETURN(options.shapes, compiled::parse_shape_policy(c.shapes));
   options.memory_limit_bytes = c.memory_limit;
-  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Session> session, new_compiled_session(first, options));
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Session> session,
+                      new_compiled_session(first, options));
   // Under bucket:N, the same stream under exact shapes and no limit: what bucketing must equal.
   std::unique_ptr<compiled::Session> exact;
   if (options.shapes.bucket) {
@@ -43,11 +45,13 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
     step.input_shape = shape_string(p.input.shape());
     const std::string at = step.resolution + ": ";
     const compiled::CacheStats before = session->stats();
-    TP_ASSIGN_OR_RETURN(step.need_bytes, compile_pipeline_plans(*session, *p.model, p.pipeline, p.input.shape()));
+    TP_ASSIGN_OR_RETURN(step.need_bytes,
+                        compile_pipeline_plans(*session, *p.model, p.pipeline, p.input.shape()));
     const bool must_refuse = c.memory_limit && step.need_bytes > c.memory_limit;
     const auto start = std::chrono::steady_clock::now();
     auto outputs = run_pipeline(*p.model, p.pipeline, p.input, *session);
-    r.compiled_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.compiled_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const compiled::CacheStats& after = session->stats();
     step.compilations = after.compilations - before.compilations;
     step.total_compilations = after.compilations;
@@ -56,12 +60,13 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
     step.peak_arena_bytes = after.peak_arena_bytes;
     step.evictions = after.evictions;
     if (c.memory_limit && after.peak_arena_bytes > c.memory_limit)
-      v.fail(at + "the session held " + format_bytes(after.peak_arena_bytes) + " of arenas, over the mem=" +
-             format_bytes(c.memory_limit) + " limit");
+      v.fail(at + "the session held " + format_bytes(after.peak_arena_bytes) +
+             " of arenas, over the mem=" + format_bytes(c.memory_limit) + " limit");
     if (!outputs.ok()) {
       step.note = outputs.error().message();
       step.refused = must_refuse;
-      if (!must_refuse) v.fail(at + "the compiled path failed: " + step.note);
+      if (!must_refuse)
+        v.fail(at + "the compiled path failed: " + step.note);
       else if (step.note.find("needs ") == std::string::npos)
         v.fail(at + "refused without saying how much memory it needs: " + step.note);
       v.refused += must_refuse;
@@ -69,13 +74,15 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
       continue;
     }
     if (must_refuse)
-      v.fail(at + "ran although its arenas need " + format_bytes(step.need_bytes) + ", over the mem=" +
-             format_bytes(c.memory_limit) + " limit: it must be refused before allocating");
+      v.fail(at + "ran although its arenas need " + format_bytes(step.need_bytes) +
+             ", over the mem=" + format_bytes(c.memory_limit) +
+             " limit: it must be refused before allocating");
     // Against the reference, as a plain case (outputs, with the tolerance of the plans that ran).
     auto ref = run_reference(p, checkpoint_values(*session));
     if (!ref.ok()) return Error(at + "reference path: " + ref.error().message());
     r.reference_seconds += ref->seconds;
-    run.session = std::move(session);  // evaluate reads the plans from a CompiledRun; lent and taken back
+    run.session =
+        std::move(session);  // evaluate reads the plans from a CompiledRun; lent and taken back
     run.outputs = std::move(outputs).value();
     Evaluation e = evaluate(p, *ref, run, false);
     session = std::move(run.session);
@@ -94,19 +101,22 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
       step.bucket_vs_exact_max_abs = m->max_abs;
       const double tol = e.checkpoints.empty() ? 0 : e.checkpoints.front().tolerance_rel_l2;
       if (m->non_finite_new > 0 || m->rel_l2 > tol) {
-        step.note = "bucketed output differs from the exact-shape output: rel L2 " + format_number(m->rel_l2) +
-                    " (tolerance " + format_number(tol) + ")";
+        step.note = "bucketed output differs from the exact-shape output: rel L2 " +
+                    format_number(m->rel_l2) + " (tolerance " + format_number(tol) + ")";
         v.fail(at + step.note);
       } else {
-        step.note = m->max_abs == 0 ? "bucketed output equals the exact-shape output bit for bit"
-                                    : "bucketed output within tolerance of the exact-shape output (max |diff| " +
-                                          format_number(m->max_abs) + ")";
+        step.note =
+            m->max_abs == 0
+                ? "bucketed output equals the exact-shape output bit for bit"
+                : "bucketed output within tolerance of the exact-shape output (max |diff| " +
+                      format_number(m->max_abs) + ")";
       }
     }
     r.stream.push_back(std::move(step));
   }
   r.plan_stats = compiled::describe_session(*session);
-  if (exact) r.plan_stats += "exact-shape session for comparison:\n" + compiled::describe_session(*exact);
+  if (exact)
+    r.plan_stats += "exact-shape session for comparison:\n" + compiled::describe_session(*exact);
   return Status();
 }
 
@@ -146,11 +156,16 @@ CaseResult run_stream_case(const Case& c, const RunOptions& o, ModelCache& model
   if (!s.ok()) return finish(Outcome::kError, s.error().message());
   if (!v.failure.empty()) return finish(Outcome::kFailed, v.failure);
   const StreamStep& last = r.stream.back();
-  std::string reason = std::to_string(r.stream.size() - std::size_t(v.refused)) + " of " + std::to_string(r.stream.size()) +
-                       " resolutions ran within tolerance: " + std::to_string(last.total_compilations) + " compilations";
-  if (c.shapes != "exact") reason += " (" + std::to_string(last.exact_compilations) + " with exact shapes), outputs equal to exact shapes'";
+  std::string reason = std::to_string(r.stream.size() - std::size_t(v.refused)) + " of " +
+                       std::to_string(r.stream.size()) + " resolutions ran within tolerance: " +
+                       std::to_string(last.total_compilations) + " compilations";
+  if (c.shapes != "exact")
+    reason += " (" + std::to_string(last.exact_compilations) +
+              " with exact shapes), outputs equal to exact shapes'";
   reason += ", arenas peaked at " + format_bytes(last.peak_arena_bytes);
-  if (v.refused) reason += ", " + std::to_string(v.refused) + " refused before allocating as mem=" + format_bytes(c.memory_limit) + " requires";
+  if (v.refused)
+    reason += ", " + std::to_string(v.refused) +
+              " refused before allocating as mem=" + format_bytes(c.memory_limit) + " requires";
   return finish(Outcome::kPassed, reason);
 }
 

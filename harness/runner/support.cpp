@@ -12,12 +12,14 @@ bool expected_supported(const Case& c) {
       if (d == n) return true;
     return false;
   };
-  if (!is(c.activation, {"f32", "f16", "bf16"})) return false;                       // fp8 is a weight dtype
+  if (!is(c.activation, {"f32", "f16", "bf16"})) return false;  // fp8 is a weight dtype
   if (!is(c.weight, {"f32", "f16", "bf16", "f8e4m3", "f8e5m2"})) return false;
   if (!is(c.accumulation, {"f32", "f16"})) return false;
-  if (c.accumulation == "f16" && !(c.weight == "f16" && c.activation == "f16")) return false;  // only to reproduce field bugs
-  if (c.activation == "f32") return true;                                           // f32 GEMMs read any weight, widened
-  return c.weight == c.activation || is(c.weight, {"f8e4m3", "f8e5m2"});             // 16-bit GEMMs: same dtype, or fp8 widened exactly
+  if (c.accumulation == "f16" && !(c.weight == "f16" && c.activation == "f16"))
+    return false;                          // only to reproduce field bugs
+  if (c.activation == "f32") return true;  // f32 GEMMs read any weight, widened
+  return c.weight == c.activation ||
+         is(c.weight, {"f8e4m3", "f8e5m2"});  // 16-bit GEMMs: same dtype, or fp8 widened exactly
 }
 
 }  // namespace tp

@@ -37,12 +37,15 @@ TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run) {
   const std::size_t stages = p.pipeline == Pipeline::kRoundtrip ? 2 : 1;
   for (std::size_t i = all.size() < stages ? 0 : all.size() - stages; i < all.size(); ++i) {
     const TilingDecision& d = all[i];
-    const bool rule = tiling_engages(*geometry, d.decode ? Pipeline::kDecode : Pipeline::kEncode, d.input);
+    const bool rule =
+        tiling_engages(*geometry, d.decode ? Pipeline::kDecode : Pipeline::kEncode, d.input);
     if (d.engaged == rule || !check.failure.empty()) continue;
     const int64_t limit = d.decode ? geometry->latent_min : geometry->sample_min;
-    check.failure = "tiling: the compiled path " + std::string(d.engaged ? "tiled" : "did not tile") + " the " +
-                    stage_name(d.decode) + " input " + shape_string(d.input) + ", but the config's rule (tile only above the " +
-                    std::to_string(limit) + (d.decode ? " latent" : " px") + " tile min in height or width) says it " +
+    check.failure = "tiling: the compiled path " +
+                    std::string(d.engaged ? "tiled" : "did not tile") + " the " +
+                    stage_name(d.decode) + " input " + shape_string(d.input) +
+                    ", but the config's rule (tile only above the " + std::to_string(limit) +
+                    (d.decode ? " latent" : " px") + " tile min in height or width) says it " +
                     (rule ? "must tile" : "fits one tile") + " (" + d.text() + ")";
   }
   // Seam bands vs interiors: the tiled compiled output against the untiled reference.
@@ -56,7 +59,8 @@ TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run) {
   const SeamBands bands = seam_bands(*geometry, p.pipeline, p.input.shape());
   const auto& [name, got] = run.outputs.front();
   const Tensor* want = find_tensor(ref->outputs, name);
-  if (!want || want->shape() != got.shape() || int64_t(bands.rows.size()) != got.dim(2) || int64_t(bands.cols.size()) != got.dim(3))
+  if (!want || want->shape() != got.shape() || int64_t(bands.rows.size()) != got.dim(2) ||
+      int64_t(bands.cols.size()) != got.dim(3))
     return check;
   for (bool seams : {true, false}) {
     const Tensor g = gather(got, bands, seams), r = gather(*want, bands, seams);
@@ -70,7 +74,8 @@ TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run) {
     rec.dtype = dtype_name(got.dtype());
     rec.accumulated = std::move(m).value();
     rec.accumulated.worst.clear();  // indices into the gathered elements, not the image
-    rec.tolerance_basis = seams ? "not judged: vs untiled ref, blend bands" : "not judged: vs untiled ref, tile interiors";
+    rec.tolerance_basis = seams ? "not judged: vs untiled ref, blend bands"
+                                : "not judged: vs untiled ref, tile interiors";
     check.records.push_back(std::move(rec));
   }
   return check;

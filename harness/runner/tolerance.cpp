@@ -56,12 +56,18 @@ DType coarsest(const ValuePath& path) {
 
 const char* op_class_name(OpClass c) {
   switch (c) {
-    case OpClass::kConv: return "conv";
-    case OpClass::kGroupNorm: return "group_norm";
-    case OpClass::kAttention: return "attention";
-    case OpClass::kElementwise: return "elementwise";
-    case OpClass::kUpsample: return "upsample";
-    case OpClass::kOutput: return "output";
+    case OpClass::kConv:
+      return "conv";
+    case OpClass::kGroupNorm:
+      return "group_norm";
+    case OpClass::kAttention:
+      return "attention";
+    case OpClass::kElementwise:
+      return "elementwise";
+    case OpClass::kUpsample:
+      return "upsample";
+    case OpClass::kOutput:
+      return "output";
   }
   return "?";
 }
@@ -74,8 +80,8 @@ Tolerance local_tolerance(OpClass c, const ValuePath& path) {
   if (c == OpClass::kAttention) factor = kAttentionFactor;
   const double value = factor * coarsest_u(path) + summation_u(path);
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%.3g u(%s) + sum K=%lld = %.2e", factor, dtype_name(coarsest(path)),
-                static_cast<long long>(path.reduction), value);
+  std::snprintf(buf, sizeof buf, "%.3g u(%s) + sum K=%lld = %.2e", factor,
+                dtype_name(coarsest(path)), static_cast<long long>(path.reduction), value);
   return Tolerance{value, kElementFactor * value, buf};
 }
 
@@ -89,8 +95,8 @@ Tolerance output_tolerance(const std::vector<ValuePath>& groups) {
   }
   const double value = kOutputFactor * std::sqrt(squares);
   char buf[96];
-  std::snprintf(buf, sizeof buf, "%.3g x rss of %zu groups' u (up to %s) = %.2e", kOutputFactor, groups.size(),
-                dtype_name(worst), value);
+  std::snprintf(buf, sizeof buf, "%.3g x rss of %zu groups' u (up to %s) = %.2e", kOutputFactor,
+                groups.size(), dtype_name(worst), value);
   return Tolerance{value, kElementFactor * value, buf};
 }
 

@@ -15,17 +15,20 @@ enum class OpClass : uint8_t { kConv, kGroupNorm, kAttention, kElementwise, kUps
 const char* op_class_name(OpClass c);
 
 struct Tolerance {
-  double rel_l2 = 0;       // ||got - want|| / ||want||
-  double max_element = 0;  // max |got - want| / max |want|: one bad region cannot hide in an average
-  std::string basis;       // "8 u(f16) = 3.9e-03": how the figure was derived
+  double rel_l2 = 0;  // ||got - want|| / ||want||
+  double max_element =
+      0;              // max |got - want| / max |want|: one bad region cannot hide in an average
+  std::string basis;  // "8 u(f16) = 3.9e-03": how the figure was derived
 };
 
 // The dtypes a checkpoint's values passed through: storage of its inputs and output, the
 // weights, and the accumulator.
 struct ValuePath {
-  std::vector<DType> dtypes;   // inputs' and output's storage, and the weight dtype when the op has weights
+  std::vector<DType>
+      dtypes;  // inputs' and output's storage, and the weight dtype when the op has weights
   DType accumulation = DType::kF32;
-  int64_t reduction = 1;       // the longest sum (dot product, softmax row, GroupNorm group) in the group
+  int64_t reduction =
+      1;  // the longest sum (dot product, softmax row, GroupNorm group) in the group
   DType reference = DType::kF32;  // the reference sums in its own precision too
 };
 

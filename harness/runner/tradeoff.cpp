@@ -1,4 +1,3 @@
-#include "harness/models/vae/pipeline.h"
 #include "harness/runner/tradeoff.h"
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 
 #include "compiled/describe_session.h"
 #include "harness/core/format.h"
+#include "harness/models/vae/pipeline.h"
 #include "harness/runner/runs.h"
 
 namespace tp {
@@ -45,7 +45,9 @@ void set_times(PolicyPoint& point, std::vector<double> times) {
   std::sort(times.begin(), times.end());
   point.repeats = int(times.size());
   point.seconds_min = times.front();
-  point.seconds_median = times.size() % 2 ? times[times.size() / 2] : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
+  point.seconds_median = times.size() % 2
+                             ? times[times.size() / 2]
+                             : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
 }
 
 // `repeats` timed runs in the session the captured run warmed up (plans compiled, weights
@@ -65,7 +67,8 @@ Status time_policy(compiled::Session& s, const PreparedCase& p, int repeats, Pol
 }
 
 // A peer: warm-up, then timed runs of the same pipeline; output error against the reference.
-Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const ReferenceRun& ref, int repeats, PolicyPoint& point) {
+Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const ReferenceRun& ref,
+                    int repeats, PolicyPoint& point) {
   TP_ASSIGN_OR_RETURN(NamedTensors out, run_pipeline(*p.model, p.pipeline, p.input, peer.run));
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
@@ -76,7 +79,8 @@ Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const Refer
   set_times(point, times);
   const Tensor* want = find_tensor(ref.outputs, out.front().first);
   if (!want) return Error(peer.name + " has no output " + out.front().first);
-  TP_ASSIGN_OR_RETURN(Metrics m, compare_tensors(out.front().second, *want, out.front().second.dtype()));
+  TP_ASSIGN_OR_RETURN(Metrics m,
+                      compare_tensors(out.front().second, *want, out.front().second.dtype()));
   point.rel_l2 = m.rel_l2;
   point.max_abs = m.max_abs;
   point.non_finite = m.non_finite_new;
@@ -85,7 +89,8 @@ Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const Refer
 }
 
 // Accuracy: the captured run against the reference, layer by layer (local error included).
-void score(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, TradeoffResolution& res, PolicyPoint& point) {
+void score(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run,
+           TradeoffResolution& res, PolicyPoint& point) {
   const Evaluation e = evaluate(p, ref, run, true);
   std::vector<std::pair<double, std::string>> ranked;
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -115,9 +120,11 @@ void score(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, Tra
   }
   std::sort(ranked.rbegin(), ranked.rend());
   for (std::size_t i = 0; i < ranked.size() && i < 5; ++i)
-    point.worst_layers.push_back(ranked[i].second + " (" + format_number(ranked[i].first) + "x tol)");
+    point.worst_layers.push_back(ranked[i].second + " (" + format_number(ranked[i].first) +
+                                 "x tol)");
   const Tensor* want = find_tensor(ref.outputs, run.outputs.front().first);
-  point.psnr_db = p.pipeline == Pipeline::kEncode || !want ? 0 : psnr_8bit(run.outputs.front().second, *want);
+  point.psnr_db =
+      p.pipeline == Pipeline::kEncode || !want ? 0 : psnr_8bit(run.outputs.front().second, *want);
 }
 
 }  // namespace
@@ -137,7 +144,9 @@ std::vector<std::string> default_tradeoff_policies() {
 
 double psnr_8bit(const Tensor& got, const Tensor& want) {
   const Tensor g = got.to(DType::kF64), w = want.to(DType::kF64);
-  auto byte = [](double x) { return std::isfinite(x) ? std::round(std::clamp((x + 1) / 2, 0.0, 1.0) * 255) : 0.0; };
+  auto byte = [](double x) {
+    return std::isfinite(x) ? std::round(std::clamp((x + 1) / 2, 0.0, 1.0) * 255) : 0.0;
+  };
   double se = 0;
   for (int64_t i = 0; i < g.numel(); ++i) {
     const double d = byte(g.data<double>()[i]) - byte(w.data<double>()[i]);
@@ -154,7 +163,8 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
   t.device = o.device == "cuda" ? "cuda" : "cpu-emulated";
   t.repeats = o.repeats;
   if (o.repeats < 1) return Error("--repeats must be at least 1");
-  const std::vector<std::string> policies = o.policies.empty() ? default_tradeoff_policies() : o.policies;
+  const std::vector<std::string> policies =
+      o.policies.empty() ? default_tradeoff_policies() : o.policies;
   ModelCache models;
   RunOptions ro;
   ro.device = o.device;
@@ -167,9 +177,10 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
   }
   auto report = [&](const PolicyPoint& point) {
     if (!o.progress) return;
-    std::string line = "[" + std::to_string(t.points.size() + 1) + "/" + std::to_string(total) + "] " + point.resolution + " " +
-                       point.policy + ": ";
-    line += point.ran ? "rel L2 " + format_number(point.rel_l2) + ", " + format_number(point.seconds_median * 1e3) + " ms"
+    std::string line = "[" + std::to_string(t.points.size() + 1) + "/" + std::to_string(total) +
+                       "] " + point.resolution + " " + point.policy + ": ";
+    line += point.ran ? "rel L2 " + format_number(point.rel_l2) + ", " +
+                            format_number(point.seconds_median * 1e3) + " ms"
                       : "not run: " + point.note;
     o.progress(line);
   };
@@ -181,7 +192,8 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
     // Every policy's plans first (compiling allocates nothing), so one reference run captures
     // every value any of them reads or stores.
     std::vector<PreparedCase> prepared;
-    std::vector<std::unique_ptr<compiled::Session>> sessions;  // plans compiled here serve the runs below
+    std::vector<std::unique_ptr<compiled::Session>>
+        sessions;  // plans compiled here serve the runs below
     std::vector<std::string> refusals;
     std::map<std::string, std::vector<int>> wanted;
     for (const std::string& policy : policies) {
@@ -194,10 +206,12 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
       std::string refused;
       auto s = new_compiled_session(p, p.session);
       if (!s.ok()) return s.error();
-      if (auto plans = compile_pipeline_plans(**s, *p.model, p.pipeline, p.input.shape()); !plans.ok())
+      if (auto plans = compile_pipeline_plans(**s, *p.model, p.pipeline, p.input.shape());
+          !plans.ok())
         refused = plans.error().message();
       else
-        for (const auto& [graph, ids] : checkpoint_values(**s)) wanted[graph].insert(wanted[graph].end(), ids.begin(), ids.end());
+        for (const auto& [graph, ids] : checkpoint_values(**s))
+          wanted[graph].insert(wanted[graph].end(), ids.begin(), ids.end());
       prepared.push_back(std::move(p));
       sessions.push_back(std::move(s).value());
       refusals.push_back(refused);
@@ -211,15 +225,20 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
       const PreparedCase& p = prepared[k];
       if (!refusals[k].empty()) {
         point.note = refusals[k];
-      } else if (auto run = run_compiled(p, p.session.policy, true, std::move(sessions[k])); !run.ok()) {
+      } else if (auto run = run_compiled(p, p.session.policy, true, std::move(sessions[k]));
+                 !run.ok()) {
         point.note = run.error().message();
       } else {
-        if (res.layers.empty())  // the layer list: the first policy's checkpoints, in execution order
+        if (res.layers
+                .empty())  // the layer list: the first policy's checkpoints, in execution order
           for (const GroupCapture& g : run->groups)
-            for (const std::string& name : g.plan->groups[std::size_t(g.group)].checkpoints) res.layers.push_back(name);
+            for (const std::string& name : g.plan->groups[std::size_t(g.group)].checkpoints)
+              res.layers.push_back(name);
         score(p, ref, *run, res, point);
-        if (Status timed = time_policy(*run->session, p, o.repeats, point); !timed.ok()) point.note = timed.error().message();
-        else point.ran = true;
+        if (Status timed = time_policy(*run->session, p, o.repeats, point); !timed.ok())
+          point.note = timed.error().message();
+        else
+          point.ran = true;
       }
       report(point);
       t.points.push_back(std::move(point));
@@ -229,9 +248,12 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
       point.policy = peer.name;
       point.peer = true;
       point.resolution = res.resolution;
-      if (!peer.run) point.note = "this LibTorch build sees no CUDA device, so there is no peer to compare with";
-      else if (Status s = measure_peer(base, peer, ref, o.repeats, point); !s.ok()) point.note = s.error().message();
-      else point.ran = true;
+      if (!peer.run)
+        point.note = "this LibTorch build sees no CUDA device, so there is no peer to compare with";
+      else if (Status s = measure_peer(base, peer, ref, o.repeats, point); !s.ok())
+        point.note = s.error().message();
+      else
+        point.ran = true;
       report(point);
       t.points.push_back(std::move(point));
     }

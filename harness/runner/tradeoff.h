@@ -21,15 +21,15 @@ namespace tp {
 // its time and its error against the same reference, with no per-layer profile.
 struct TradeoffPeer {
   std::string name;  // "LibTorch CPU f32"
-  GraphRunner run;  // empty: the peer is unavailable here (its row says why)
+  GraphRunner run;   // empty: the peer is unavailable here (its row says why)
 };
 
 struct TradeoffOptions {
-  std::string model = "tiny-kl";     // built-in name or diffusers folder
+  std::string model = "tiny-kl";  // built-in name or diffusers folder
   std::string pipeline = "vae.decode";
   std::vector<std::string> policies;  // empty: every supported w x a with acc=f32
   std::vector<std::pair<int64_t, int64_t>> resolutions{{256, 256}};
-  int repeats = 3;                    // timed runs after the warm-up (the captured run); the median is reported
+  int repeats = 3;  // timed runs after the warm-up (the captured run); the median is reported
   std::string device = "cpu";
   std::function<void(const std::string&)> progress;  // one line per finished measurement
   std::function<Expected<std::vector<TradeoffPeer>>(const Model&)> make_peers;  // optional

@@ -70,15 +70,17 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const O
   Tensor out = Tensor::uninitialized(dtype_of<T>(), {batch, cout, ho, wo});
   const int64_t k = cin * kh * kw, p = ho * wo;
   Eigen::Map<const RowMatrix<T>> wm(weight.data<T>(), cout, k);
-  const bool pointwise = kh == 1 && kw == 1 && a.stride == 1 && a.pad_top == 0 && a.pad_bottom == 0 &&
-                         a.pad_left == 0 && a.pad_right == 0;
-  const int64_t rows_per_block = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(1, k * wo), 1, ho);
+  const bool pointwise = kh == 1 && kw == 1 && a.stride == 1 && a.pad_top == 0 &&
+                         a.pad_bottom == 0 && a.pad_left == 0 && a.pad_right == 0;
+  const int64_t rows_per_block =
+      std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(1, k * wo), 1, ho);
   std::vector<T> cols(pointwise ? 0 : std::size_t(k * rows_per_block * wo));
   for (int64_t b = 0; b < batch; ++b) {
     const T* xb = x.data<T>() + b * cin * h * w;
     T* ob = out.data<T>() + b * cout * p;
     if (pointwise) {
-      Eigen::Map<RowMatrix<T>>(ob, cout, p).noalias() = wm * Eigen::Map<const RowMatrix<T>>(xb, cin, p);
+      Eigen::Map<RowMatrix<T>>(ob, cout, p).noalias() =
+          wm * Eigen::Map<const RowMatrix<T>>(xb, cin, p);
     } else {
       for (int64_t y0 = 0; y0 < ho; y0 += rows_per_block) {
         const int64_t rows = std::min(rows_per_block, ho - y0), np = rows * wo;

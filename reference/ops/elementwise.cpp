@@ -25,16 +25,21 @@ Tensor map_unary(const Tensor& x, F f) {
 template <class T>
 Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a) {
   switch (kind) {
-    case OpKind::kSilu: return map_unary<T>(x, [](double v) { return v / (1.0 + std::exp(-v)); });
-    case OpKind::kRelu: return map_unary<T>(x, [](double v) { return v > 0 ? v : 0.0; });
+    case OpKind::kSilu:
+      return map_unary<T>(x, [](double v) { return v / (1.0 + std::exp(-v)); });
+    case OpKind::kRelu:
+      return map_unary<T>(x, [](double v) { return v > 0 ? v : 0.0; });
     case OpKind::kTanhClamp:
       return map_unary<T>(x, [s = a.scale](double v) { return std::tanh(v / s) * s; });
     case OpKind::kAffine:
       return map_unary<T>(x, [s = a.scale, b = a.shift](double v) { return v * s + b; });
     case OpKind::kClamp:
       // NaN stays NaN, as torch.clamp.
-      return map_unary<T>(x, [lo = a.lo, hi = a.hi](double v) { return std::isnan(v) ? v : std::clamp(v, lo, hi); });
-    default: break;
+      return map_unary<T>(x, [lo = a.lo, hi = a.hi](double v) {
+        return std::isnan(v) ? v : std::clamp(v, lo, hi);
+      });
+    default:
+      break;
   }
   TP_CHECK(false, std::string("not a unary op: ") + op_kind_name(kind));
   return {};
@@ -42,7 +47,8 @@ Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a) {
 
 template <class T>
 Tensor add(const Tensor& a, const Tensor& b) {
-  TP_CHECK(a.shape() == b.shape(), "add " + shape_string(a.shape()) + " + " + shape_string(b.shape()));
+  TP_CHECK(a.shape() == b.shape(),
+           "add " + shape_string(a.shape()) + " + " + shape_string(b.shape()));
   Tensor out = Tensor::uninitialized(dtype_of<T>(), a.shape());
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
@@ -81,10 +87,10 @@ Tensor slice_channels(const Tensor& x, int begin, int end) {
   return out;
 }
 
-#define TP_INSTANTIATE(T)                                                        \
-  template Tensor elementwise<T>(OpKind, const Tensor&, const OpAttrs&);         \
-  template Tensor add<T>(const Tensor&, const Tensor&);                          \
-  template Tensor upsample_nearest2x<T>(const Tensor&);                          \
+#define TP_INSTANTIATE(T)                                                \
+  template Tensor elementwise<T>(OpKind, const Tensor&, const OpAttrs&); \
+  template Tensor add<T>(const Tensor&, const Tensor&);                  \
+  template Tensor upsample_nearest2x<T>(const Tensor&);                  \
   template Tensor slice_channels<T>(const Tensor&, int, int);
 TP_INSTANTIATE(float)
 TP_INSTANTIATE(double)

@@ -7,7 +7,8 @@
 namespace tp::ref {
 
 template <class T>
-Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, double eps) {
+Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
+                  double eps) {
   const int64_t batch = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3);
   TP_CHECK(c % groups == 0, "channels " + std::to_string(c) + " not divisible by groups");
   const int64_t cg = c / groups, n = cg * hw;
@@ -30,7 +31,8 @@ Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int 
     const int64_t c0 = (bg % groups) * cg;
     for (int64_t ch = 0; ch < cg; ++ch) {
       const double scale = rstd * double(g[c0 + ch]), shift = double(bt[c0 + ch]);
-      for (int64_t i = ch * hw; i < (ch + 1) * hw; ++i) o[i] = T((double(in[i]) - mean) * scale + shift);
+      for (int64_t i = ch * hw; i < (ch + 1) * hw; ++i)
+        o[i] = T((double(in[i]) - mean) * scale + shift);
     }
   }
   return out;

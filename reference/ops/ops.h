@@ -15,13 +15,21 @@ inline int64_t conv_out_size(int64_t in, int pad_lo, int pad_hi, int64_t kernel,
   return span < 0 ? 0 : span / stride + 1;
 }
 
-template <class T> Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpAttrs& a);
-template <class T> Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, double eps);
-template <class T> Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
-template <class T> Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
-template <class T> Tensor upsample_nearest2x(const Tensor& x);
-template <class T> Tensor slice_channels(const Tensor& x, int begin, int end);
-template <class T> Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a);  // unary ops
-template <class T> Tensor add(const Tensor& a, const Tensor& b);
+template <class T>
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpAttrs& a);
+template <class T>
+Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, double eps);
+template <class T>
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+template <class T>
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
+template <class T>
+Tensor upsample_nearest2x(const Tensor& x);
+template <class T>
+Tensor slice_channels(const Tensor& x, int begin, int end);
+template <class T>
+Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a);  // unary ops
+template <class T>
+Tensor add(const Tensor& a, const Tensor& b);
 
 }  // namespace tp::ref

@@ -11,16 +11,21 @@ namespace {
 
 torch::Dtype torch_dtype(DType dt) {
   switch (dt) {
-    case DType::kF64: return torch::kFloat64;
-    case DType::kF16: return torch::kFloat16;
-    case DType::kBF16: return torch::kBFloat16;
-    default: return torch::kFloat32;
+    case DType::kF64:
+      return torch::kFloat64;
+    case DType::kF16:
+      return torch::kFloat16;
+    case DType::kBF16:
+      return torch::kBFloat16;
+    default:
+      return torch::kFloat32;
   }
 }
 
 torch::Tensor to_torch(const Tensor& t, DType compute, const torch::Device& device) {
   Tensor converted = t.to(compute);
-  return torch::from_blob(converted.raw(), t.shape(), torch_dtype(compute)).to(device, /*non_blocking=*/false, /*copy=*/true);
+  return torch::from_blob(converted.raw(), t.shape(), torch_dtype(compute))
+      .to(device, /*non_blocking=*/false, /*copy=*/true);
 }
 
 Tensor from_torch(const torch::Tensor& t, DType compute) {
@@ -41,29 +46,42 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
   const OpAttrs& a = op.attrs;
   switch (op.kind) {
     case OpKind::kConv2d: {
-      torch::Tensor x = torch::constant_pad_nd(in[0], {a.pad_left, a.pad_right, a.pad_top, a.pad_bottom}, 0);
+      torch::Tensor x =
+          torch::constant_pad_nd(in[0], {a.pad_left, a.pad_right, a.pad_top, a.pad_bottom}, 0);
       return torch::conv2d(x, w, b.defined() ? b : torch::Tensor(), a.stride);
     }
-    case OpKind::kGroupNorm: return torch::group_norm(in[0], a.groups, w, b, a.eps);
-    case OpKind::kSilu: return torch::silu(in[0]);
-    case OpKind::kRelu: return torch::relu(in[0]);
-    case OpKind::kTanhClamp: return torch::tanh(in[0] / a.scale) * a.scale;
-    case OpKind::kAffine: return in[0] * a.scale + a.shift;
-    case OpKind::kClamp: return torch::clamp(in[0], a.lo, a.hi);
+    case OpKind::kGroupNorm:
+      return torch::group_norm(in[0], a.groups, w, b, a.eps);
+    case OpKind::kSilu:
+      return torch::silu(in[0]);
+    case OpKind::kRelu:
+      return torch::relu(in[0]);
+    case OpKind::kTanhClamp:
+      return torch::tanh(in[0] / a.scale) * a.scale;
+    case OpKind::kAffine:
+      return in[0] * a.scale + a.shift;
+    case OpKind::kClamp:
+      return torch::clamp(in[0], a.lo, a.hi);
     case OpKind::kUpsampleNearest2x:
-      return torch::upsample_nearest2d(in[0], std::vector<int64_t>{2 * in[0].size(2), 2 * in[0].size(3)});
-    case OpKind::kLinear: return from_tokens(torch::linear(to_tokens(in[0]), w, b), in[0]);
+      return torch::upsample_nearest2d(in[0],
+                                       std::vector<int64_t>{2 * in[0].size(2), 2 * in[0].size(3)});
+    case OpKind::kLinear:
+      return from_tokens(torch::linear(to_tokens(in[0]), w, b), in[0]);
     case OpKind::kAttention: {
       torch::Tensor q = to_tokens(in[0]), k = to_tokens(in[1]), v = to_tokens(in[2]);
 #if TORCH_VERSION_MAJOR >= 2
-      if (q.is_cuda())  // what diffusers' AttnProcessor2_0 runs on a GPU (flash / memory-efficient kernels)
-        return from_tokens(torch::scaled_dot_product_attention(q, k, v, {}, 0.0, false, a.scale), in[0]);
+      if (q.is_cuda())  // what diffusers' AttnProcessor2_0 runs on a GPU (flash / memory-efficient
+                        // kernels)
+        return from_tokens(torch::scaled_dot_product_attention(q, k, v, {}, 0.0, false, a.scale),
+                           in[0]);
 #endif
       torch::Tensor p = torch::softmax(torch::matmul(q, k.transpose(1, 2)) * a.scale, -1);
       return from_tokens(torch::matmul(p, v), in[0]);
     }
-    case OpKind::kAdd: return in[0] + in[1];
-    case OpKind::kSliceChannels: return in[0].slice(1, a.begin, a.end).contiguous();
+    case OpKind::kAdd:
+      return in[0] + in[1];
+    case OpKind::kSliceChannels:
+      return in[0].slice(1, a.begin, a.end).contiguous();
   }
   TP_CHECK(false, "unknown op kind");
   return {};
@@ -84,7 +102,8 @@ class TorchRunner final : public Runner {
     try {
       for (const auto& [name, id] : graph.inputs) {
         const Tensor* found = find_tensor(inputs, name);
-        if (found == nullptr) return Error("graph " + graph.name + " needs an input named '" + name + "'");
+        if (found == nullptr)
+          return Error("graph " + graph.name + " needs an input named '" + name + "'");
         values[std::size_t(id)] = to_torch(*found, compute_, device_);
       }
       for (std::size_t i = 0; i < graph.ops.size(); ++i) {
@@ -93,11 +112,14 @@ class TorchRunner final : public Runner {
         for (int v : op.inputs) in.push_back(values[std::size_t(v)]);
         values[std::size_t(op.output)] = run_op(op, in, param(op.weight), param(op.bias));
         for (int v : op.inputs)
-          if (last[std::size_t(v)] == int(i) && !keep[std::size_t(v)]) values[std::size_t(v)] = torch::Tensor();
+          if (last[std::size_t(v)] == int(i) && !keep[std::size_t(v)])
+            values[std::size_t(v)] = torch::Tensor();
       }
-      for (const auto& [name, id] : graph.outputs) out.emplace_back(name, from_torch(values[std::size_t(id)], compute_));
+      for (const auto& [name, id] : graph.outputs)
+        out.emplace_back(name, from_torch(values[std::size_t(id)], compute_));
     } catch (const c10::Error& e) {
-      return Error(std::string("LibTorch failed: ") + e.what_without_backtrace(), ErrorKind::kInternal);
+      return Error(std::string("LibTorch failed: ") + e.what_without_backtrace(),
+                   ErrorKind::kInternal);
     }
     return out;
   }
@@ -124,21 +146,26 @@ bool cuda_available() { return torch::cuda::is_available(); }
 
 Expected<std::unique_ptr<Runner>> Runner::create(const Weights& weights, DType compute, bool cuda) {
   if (cuda && !cuda_available())
-    return Error("this LibTorch has no CUDA device (it was built without CUDA, or none is visible); use the CPU torch path");
-  const bool ok = cuda ? (compute == DType::kF32 || compute == DType::kF16 || compute == DType::kBF16)
-                       : (compute == DType::kF32 || compute == DType::kF64);
+    return Error(
+        "this LibTorch has no CUDA device (it was built without CUDA, or none is visible); use the "
+        "CPU torch path");
+  const bool ok =
+      cuda ? (compute == DType::kF32 || compute == DType::kF16 || compute == DType::kBF16)
+           : (compute == DType::kF32 || compute == DType::kF64);
   if (!ok)
-    return Error(std::string("the torch path computes in ") + (cuda ? "f32, f16 or bf16 on CUDA" : "f32 or f64 on the CPU") +
-                 ", not " + dtype_name(compute));
+    return Error(std::string("the torch path computes in ") +
+                 (cuda ? "f32, f16 or bf16 on CUDA" : "f32 or f64 on the CPU") + ", not " +
+                 dtype_name(compute));
   if (cuda) {  // fp32 means fp32: no TF32 in cuDNN convolutions or cuBLAS products
     at::globalContext().setAllowTF32CuDNN(false);
     at::globalContext().setAllowTF32CuBLAS(false);
   }
-  return std::unique_ptr<Runner>(new TorchRunner(weights, compute, cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU)));
+  return std::unique_ptr<Runner>(new TorchRunner(
+      weights, compute, cuda ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU)));
 }
 
-Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
-                                 DType compute) {
+Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
+                                 const NamedTensors& inputs, DType compute) {
   TP_ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, Runner::create(weights, compute, false));
   return runner->run(graph, inputs);
 }

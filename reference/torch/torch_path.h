@@ -12,8 +12,8 @@
 namespace tp::torch_path {
 
 // compute: f32 or f64.
-Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
-                                 DType compute);
+Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
+                                 const NamedTensors& inputs, DType compute);
 
 // Weights converted once and kept (on the GPU with `cuda`) for repeated runs: the peer the
 // CUDA benchmarks time. compute: f32 or f64 on the CPU; f32, f16 or bf16 on CUDA.

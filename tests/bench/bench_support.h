@@ -2,20 +2,18 @@
 // the decoder's FLOP count, the floor every figure is measured against.
 #pragma once
 
+#include <benchmark/benchmark.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <string>
-
-#include <benchmark/benchmark.h>
-
 #include <map>
 #include <memory>
+#include <string>
 
 #include "compiled/describe_session.h"
-#include "harness/models/vae/model.h"
 #include "harness/core/rng.h"
+#include "harness/models/vae/model.h"
 #include "harness/models/vae/vae_graphs.h"
 
 namespace tp::bench {
@@ -29,7 +27,9 @@ inline Tensor random_f32(const Shape& shape, const std::string& stream) {
 
 inline const Model& sd_kl() {
   static const Model model = [] {
-    const std::string dir = (std::filesystem::temp_directory_path() / ("tp_bench_sdkl_" + std::to_string(::getpid()))).string();
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("tp_bench_sdkl_" + std::to_string(::getpid())))
+            .string();
     if (!init_model("sd-kl", 0, dir).ok()) std::abort();
     Model m = load_model(dir).value();
     std::filesystem::remove_all(dir);
@@ -45,7 +45,8 @@ inline double decoder_flops(int image) {
   const auto res = [&](double ci, double co, double px) {
     return conv(ci, co, 3, px) + conv(co, co, 3, px) + (ci != co ? conv(ci, co, 1, px) : 0);
   };
-  double px = h * h, macs = conv(4, 4, 1, px) + conv(4, 512, 3, px) + 2 * res(512, 512, px) + 4 * 512 * 512 * px + 2 * px * px * 512;
+  double px = h * h, macs = conv(4, 4, 1, px) + conv(4, 512, 3, px) + 2 * res(512, 512, px) +
+                            4 * 512 * 512 * px + 2 * px * px * 512;
   const int rev[] = {512, 512, 256, 128};
   int prev = 512;
   for (int i = 0; i < 4; ++i) {
@@ -82,7 +83,8 @@ inline const ConvShape kShapes[] = {
 // w=f16,a=f16,acc=f32) that holds kShapes[state.range(0)]'s conv, run alone
 // (Session::run_group) on seeded inputs on `backend`. The group adds its fused epilogue (bias,
 // residual add, activation) to the conv's work; FLOP/s counts the conv's.
-inline void conv_group_bench(benchmark::State& state, Expected<std::unique_ptr<compiled::Backend>> backend) {
+inline void conv_group_bench(benchmark::State& state,
+                             Expected<std::unique_ptr<compiled::Backend>> backend) {
   if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
   const ConvShape& s = kShapes[state.range(0)];
   const Model& m = sd_kl();
@@ -98,11 +100,14 @@ inline void conv_group_bench(benchmark::State& state, Expected<std::unique_ptr<c
   int index = -1;
   for (std::size_t i = 0; i < (*plan)->groups.size() && index < 0; ++i)
     for (int op : (*plan)->groups[i].ops)
-      if (g.ops[std::size_t(op)].kind == OpKind::kConv2d && compiled::glob_match(s.where, g.ops[std::size_t(op)].name)) index = int(i);
+      if (g.ops[std::size_t(op)].kind == OpKind::kConv2d &&
+          compiled::glob_match(s.where, g.ops[std::size_t(op)].name))
+        index = int(i);
   if (index < 0) return state.SkipWithError("no group holds this conv");
   const compiled::Group& group = (*plan)->groups[std::size_t(index)];
   std::map<int, Tensor> values;
-  for (int v : group.inputs) values[v] = random_f32((*shapes)[std::size_t(v)], "group-input-" + std::to_string(v));
+  for (int v : group.inputs)
+    values[v] = random_f32((*shapes)[std::size_t(v)], "group-input-" + std::to_string(v));
   auto warm = session.run_group(**plan, index, in, values);
   if (!warm.ok()) return state.SkipWithError(warm.error().message().c_str());
   for (auto _ : state) {
@@ -110,7 +115,8 @@ inline void conv_group_bench(benchmark::State& state, Expected<std::unique_ptr<c
     benchmark::DoNotOptimize(out);
   }
   const int64_t ho = s.h / s.stride, wo = s.w / s.stride;
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * s.cin * s.cout * s.k * s.k * ho * wo, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * s.cin * s.cout * s.k * s.k * ho * wo,
+                                                benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(s.where) + " (" + std::to_string(group.ops.size()) + " ops)");
 }
 

@@ -1,8 +1,9 @@
 // CUDA benchmarks (run on a GPU machine by tools/gpu-run.sh; every benchmark skips without a
 // device): the sd-kl decode at 512x512 and 1024x1024 on the compiled path's CUDA kernels per
 // dtype policy, beside LibTorch's own CUDA ops (cuDNN, cuBLAS, SDPA) running the same graph in
-// f16 and bf16, in the same binary, and the fused groups of that plan one by one. Each reports FLOP/s against vae-facts.md §8's FLOP count and
-// its relative L2 error against LibTorch's CUDA fp32 (TF32 off) on the same input.
+// f16 and bf16, in the same binary, and the fused groups of that plan one by one. Each reports
+// FLOP/s against vae-facts.md §8's FLOP count and its relative L2 error against LibTorch's CUDA
+// fp32 (TF32 off) on the same input.
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -21,8 +22,8 @@ namespace {
 using bench::decoder_flops;
 using bench::sd_kl;
 
-const char* const kPolicies[] = {"w=f16,a=f16,acc=f32", "w=bf16,a=bf16,acc=f32", "w=f8e4m3,a=f16,acc=f32",
-                                 "w=f8e4m3,a=bf16,acc=f32"};
+const char* const kPolicies[] = {"w=f16,a=f16,acc=f32", "w=bf16,a=bf16,acc=f32",
+                                 "w=f8e4m3,a=f16,acc=f32", "w=f8e4m3,a=bf16,acc=f32"};
 
 Tensor latent_for(int image) { return bench::random_f32({1, 4, image / 8, image / 8}, "latent"); }
 
@@ -31,13 +32,16 @@ Expected<Tensor> fp32_output(int image) {
   static std::map<int, Tensor> cache;
   auto it = cache.find(image);
   if (it != cache.end()) return it->second;
-  TP_ASSIGN_OR_RETURN(std::unique_ptr<torch_path::Runner> runner, torch_path::Runner::create(sd_kl().weights, DType::kF32, true));
-  TP_ASSIGN_OR_RETURN(NamedTensors out, runner->run(build_decoder_graph(sd_kl().config), {{"latents", latent_for(image)}}));
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<torch_path::Runner> runner,
+                      torch_path::Runner::create(sd_kl().weights, DType::kF32, true));
+  TP_ASSIGN_OR_RETURN(NamedTensors out, runner->run(build_decoder_graph(sd_kl().config),
+                                                    {{"latents", latent_for(image)}}));
   return cache[image] = out[0].second;
 }
 
 void report(benchmark::State& state, int image, const Tensor& out) {
-  state.counters["FLOP/s"] = benchmark::Counter(decoder_flops(image), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(decoder_flops(image), benchmark::Counter::kIsIterationInvariantRate);
   auto want = fp32_output(image);
   if (want.ok()) state.counters["rel_l2_vs_fp32"] = testing::relative_l2(out, want.value());
 }
@@ -68,7 +72,10 @@ void BM_GroupCuda(benchmark::State& state) {
   if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
   bench::conv_group_bench(state, compiled::make_cuda_backend());
 }
-BENCHMARK(BM_GroupCuda)->DenseRange(0, std::size(bench::kShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_GroupCuda)
+    ->DenseRange(0, std::size(bench::kShapes) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 BENCHMARK(BM_DecodeSdKlCuda)
     ->ArgsProduct({{512, 1024}, {0, 1, 2, 3}})
@@ -103,7 +110,8 @@ BENCHMARK(BM_DecodeSdKlTorchCuda)
 }  // namespace tp
 
 int main(int argc, char** argv) {
-  benchmark::AddCustomContext("device", tp::cuda_device_count() > 0 ? tp::cuda_device_description(0) : "none");
+  benchmark::AddCustomContext(
+      "device", tp::cuda_device_count() > 0 ? tp::cuda_device_description(0) : "none");
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -1,34 +1,35 @@
 // Reference conv2d on the SD-VAE's conv shapes and a whole sd-kl decode at 256x256, each
 // beside LibTorch's CPU ops doing the same work in the same binary, the compiled path's
-// emulated kernels on the same decode per dtype policy and per fused group, plus a large Eigen SGEMM as the
-// machine's measured FLOP/s ceiling. All use the same number of threads.
+// emulated kernels on the same decode per dtype policy and per fused group, plus a large Eigen
+// SGEMM as the machine's measured FLOP/s ceiling. All use the same number of threads.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
 #include <Eigen/Core>
 
 #include "compiled/describe_session.h"
-#include "tests/bench/bench_support.h"
 #include "harness/models/vae/pipeline.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
 #include "reference/torch/torch_path.h"
+#include "tests/bench/bench_support.h"
 
 namespace tp {
 namespace {
 
+using bench::ConvShape;
 using bench::decoder_flops;
+using bench::kShapes;
 using bench::random_f32;
 using bench::sd_kl;
-using bench::ConvShape;
-using bench::kShapes;
 
 Graph conv_graph(const ConvShape& s) {
   GraphBuilder b("bench.conv");
   const int x = b.input("x");
   const int pad = s.k / 2;
-  const int y = s.asymmetric_pad ? b.conv2d("conv", x, s.cin, s.cout, s.k, s.stride, 0, 1, 0, 1, true)
-                                 : b.conv2d("conv", x, s.cin, s.cout, s.k, s.stride, pad, pad, pad, pad, true);
+  const int y = s.asymmetric_pad
+                    ? b.conv2d("conv", x, s.cin, s.cout, s.k, s.stride, 0, 1, 0, 1, true)
+                    : b.conv2d("conv", x, s.cin, s.cout, s.k, s.stride, pad, pad, pad, pad, true);
   b.output("y", y);
   return b.finish();
 }
@@ -36,40 +37,56 @@ Graph conv_graph(const ConvShape& s) {
 void conv_bench(benchmark::State& state, bool torch) {
   const ConvShape& s = kShapes[state.range(0)];
   const Graph g = conv_graph(s);
-  Weights w{{"conv.weight", random_f32({s.cout, s.cin, s.k, s.k}, "w")}, {"conv.bias", random_f32({s.cout}, "b")}};
+  Weights w{{"conv.weight", random_f32({s.cout, s.cin, s.k, s.k}, "w")},
+            {"conv.bias", random_f32({s.cout}, "b")}};
   const NamedTensors in = {{"x", random_f32({1, s.cin, s.h, s.w}, "x")}};
   for (auto _ : state) {
-    auto out = torch ? torch_path::run_graph(g, w, in, DType::kF32) : ref::run_graph(g, w, in, DType::kF32);
+    auto out = torch ? torch_path::run_graph(g, w, in, DType::kF32)
+                     : ref::run_graph(g, w, in, DType::kF32);
     if (!out.ok()) state.SkipWithError(out.error().message().c_str());
     benchmark::DoNotOptimize(out);
   }
   const int64_t ho = s.h / s.stride, wo = s.w / s.stride;
   const double flops = 2.0 * s.cin * s.cout * s.k * s.k * ho * wo;
-  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(s.where);
 }
 
 void BM_ConvReference(benchmark::State& state) { conv_bench(state, false); }
 void BM_ConvTorch(benchmark::State& state) { conv_bench(state, true); }
-BENCHMARK(BM_ConvReference)->DenseRange(0, std::size(kShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_ConvTorch)->DenseRange(0, std::size(kShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ConvReference)
+    ->DenseRange(0, std::size(kShapes) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_ConvTorch)
+    ->DenseRange(0, std::size(kShapes) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // The compiled path's emulated kernels per fused group (bench::conv_group_bench).
-void BM_GroupEmulated(benchmark::State& state) { bench::conv_group_bench(state, compiled::make_emulated_backend()); }
-BENCHMARK(BM_GroupEmulated)->DenseRange(0, std::size(kShapes) - 1)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_GroupEmulated(benchmark::State& state) {
+  bench::conv_group_bench(state, compiled::make_emulated_backend());
+}
+BENCHMARK(BM_GroupEmulated)
+    ->DenseRange(0, std::size(kShapes) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void decode_bench(benchmark::State& state, bool torch) {
   const Model& m = sd_kl();
   const Tensor latent = random_f32({1, 4, 32, 32}, "latent");
   const GraphRunner run = [torch](const Graph& g, const Weights& w, const NamedTensors& in) {
-    return torch ? torch_path::run_graph(g, w, in, DType::kF32) : ref::run_graph(g, w, in, DType::kF32);
+    return torch ? torch_path::run_graph(g, w, in, DType::kF32)
+                 : ref::run_graph(g, w, in, DType::kF32);
   };
   for (auto _ : state) {
     auto out = run_pipeline(m, Pipeline::kDecode, latent, run);
     if (!out.ok()) state.SkipWithError(out.error().message().c_str());
     benchmark::DoNotOptimize(out);
   }
-  state.counters["FLOP/s"] = benchmark::Counter(decoder_flops(256), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(decoder_flops(256), benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_DecodeSdKl256Reference(benchmark::State& state) { decode_bench(state, false); }
@@ -79,7 +96,8 @@ BENCHMARK(BM_DecodeSdKl256Torch)->Unit(benchmark::kMillisecond)->UseRealTime()->
 
 // The compiled path's CPU emulation on the same decode; planning (and weight preparation) runs
 // once before timing and is reported as compile_s.
-const char* const kPolicies[] = {"w=f32,a=f32,acc=f32", "w=f16,a=f16,acc=f32", "w=bf16,a=bf16,acc=f32", "w=f8e4m3,a=bf16,acc=f32"};
+const char* const kPolicies[] = {"w=f32,a=f32,acc=f32", "w=f16,a=f16,acc=f32",
+                                 "w=bf16,a=bf16,acc=f32", "w=f8e4m3,a=bf16,acc=f32"};
 
 void BM_DecodeSdKl256Compiled(benchmark::State& state) {
   const Model& m = sd_kl();
@@ -96,9 +114,14 @@ void BM_DecodeSdKl256Compiled(benchmark::State& state) {
   state.SetLabel(kPolicies[state.range(0)]);
   state.counters["compile_s"] = session.stats().compile_seconds;
   state.counters["arena_MiB"] = double(session.plans()[0]->stats.arena_bytes) / (1 << 20);
-  state.counters["FLOP/s"] = benchmark::Counter(decoder_flops(256), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(decoder_flops(256), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_DecodeSdKl256Compiled)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(BM_DecodeSdKl256Compiled)
+    ->DenseRange(0, 3)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
 
 // The machine's practical fp32 ceiling: a large square SGEMM with Eigen on all threads.
 void BM_SgemmCeiling(benchmark::State& state) {
@@ -108,7 +131,8 @@ void BM_SgemmCeiling(benchmark::State& state) {
     c.noalias() = a * b;
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_SgemmCeiling)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -23,6 +23,8 @@ inline CommandResult shell(const std::string& cmd) {
   return r;
 }
 
-inline CommandResult twinpath(const std::string& args) { return shell(std::string(TWINPATH_BINARY) + " " + args); }
+inline CommandResult twinpath(const std::string& args) {
+  return shell(std::string(TWINPATH_BINARY) + " " + args);
+}
 
 }  // namespace tp::testing

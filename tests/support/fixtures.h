@@ -6,8 +6,8 @@
 #include <cstring>
 #include <string>
 
-#include "harness/models/vae/model.h"
 #include "harness/core/safetensors.h"
+#include "harness/models/vae/model.h"
 
 namespace tp::testing {
 
@@ -31,7 +31,8 @@ inline Tensor fixture_input(const std::string& model, const std::string& name) {
 }
 
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 }  // namespace tp::testing

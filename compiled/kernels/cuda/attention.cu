@@ -14,7 +14,8 @@ __device__ float block_reduce(float v, Op op) {
   partial[threadIdx.x] = v;
   __syncthreads();
   for (int step = kThreads / 2; step > 0; step /= 2) {
-    if (int(threadIdx.x) < step) partial[threadIdx.x] = op(partial[threadIdx.x], partial[threadIdx.x + step]);
+    if (int(threadIdx.x) < step)
+      partial[threadIdx.x] = op(partial[threadIdx.x], partial[threadIdx.x + step]);
     __syncthreads();
   }
   return partial[0];
@@ -27,7 +28,8 @@ struct Sum {
   __device__ float operator()(float a, float b) const { return a + b; }
 };
 
-__global__ void softmax_kernel(float* scores, int64_t n, float scale, bool no_max, Storage activation) {
+__global__ void softmax_kernel(float* scores, int64_t n, float scale, bool no_max,
+                               Storage activation) {
   float* row = scores + int64_t(blockIdx.x) * n;
   float m = 0.0f;
   if (!no_max) {
@@ -38,7 +40,8 @@ __global__ void softmax_kernel(float* scores, int64_t n, float scale, bool no_ma
   float local_sum = 0.0f;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
     float e = expf(row[j] * scale - m);
-    if (no_max) e = round_to(activation, e);  // a naive kernel feeds exp(s) to a low-precision P*V GEMM
+    if (no_max)
+      e = round_to(activation, e);  // a naive kernel feeds exp(s) to a low-precision P*V GEMM
     row[j] = e;
     local_sum += e;
   }
@@ -48,8 +51,8 @@ __global__ void softmax_kernel(float* scores, int64_t n, float scale, bool no_ma
 
 }  // namespace
 
-cudaError_t softmax_rows(float* scores, int64_t rows, int64_t n, float scale, bool no_max, Storage activation,
-                         cudaStream_t stream) {
+cudaError_t softmax_rows(float* scores, int64_t rows, int64_t n, float scale, bool no_max,
+                         Storage activation, cudaStream_t stream) {
   softmax_kernel<<<unsigned(rows), kThreads, 0, stream>>>(scores, n, scale, no_max, activation);
   return cudaGetLastError();
 }

@@ -8,14 +8,17 @@ namespace {
 
 __device__ __forceinline__ int64_t source_index(int64_t i, int64_t extent, Upsample up) {
   switch (up) {
-    case Upsample::kNearest2x: return i / 2;
-    case Upsample::kNearest2xOffByOne: return min((i + 1) / 2, extent - 1);
-    default: return i;
+    case Upsample::kNearest2x:
+      return i / 2;
+    case Upsample::kNearest2xOffByOne:
+      return min((i + 1) / 2, extent - 1);
+    default:
+      return i;
   }
 }
 
-__global__ void im2col_kernel(Src x, Dims xs, int64_t n, int64_t y0, int64_t rows, ConvGeometry g, Upsample up,
-                              Storage out, void* patches) {
+__global__ void im2col_kernel(Src x, Dims xs, int64_t n, int64_t y0, int64_t rows, ConvGeometry g,
+                              Upsample up, Storage out, void* patches) {
   const int64_t k = int64_t(g.kh) * g.kw * xs.c;
   const int64_t total = rows * g.wo * k;
   TP_GRID_STRIDE(i, total) {
@@ -23,7 +26,8 @@ __global__ void im2col_kernel(Src x, Dims xs, int64_t n, int64_t y0, int64_t row
     const int64_t tap = (i / xs.c) % (int64_t(g.kh) * g.kw);
     const int64_t q = i / k;
     const int64_t oy = y0 + q / g.wo, ox = q % g.wo;
-    const int64_t iy = oy * g.stride - g.pad_top + tap / g.kw, ix = ox * g.stride - g.pad_left + tap % g.kw;
+    const int64_t iy = oy * g.stride - g.pad_top + tap / g.kw,
+                  ix = ox * g.stride - g.pad_left + tap % g.kw;
     float v = 0.0f;
     if (iy >= 0 && iy < g.hin && ix >= 0 && ix < g.win) {
       const int64_t sy = source_index(iy, xs.h, up), sx = source_index(ix, xs.w, up);
@@ -33,7 +37,8 @@ __global__ void im2col_kernel(Src x, Dims xs, int64_t n, int64_t y0, int64_t row
   }
 }
 
-__global__ void scale_bias_kernel(float* acc, int64_t m, int64_t co, const float* scale, const float* bias) {
+__global__ void scale_bias_kernel(float* acc, int64_t m, int64_t co, const float* scale,
+                                  const float* bias) {
   TP_GRID_STRIDE(i, m * co) {
     const int64_t o = i % co;
     float v = acc[i];
@@ -45,14 +50,16 @@ __global__ void scale_bias_kernel(float* acc, int64_t m, int64_t co, const float
 
 }  // namespace
 
-cudaError_t im2col(Src x, Dims xs, int64_t n, int64_t y0, int64_t rows, const ConvGeometry& g, Upsample up, Storage out,
-                   void* patches, cudaStream_t stream) {
+cudaError_t im2col(Src x, Dims xs, int64_t n, int64_t y0, int64_t rows, const ConvGeometry& g,
+                   Upsample up, Storage out, void* patches, cudaStream_t stream) {
   const int64_t total = rows * g.wo * int64_t(g.kh) * g.kw * xs.c;
-  im2col_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, xs, n, y0, rows, g, up, out, patches);
+  im2col_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, xs, n, y0, rows, g, up, out,
+                                                            patches);
   return cudaGetLastError();
 }
 
-cudaError_t scale_bias(float* acc, int64_t m, int64_t co, const float* scale, const float* bias, cudaStream_t stream) {
+cudaError_t scale_bias(float* acc, int64_t m, int64_t co, const float* scale, const float* bias,
+                       cudaStream_t stream) {
   if (!scale && !bias) return cudaSuccess;
   scale_bias_kernel<<<blocks_for(m * co), kThreads, 0, stream>>>(acc, m, co, scale, bias);
   return cudaGetLastError();

@@ -26,22 +26,27 @@ using cuda::Dims;
 using cuda::Src;
 using cuda::Storage;
 
-constexpr int64_t kWorkspaceBytes = int64_t(256) << 20;  // patches of a conv chunk; scores of an attention block
+constexpr int64_t kWorkspaceBytes = int64_t(256)
+                                    << 20;  // patches of a conv chunk; scores of an attention block
 
 Status cuda_status(cudaError_t e, const std::string& what) {
   if (e == cudaSuccess) return Status();
   cudaGetLastError();  // clear a sticky-free error so the next call is not blamed for it
   if (e == cudaErrorNoKernelImageForDevice)
-    return Error(what + ": this build has no kernels for " + cuda_device_description(0) +
-                 "; rebuild with -DCMAKE_CUDA_ARCHITECTURES set to this GPU's (e.g. 90 for H100/H200)");
+    return Error(
+        what + ": this build has no kernels for " + cuda_device_description(0) +
+        "; rebuild with -DCMAKE_CUDA_ARCHITECTURES set to this GPU's (e.g. 90 for H100/H200)");
   if (e == cudaErrorMemoryAllocation)
-    return Error(what + ": the GPU ran out of memory; use a smaller resolution or batch, or tiling (--tiling on)");
+    return Error(
+        what +
+        ": the GPU ran out of memory; use a smaller resolution or batch, or tiling (--tiling on)");
   return Error(what + ": CUDA error " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
 Status blas_status(cublasStatus_t s, const std::string& what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status();
-  return Error(what + ": cuBLAS error " + cublasGetStatusName(s) + " (" + cublasGetStatusString(s) + ")");
+  return Error(what + ": cuBLAS error " + cublasGetStatusName(s) + " (" + cublasGetStatusString(s) +
+               ")");
 }
 
 #define TP_CUDA(call, what) TP_RETURN_IF_ERROR(cuda_status((call), (what)))
@@ -49,14 +54,21 @@ Status blas_status(cublasStatus_t s, const std::string& what) {
 
 Expected<Storage> storage_of(DType dt) {
   switch (dt) {
-    case DType::kF32: return Storage::kF32;
-    case DType::kF16: return Storage::kF16;
-    case DType::kBF16: return Storage::kBF16;
-    default: return Error(std::string("activations in ") + dtype_name(dt) + " have no CUDA kernels; use f32, f16 or bf16");
+    case DType::kF32:
+      return Storage::kF32;
+    case DType::kF16:
+      return Storage::kF16;
+    case DType::kBF16:
+      return Storage::kBF16;
+    default:
+      return Error(std::string("activations in ") + dtype_name(dt) +
+                   " have no CUDA kernels; use f32, f16 or bf16");
   }
 }
 
-DType dtype_of(Storage s) { return s == Storage::kF16 ? DType::kF16 : s == Storage::kBF16 ? DType::kBF16 : DType::kF32; }
+DType dtype_of(Storage s) {
+  return s == Storage::kF16 ? DType::kF16 : s == Storage::kBF16 ? DType::kBF16 : DType::kF32;
+}
 
 // Device memory from the stream-ordered pool, freed in stream order.
 class DeviceMemory {
@@ -70,14 +82,17 @@ class DeviceMemory {
     return *this;
   }
   ~DeviceMemory() { reset(); }
-  static Expected<DeviceMemory> allocate(int64_t bytes, cudaStream_t stream, const std::string& what) {
+  static Expected<DeviceMemory> allocate(int64_t bytes, cudaStream_t stream,
+                                         const std::string& what) {
     DeviceMemory m;
     m.stream_ = stream;
     TP_CUDA(cudaMallocAsync(&m.p_, std::size_t(std::max<int64_t>(bytes, 1)), stream), what);
     return m;
   }
   template <typename T = void>
-  T* get() const { return static_cast<T*>(p_); }
+  T* get() const {
+    return static_cast<T*>(p_);
+  }
 
  private:
   void reset() {
@@ -134,7 +149,8 @@ class CudaBackend final : public Backend {
     cudaMemPool_t pool;
     TP_CUDA(cudaDeviceGetDefaultMemPool(&pool, 0), "reading the device memory pool");
     uint64_t keep = UINT64_MAX;  // keep freed scratch for the next group instead of returning it
-    TP_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "configuring the memory pool");
+    TP_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+            "configuring the memory pool");
     return Status();
   }
 
@@ -149,8 +165,10 @@ class CudaBackend final : public Backend {
 
   Expected<std::byte*> allocate(int64_t bytes) override {
     void* p = nullptr;
-    TP_CUDA(cudaMalloc(&p, std::size_t(std::max<int64_t>(bytes, 1))), "allocating a " + std::to_string(bytes) + "-byte arena");
-    TP_CUDA(cudaMemset(p, 0xFF, std::size_t(bytes)), "poisoning the arena");  // NaN in f32, f16 and bf16
+    TP_CUDA(cudaMalloc(&p, std::size_t(std::max<int64_t>(bytes, 1))),
+            "allocating a " + std::to_string(bytes) + "-byte arena");
+    TP_CUDA(cudaMemset(p, 0xFF, std::size_t(bytes)),
+            "poisoning the arena");  // NaN in f32, f16 and bf16
     return static_cast<std::byte*>(p);
   }
   void release(std::byte* arena) override {
@@ -159,14 +177,18 @@ class CudaBackend final : public Backend {
     cudaFree(arena);
   }
 
-  Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs, const GroupObserver& observe) override;
-  Expected<std::vector<Tensor>> run_group(const Plan& plan, std::byte* arena, int index, const Shape& input_shape,
+  Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs,
+                 const GroupObserver& observe) override;
+  Expected<std::vector<Tensor>> run_group(const Plan& plan, std::byte* arena, int index,
+                                          const Shape& input_shape,
                                           const std::map<int, Tensor>& values) override;
 
-  Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value, const Shape& shape) override {
+  Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value,
+                        const Shape& shape) override {
     const Buffer& b = plan.buffers.at(value);
     std::vector<std::byte> host(std::size_t(shape_numel(shape)) * dtype_size(b.dtype));
-    TP_CUDA(cudaMemcpyAsync(host.data(), arena + b.offset, host.size(), cudaMemcpyDeviceToHost, stream_),
+    TP_CUDA(cudaMemcpyAsync(host.data(), arena + b.offset, host.size(), cudaMemcpyDeviceToHost,
+                            stream_),
             "reading " + plan.graph->value_names[std::size_t(value)] + " back from the GPU");
     TP_CUDA(cudaStreamSynchronize(stream_), "reading a value back from the GPU");
     Tensor out = Tensor::uninitialized(b.dtype, shape);
@@ -179,10 +201,11 @@ class CudaBackend final : public Backend {
   Expected<DeviceMemory> scratch(int64_t bytes, const std::string& what) {
     return DeviceMemory::allocate(bytes, stream_, what);
   }
-  Expected<const DeviceParam*> param(const std::shared_ptr<const PreparedParam>& p, Storage operand);
+  Expected<const DeviceParam*> param(const std::shared_ptr<const PreparedParam>& p,
+                                     Storage operand);
   // Row-major out[m][n] = a[m][k] * b^T with b [n][k] (`b_transposed`), or a * b with b [k][n].
-  Status gemm(const void* a, const void* b, Storage operand, int64_t m, int64_t n, int64_t k, bool b_transposed,
-              bool f16_accumulation, float* out);
+  Status gemm(const void* a, const void* b, Storage operand, int64_t m, int64_t n, int64_t k,
+              bool b_transposed, bool f16_accumulation, float* out);
 
  private:
   cudaStream_t stream_ = nullptr;
@@ -190,7 +213,8 @@ class CudaBackend final : public Backend {
   std::map<const PreparedParam*, DeviceParam> params_;
 };
 
-Expected<const DeviceParam*> CudaBackend::param(const std::shared_ptr<const PreparedParam>& p, Storage operand) {
+Expected<const DeviceParam*> CudaBackend::param(const std::shared_ptr<const PreparedParam>& p,
+                                                Storage operand) {
   DeviceParam& d = params_[p.get()];
   d.host = p;
   DeviceMemory& slot = d.values[std::size_t(operand)];
@@ -205,31 +229,36 @@ Expected<const DeviceParam*> CudaBackend::param(const std::shared_ptr<const Prep
   if (!p->scales.empty() && !d.scales.get()) {
     const std::string what = "uploading " + p->key + "'s fp8 scales to the GPU";
     TP_ASSIGN_OR_RETURN(d.scales, scratch(int64_t(p->scales.size() * sizeof(float)), what));
-    TP_CUDA(cudaMemcpy(d.scales.get(), p->scales.data(), p->scales.size() * sizeof(float), cudaMemcpyHostToDevice), what);
+    TP_CUDA(cudaMemcpy(d.scales.get(), p->scales.data(), p->scales.size() * sizeof(float),
+                       cudaMemcpyHostToDevice),
+            what);
   }
   return &d;
 }
 
-Status CudaBackend::gemm(const void* a, const void* b, Storage operand, int64_t m, int64_t n, int64_t k, bool b_transposed,
-                         bool f16_accumulation, float* out) {
+Status CudaBackend::gemm(const void* a, const void* b, Storage operand, int64_t m, int64_t n,
+                         int64_t k, bool b_transposed, bool f16_accumulation, float* out) {
   const cudaDataType_t t = blas_type(operand);
   // cuBLAS is column-major: row-major C[m][n] is column-major C^T [n][m], so compute C^T = B' A^T.
   const cublasOperation_t op_b = b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int ldb = int(b_transposed ? k : n);
   if (!f16_accumulation) {
     const float one = 1.0f, zero = 0.0f;
-    TP_BLAS(cublasGemmEx(blas_, op_b, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, t, ldb, a, t, int(k), &zero, out, CUDA_R_32F,
-                         int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    TP_BLAS(cublasGemmEx(blas_, op_b, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, t, ldb, a, t,
+                         int(k), &zero, out, CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx (fp32 accumulation)");
     return Status();
   }
   // acc=f16: cuBLAS's f16 compute type needs an f16 output, widened after.
   TP_ASSIGN_OR_RETURN(DeviceMemory tmp, scratch(m * n * 2, "an f16-accumulation GEMM output"));
   const __half one = __float2half(1.0f), zero = __float2half(0.0f);
-  TP_BLAS(cublasGemmEx(blas_, op_b, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, t, ldb, a, t, int(k), &zero, tmp.get(), CUDA_R_16F,
-                       int(n), CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT),
-          "cublasGemmEx (f16 accumulation)");
-  TP_CUDA(cuda::widen(Src{tmp.get(), Storage::kF16}, m * n, out, stream_), "widening an f16-accumulation GEMM output");
+  TP_BLAS(
+      cublasGemmEx(blas_, op_b, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, t, ldb, a, t, int(k),
+                   &zero, tmp.get(), CUDA_R_16F, int(n), CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx (f16 accumulation)");
+  TP_CUDA(cuda::widen(Src{tmp.get(), Storage::kF16}, m * n, out, stream_),
+          "widening an f16-accumulation GEMM output");
   return Status();
 }
 
@@ -260,23 +289,30 @@ class GroupRun {
           const bool up = grp.upsample_prologue;
           const int src = up ? g_.ops[std::size_t(grp.ops[0])].inputs[0] : op.inputs[0];
           const cuda::Upsample mode = !up ? cuda::Upsample::kNone
-                                      : f.has(Fault::kUpsampleOffByOne) ? cuda::Upsample::kNearest2xOffByOne
-                                                                        : cuda::Upsample::kNearest2x;
+                                      : f.has(Fault::kUpsampleOffByOne)
+                                          ? cuda::Upsample::kNearest2xOffByOne
+                                          : cuda::Upsample::kNearest2x;
           TP_ASSIGN_OR_RETURN(out, conv(op, src, op.attrs, mode, od, pol.accumulation));
           break;
         }
         case OpKind::kLinear: {
-          TP_ASSIGN_OR_RETURN(out, conv(op, op.inputs[0], OpAttrs{}, cuda::Upsample::kNone, od, pol.accumulation));
+          TP_ASSIGN_OR_RETURN(
+              out, conv(op, op.inputs[0], OpAttrs{}, cuda::Upsample::kNone, od, pol.accumulation));
           break;
         }
         case OpKind::kGroupNorm: {
           TP_ASSIGN_OR_RETURN(out, be_.scratch(od.numel() * 4, what));
           TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
-          TP_ASSIGN_OR_RETURN(const DeviceParam* gamma, be_.param(plan_.params.at(op.weight), Storage::kF32));
-          TP_ASSIGN_OR_RETURN(const DeviceParam* beta, be_.param(plan_.params.at(op.bias), Storage::kF32));
-          TP_ASSIGN_OR_RETURN(DeviceMemory ws, be_.scratch(int64_t(cuda::group_norm_workspace_bytes(od.b, op.attrs.groups)), what));
-          TP_CUDA(cuda::group_norm(x.src, x.dims, op.attrs.groups, op.attrs.eps, gamma->values[0].get<float>(),
-                                   beta->values[0].get<float>(), f.has(Fault::kGroupNormF16Accum), ws.get(), out.get<float>(),
+          TP_ASSIGN_OR_RETURN(const DeviceParam* gamma,
+                              be_.param(plan_.params.at(op.weight), Storage::kF32));
+          TP_ASSIGN_OR_RETURN(const DeviceParam* beta,
+                              be_.param(plan_.params.at(op.bias), Storage::kF32));
+          TP_ASSIGN_OR_RETURN(
+              DeviceMemory ws,
+              be_.scratch(int64_t(cuda::group_norm_workspace_bytes(od.b, op.attrs.groups)), what));
+          TP_CUDA(cuda::group_norm(x.src, x.dims, op.attrs.groups, op.attrs.eps,
+                                   gamma->values[0].get<float>(), beta->values[0].get<float>(),
+                                   f.has(Fault::kGroupNormF16Accum), ws.get(), out.get<float>(),
                                    be_.stream()),
                   what);
           break;
@@ -289,16 +325,18 @@ class GroupRun {
           TP_ASSIGN_OR_RETURN(out, be_.scratch(od.numel() * 4, what));
           TP_ASSIGN_OR_RETURN(Value a, value(op.inputs[0]));
           TP_ASSIGN_OR_RETURN(Value b, value(op.inputs[1]));
-          if (a.dims.numel() != b.dims.numel()) return Error(what + ": adds values of different sizes");
+          if (a.dims.numel() != b.dims.numel())
+            return Error(what + ": adds values of different sizes");
           TP_CUDA(cuda::add(a.src, b.src, od.numel(), out.get<float>(), be_.stream()), what);
           break;
         }
         case OpKind::kSliceChannels: {
           TP_ASSIGN_OR_RETURN(out, be_.scratch(od.numel() * 4, what));
           TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
-          TP_CUDA(cuda::slice_channels(x.src, x.dims.b * x.dims.h * x.dims.w, x.dims.c, op.attrs.begin, op.attrs.end,
-                                       out.get<float>(), be_.stream()),
-                  what);
+          TP_CUDA(
+              cuda::slice_channels(x.src, x.dims.b * x.dims.h * x.dims.w, x.dims.c, op.attrs.begin,
+                                   op.attrs.end, out.get<float>(), be_.stream()),
+              what);
           break;
         }
         default: {
@@ -315,10 +353,12 @@ class GroupRun {
       const int v = grp.outputs[i];
       const Buffer& b = plan_.buffers.at(v);
       TP_ASSIGN_OR_RETURN(Storage s, storage_of(b.dtype));
-      TP_CUDA(cuda::store_rounded(locals_.at(v).get<float>(), shape_numel(shape(v)), s, arena_ + b.offset, be_.stream()),
+      TP_CUDA(cuda::store_rounded(locals_.at(v).get<float>(), shape_numel(shape(v)), s,
+                                  arena_ + b.offset, be_.stream()),
               "storing " + grp.checkpoints[i]);
     }
-    TP_CUDA(cudaStreamSynchronize(be_.stream()), "group " + grp.label() + " (" + grp.checkpoints[0] + ")");
+    TP_CUDA(cudaStreamSynchronize(be_.stream()),
+            "group " + grp.label() + " (" + grp.checkpoints[0] + ")");
     locals_.clear();
     widened_.clear();
     return Status();
@@ -360,12 +400,23 @@ class GroupRun {
   static Expected<cuda::PointwiseArgs> pointwise_args(const Op& op) {
     cuda::PointwiseArgs a;
     switch (op.kind) {
-      case OpKind::kSilu: a.op = cuda::Pointwise::kSilu; break;
-      case OpKind::kRelu: a.op = cuda::Pointwise::kRelu; break;
-      case OpKind::kTanhClamp: a.op = cuda::Pointwise::kTanhClamp; break;
-      case OpKind::kAffine: a.op = cuda::Pointwise::kAffine; break;
-      case OpKind::kClamp: a.op = cuda::Pointwise::kClamp; break;
-      default: return Error(op.name + ": the CUDA backend has no kernel for op " + op_kind_name(op.kind));
+      case OpKind::kSilu:
+        a.op = cuda::Pointwise::kSilu;
+        break;
+      case OpKind::kRelu:
+        a.op = cuda::Pointwise::kRelu;
+        break;
+      case OpKind::kTanhClamp:
+        a.op = cuda::Pointwise::kTanhClamp;
+        break;
+      case OpKind::kAffine:
+        a.op = cuda::Pointwise::kAffine;
+        break;
+      case OpKind::kClamp:
+        a.op = cuda::Pointwise::kClamp;
+        break;
+      default:
+        return Error(op.name + ": the CUDA backend has no kernel for op " + op_kind_name(op.kind));
     }
     a.scale = float(op.attrs.scale);
     a.shift = float(op.attrs.shift);
@@ -376,7 +427,8 @@ class GroupRun {
 
   // conv2d / linear: patches gathered chunk by chunk into the workspace (or the input read in
   // place for a plain 1x1), one GEMM per chunk, then scale (fp8) and bias on the accumulator.
-  Expected<DeviceMemory> conv(const Op& op, int src, const OpAttrs& a, cuda::Upsample up, const Dims& od, DType accumulation) {
+  Expected<DeviceMemory> conv(const Op& op, int src, const OpAttrs& a, cuda::Upsample up,
+                              const Dims& od, DType accumulation) {
     const std::string what = op.name + " (" + op_kind_name(op.kind) + ")";
     TP_ASSIGN_OR_RETURN(Value x, value(src));
     const std::shared_ptr<const PreparedParam>& w = plan_.params.at(op.weight);
@@ -397,28 +449,34 @@ class GroupRun {
     g.ho = od.h;
     g.wo = od.w;
     const int64_t co = od.c, k = int64_t(g.kh) * g.kw * x.dims.c;
-    if (int64_t(w->values.size()) != co * k) return Error(w->key + ": weight does not match the input's channels");
+    if (int64_t(w->values.size()) != co * k)
+      return Error(w->key + ": weight does not match the input's channels");
     const bool f16_acc = accumulation == DType::kF16 && operand == Storage::kF16;
     TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(od.numel() * 4, what));
     const void* wp = dw->values[std::size_t(operand)].get();
-    const bool direct = g.kh == 1 && g.kw == 1 && a.stride == 1 && up == cuda::Upsample::kNone && a.pad_top == 0 &&
-                        a.pad_left == 0 && a.pad_bottom == 0 && a.pad_right == 0 && operand == x.src.storage;
+    const bool direct = g.kh == 1 && g.kw == 1 && a.stride == 1 && up == cuda::Upsample::kNone &&
+                        a.pad_top == 0 && a.pad_left == 0 && a.pad_bottom == 0 &&
+                        a.pad_right == 0 && operand == x.src.storage;
     if (direct) {
-      TP_RETURN_IF_ERROR(be_.gemm(x.src.data, wp, operand, od.b * od.h * od.w, co, k, true, f16_acc, out.get<float>()));
+      TP_RETURN_IF_ERROR(be_.gemm(x.src.data, wp, operand, od.b * od.h * od.w, co, k, true, f16_acc,
+                                  out.get<float>()));
     } else {
       const int64_t row_bytes = g.wo * k * int64_t(storage_size(operand));
-      const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(g.ho, kWorkspaceBytes / row_bytes));
+      const int64_t rows =
+          std::max<int64_t>(1, std::min<int64_t>(g.ho, kWorkspaceBytes / row_bytes));
       TP_ASSIGN_OR_RETURN(DeviceMemory patches, be_.scratch(rows * row_bytes, what + " patches"));
       for (int64_t n = 0; n < od.b; ++n)
         for (int64_t y0 = 0; y0 < g.ho; y0 += rows) {
           const int64_t r = std::min(rows, g.ho - y0);
-          TP_CUDA(cuda::im2col(x.src, x.dims, n, y0, r, g, up, operand, patches.get(), be_.stream()), what + " patches");
+          TP_CUDA(
+              cuda::im2col(x.src, x.dims, n, y0, r, g, up, operand, patches.get(), be_.stream()),
+              what + " patches");
           TP_RETURN_IF_ERROR(be_.gemm(patches.get(), wp, operand, r * g.wo, co, k, true, f16_acc,
                                       out.get<float>() + (n * g.ho + y0) * g.wo * co));
         }
     }
-    TP_CUDA(cuda::scale_bias(out.get<float>(), od.b * od.h * od.w, co, dw->scales.get<float>(), db ? db->values[0].get<float>() : nullptr,
-                             be_.stream()),
+    TP_CUDA(cuda::scale_bias(out.get<float>(), od.b * od.h * od.w, co, dw->scales.get<float>(),
+                             db ? db->values[0].get<float>() : nullptr, be_.stream()),
             what + " scale and bias");
     return out;
   }
@@ -438,10 +496,13 @@ class GroupRun {
     for (int64_t b = 0; b < qd.b; ++b)
       for (int64_t q0 = 0; q0 < n; q0 += rows) {
         const int64_t r = std::min(rows, n - q0);
-        TP_RETURN_IF_ERROR(be_.gemm(q + (b * n + q0) * c, k + b * n * c, Storage::kF32, r, n, c, true, false, scores.get<float>()));
-        TP_CUDA(cuda::softmax_rows(scores.get<float>(), r, n, float(op.attrs.scale), no_max, act, be_.stream()), what + " softmax");
-        TP_RETURN_IF_ERROR(be_.gemm(scores.get<float>(), v + b * n * cv, Storage::kF32, r, cv, n, false, false,
-                                    out.get<float>() + (b * n + q0) * cv));
+        TP_RETURN_IF_ERROR(be_.gemm(q + (b * n + q0) * c, k + b * n * c, Storage::kF32, r, n, c,
+                                    true, false, scores.get<float>()));
+        TP_CUDA(cuda::softmax_rows(scores.get<float>(), r, n, float(op.attrs.scale), no_max, act,
+                                   be_.stream()),
+                what + " softmax");
+        TP_RETURN_IF_ERROR(be_.gemm(scores.get<float>(), v + b * n * cv, Storage::kF32, r, cv, n,
+                                    false, false, out.get<float>() + (b * n + q0) * cv));
       }
     return out;
   }
@@ -465,7 +526,8 @@ Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t) {
   return Status();
 }
 
-Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte* arena, int index, const Shape& input_shape,
+Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte* arena, int index,
+                                                     const Shape& input_shape,
                                                      const std::map<int, Tensor>& values) {
   BoundInputs bound;
   TP_ASSIGN_OR_RETURN(bound.shapes, bind_group_inputs(plan, index, input_shape, values));
@@ -480,7 +542,8 @@ Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte
   return out;
 }
 
-Status CudaBackend::execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
+Status CudaBackend::execute(const Plan& plan, std::byte* arena,
+                            const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
   TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
   for (const auto& [v, t] : bound.uploads) TP_RETURN_IF_ERROR(upload(plan, arena, v, *t));
   GroupRun run(*this, plan, arena, bound);
@@ -489,7 +552,8 @@ Status CudaBackend::execute(const Plan& plan, std::byte* arena, const std::vecto
     if (!observe) continue;
     NamedTensors stored;
     for (std::size_t i = 0; i < grp.outputs.size(); ++i) {
-      TP_ASSIGN_OR_RETURN(Tensor t, read(plan, arena, grp.outputs[i], bound.shapes[std::size_t(grp.outputs[i])]));
+      TP_ASSIGN_OR_RETURN(
+          Tensor t, read(plan, arena, grp.outputs[i], bound.shapes[std::size_t(grp.outputs[i])]));
       stored.emplace_back(grp.checkpoints[i], std::move(t));
     }
     observe(grp, stored);
@@ -501,8 +565,10 @@ Status CudaBackend::execute(const Plan& plan, std::byte* arena, const std::vecto
 
 Expected<std::unique_ptr<Backend>> make_cuda_backend() {
   if (cuda_device_count() == 0)
-    return Error("compiled:cuda: no CUDA device is visible on this machine; run on a machine with an NVIDIA GPU, or use "
-                 "compiled:cpu, which runs the same plans under the same numerics contract");
+    return Error(
+        "compiled:cuda: no CUDA device is visible on this machine; run on a machine with an NVIDIA "
+        "GPU, or use "
+        "compiled:cpu, which runs the same plans under the same numerics contract");
   auto backend = std::make_unique<CudaBackend>();
   TP_RETURN_IF_ERROR(backend->init());
   return std::unique_ptr<Backend>(std::move(backend));

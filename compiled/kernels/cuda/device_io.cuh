@@ -13,25 +13,37 @@ namespace tp::compiled::cuda {
 
 __device__ __forceinline__ float load(Src x, int64_t i) {
   switch (x.storage) {
-    case Storage::kF16: return __half2float(static_cast<const __half*>(x.data)[i]);
-    case Storage::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(x.data)[i]);
-    default: return static_cast<const float*>(x.data)[i];
+    case Storage::kF16:
+      return __half2float(static_cast<const __half*>(x.data)[i]);
+    case Storage::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(x.data)[i]);
+    default:
+      return static_cast<const float*>(x.data)[i];
   }
 }
 
 __device__ __forceinline__ void store(void* dst, Storage s, int64_t i, float v) {
   switch (s) {
-    case Storage::kF16: static_cast<__half*>(dst)[i] = __float2half_rn(v); break;
-    case Storage::kBF16: static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16_rn(v); break;
-    default: static_cast<float*>(dst)[i] = v; break;
+    case Storage::kF16:
+      static_cast<__half*>(dst)[i] = __float2half_rn(v);
+      break;
+    case Storage::kBF16:
+      static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16_rn(v);
+      break;
+    default:
+      static_cast<float*>(dst)[i] = v;
+      break;
   }
 }
 
 __device__ __forceinline__ float round_to(Storage s, float v) {
   switch (s) {
-    case Storage::kF16: return __half2float(__float2half_rn(v));
-    case Storage::kBF16: return __bfloat162float(__float2bfloat16_rn(v));
-    default: return v;
+    case Storage::kF16:
+      return __half2float(__float2half_rn(v));
+    case Storage::kBF16:
+      return __bfloat162float(__float2bfloat16_rn(v));
+    default:
+      return v;
   }
 }
 
@@ -42,7 +54,8 @@ inline unsigned blocks_for(int64_t n) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 65536)));
 }
 
-#define TP_GRID_STRIDE(i, n) \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
+#define TP_GRID_STRIDE(i, n)                                                \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
 
 }  // namespace tp::compiled::cuda

@@ -10,11 +10,21 @@ __global__ void pointwise_kernel(Src x, int64_t n, PointwiseArgs a, float* out) 
     const float v = load(x, i);
     float r = v;
     switch (a.op) {
-      case Pointwise::kSilu: r = v / (1.0f + expf(-v)); break;
-      case Pointwise::kRelu: r = v > 0 ? v : 0.0f; break;
-      case Pointwise::kTanhClamp: r = tanhf(v / a.scale) * a.scale; break;
-      case Pointwise::kAffine: r = v * a.scale + a.shift; break;
-      case Pointwise::kClamp: r = fminf(fmaxf(v, a.lo), a.hi); break;
+      case Pointwise::kSilu:
+        r = v / (1.0f + expf(-v));
+        break;
+      case Pointwise::kRelu:
+        r = v > 0 ? v : 0.0f;
+        break;
+      case Pointwise::kTanhClamp:
+        r = tanhf(v / a.scale) * a.scale;
+        break;
+      case Pointwise::kAffine:
+        r = v * a.scale + a.shift;
+        break;
+      case Pointwise::kClamp:
+        r = fminf(fmaxf(v, a.lo), a.hi);
+        break;
     }
     out[i] = r;
   }
@@ -31,7 +41,8 @@ __global__ void slice_kernel(Src x, int64_t pixels, int64_t c, int begin, int wi
 __global__ void upsample_kernel(Src x, Dims s, float* out) {
   const int64_t total = s.b * 4 * s.h * s.w * s.c;
   TP_GRID_STRIDE(i, total) {
-    const int64_t ch = i % s.c, xx = (i / s.c) % (2 * s.w), y = (i / (s.c * 2 * s.w)) % (2 * s.h), n = i / (s.c * 4 * s.w * s.h);
+    const int64_t ch = i % s.c, xx = (i / s.c) % (2 * s.w), y = (i / (s.c * 2 * s.w)) % (2 * s.h),
+                  n = i / (s.c * 4 * s.w * s.h);
     out[i] = load(x, ((n * s.h + y / 2) * s.w + xx / 2) * s.c + ch);
   }
 }
@@ -46,7 +57,8 @@ __global__ void widen_kernel(Src x, int64_t n, float* dst) {
 
 }  // namespace
 
-cudaError_t pointwise(Src x, int64_t n, const PointwiseArgs& args, float* out, cudaStream_t stream) {
+cudaError_t pointwise(Src x, int64_t n, const PointwiseArgs& args, float* out,
+                      cudaStream_t stream) {
   pointwise_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, args, out);
   return cudaGetLastError();
 }
@@ -56,8 +68,10 @@ cudaError_t add(Src a, Src b, int64_t n, float* out, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-cudaError_t slice_channels(Src x, int64_t pixels, int64_t c, int begin, int end, float* out, cudaStream_t stream) {
-  slice_kernel<<<blocks_for(pixels * (end - begin)), kThreads, 0, stream>>>(x, pixels, c, begin, end - begin, out);
+cudaError_t slice_channels(Src x, int64_t pixels, int64_t c, int begin, int end, float* out,
+                           cudaStream_t stream) {
+  slice_kernel<<<blocks_for(pixels * (end - begin)), kThreads, 0, stream>>>(x, pixels, c, begin,
+                                                                            end - begin, out);
   return cudaGetLastError();
 }
 
@@ -66,7 +80,8 @@ cudaError_t upsample_nearest2x(Src x, Dims xs, float* out, cudaStream_t stream) 
   return cudaGetLastError();
 }
 
-cudaError_t store_rounded(const float* src, int64_t n, Storage storage, void* dst, cudaStream_t stream) {
+cudaError_t store_rounded(const float* src, int64_t n, Storage storage, void* dst,
+                          cudaStream_t stream) {
   store_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, n, storage, dst);
   return cudaGetLastError();
 }

@@ -34,7 +34,8 @@ __global__ void partial_sums(Src x, Layout l, const double* sums, double* out) {
     for (int s = 0; s < kSplits; ++s) mean += sums[bg * kSplits + s];
     mean /= count;
   }
-  const int64_t per = (l.pixels + kSplits - 1) / kSplits, p0 = blockIdx.x * per, p1 = min(l.pixels, p0 + per);
+  const int64_t per = (l.pixels + kSplits - 1) / kSplits, p0 = blockIdx.x * per,
+                p1 = min(l.pixels, p0 + per);
   const int64_t elements = (p1 > p0 ? p1 - p0 : 0) * l.cpg;
   double acc = 0;
   for (int64_t e = threadIdx.x; e < elements; e += blockDim.x) {
@@ -46,7 +47,8 @@ __global__ void partial_sums(Src x, Layout l, const double* sums, double* out) {
   if (threadIdx.x == 0) out[bg * kSplits + blockIdx.x] = total;
 }
 
-__global__ void finalize(const double* sums, const double* squares, Layout l, double eps, int64_t bgs, float* stats) {
+__global__ void finalize(const double* sums, const double* squares, Layout l, double eps,
+                         int64_t bgs, float* stats) {
   const int64_t bg = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (bg >= bgs) return;
   const double count = double(l.pixels * l.cpg);
@@ -75,7 +77,8 @@ __global__ void f16_statistics(Src x, Layout l, double eps, int64_t bgs, float* 
   stats[2 * bg + 1] = 1.0f / sqrtf(float(ss / count) - mean * mean + float(eps));
 }
 
-__global__ void normalize(Src x, Layout l, int64_t total, const float* stats, const float* gamma, const float* beta, float* out) {
+__global__ void normalize(Src x, Layout l, int64_t total, const float* stats, const float* gamma,
+                          const float* beta, float* out) {
   TP_GRID_STRIDE(i, total) {
     const int64_t ch = i % l.c, n = i / (l.pixels * l.c);
     const int64_t bg = n * l.groups + ch / l.cpg;
@@ -90,8 +93,9 @@ std::size_t group_norm_workspace_bytes(int64_t b, int groups) {
   return 2 * bgs * kSplits * sizeof(double) + 2 * bgs * sizeof(float);
 }
 
-cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma, const float* beta, bool f16_accumulation,
-                       void* workspace, float* out, cudaStream_t stream) {
+cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma,
+                       const float* beta, bool f16_accumulation, void* workspace, float* out,
+                       cudaStream_t stream) {
   const Layout l{xs.h * xs.w, xs.c, xs.c / groups, groups};
   const int64_t bgs = xs.b * groups;
   double* sums = static_cast<double*>(workspace);
@@ -107,7 +111,8 @@ cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamm
     finalize<<<per_group_blocks, kThreads, 0, stream>>>(sums, squares, l, eps, bgs, stats);
   }
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  normalize<<<blocks_for(xs.numel()), kThreads, 0, stream>>>(x, l, xs.numel(), stats, gamma, beta, out);
+  normalize<<<blocks_for(xs.numel()), kThreads, 0, stream>>>(x, l, xs.numel(), stats, gamma, beta,
+                                                             out);
   return cudaGetLastError();
 }
 

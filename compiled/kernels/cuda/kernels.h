@@ -35,22 +35,24 @@ struct ConvGeometry {
 
 // Patches of output rows [y0, y0 + rows) of image n, [rows * wo][kh * kw * c] in `out` storage
 // (f32, f16 or bf16; the source values are exact in it), zero outside the input.
-cudaError_t im2col(Src x, Dims xs, int64_t n, int64_t y0, int64_t rows, const ConvGeometry& g, Upsample up, Storage out,
-                   void* patches, cudaStream_t stream);
+cudaError_t im2col(Src x, Dims xs, int64_t n, int64_t y0, int64_t rows, const ConvGeometry& g,
+                   Upsample up, Storage out, void* patches, cudaStream_t stream);
 // acc[m][co] = acc[m][co] * scale[co] + bias[co] (either may be null), in place.
-cudaError_t scale_bias(float* acc, int64_t m, int64_t co, const float* scale, const float* bias, cudaStream_t stream);
+cudaError_t scale_bias(float* acc, int64_t m, int64_t co, const float* scale, const float* bias,
+                       cudaStream_t stream);
 
 // GroupNorm over x [B, H, W, C] with `groups` groups: mean, then variance around it, per
 // (b, group) by two passes of double partial sums; with `f16_accumulation` (the
 // groupnorm-f16-accum fault) one sequential f16 sum per group in the emulation's order instead.
 std::size_t group_norm_workspace_bytes(int64_t b, int groups);
-cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma, const float* beta, bool f16_accumulation,
-                       void* workspace, float* out, cudaStream_t stream);
+cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma,
+                       const float* beta, bool f16_accumulation, void* workspace, float* out,
+                       cudaStream_t stream);
 
 // In place over `rows` rows of `n` scores: p = exp(s * scale - max) / sum. With `no_max` (the
 // softmax-no-max fault) no max is subtracted and exp is rounded to `activation` first.
-cudaError_t softmax_rows(float* scores, int64_t rows, int64_t n, float scale, bool no_max, Storage activation,
-                         cudaStream_t stream);
+cudaError_t softmax_rows(float* scores, int64_t rows, int64_t n, float scale, bool no_max,
+                         Storage activation, cudaStream_t stream);
 
 enum class Pointwise : int { kSilu, kRelu, kTanhClamp, kAffine, kClamp };
 struct PointwiseArgs {
@@ -59,10 +61,12 @@ struct PointwiseArgs {
 };
 cudaError_t pointwise(Src x, int64_t n, const PointwiseArgs& args, float* out, cudaStream_t stream);
 cudaError_t add(Src a, Src b, int64_t n, float* out, cudaStream_t stream);
-cudaError_t slice_channels(Src x, int64_t pixels, int64_t c, int begin, int end, float* out, cudaStream_t stream);
+cudaError_t slice_channels(Src x, int64_t pixels, int64_t c, int begin, int end, float* out,
+                           cudaStream_t stream);
 cudaError_t upsample_nearest2x(Src x, Dims xs, float* out, cudaStream_t stream);
 // fp32 -> storage, round to nearest even (f16/bf16 overflow to inf): a group output's one rounding.
-cudaError_t store_rounded(const float* src, int64_t n, Storage storage, void* dst, cudaStream_t stream);
+cudaError_t store_rounded(const float* src, int64_t n, Storage storage, void* dst,
+                          cudaStream_t stream);
 // Any storage -> f32 (used to widen views and arena values a kernel wants as f32).
 cudaError_t widen(Src x, int64_t n, float* dst, cudaStream_t stream);
 

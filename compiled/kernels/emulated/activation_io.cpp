@@ -10,7 +10,9 @@ namespace tp::compiled::emulated {
 
 void store_rounded(const float* src, int64_t n, DType dt, void* dst) {
   switch (dt) {
-    case DType::kF32: std::memcpy(dst, src, std::size_t(n) * sizeof(float)); return;
+    case DType::kF32:
+      std::memcpy(dst, src, std::size_t(n) * sizeof(float));
+      return;
     case DType::kF16: {
       auto* out = static_cast<Eigen::half*>(dst);
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
@@ -23,13 +25,16 @@ void store_rounded(const float* src, int64_t n, DType dt, void* dst) {
       for (int64_t i = 0; i < n; ++i) out[i] = Eigen::bfloat16(src[i]);
       return;
     }
-    default: TP_CHECK(false, std::string("activations are not stored in ") + dtype_name(dt));
+    default:
+      TP_CHECK(false, std::string("activations are not stored in ") + dtype_name(dt));
   }
 }
 
 void load_f32(const void* src, DType dt, int64_t n, float* dst) {
   switch (dt) {
-    case DType::kF32: std::memcpy(dst, src, std::size_t(n) * sizeof(float)); return;
+    case DType::kF32:
+      std::memcpy(dst, src, std::size_t(n) * sizeof(float));
+      return;
     case DType::kF16: {
       const auto* in = static_cast<const Eigen::half*>(src);
 #pragma omp parallel for schedule(static) if (n > (1 << 16))
@@ -42,15 +47,19 @@ void load_f32(const void* src, DType dt, int64_t n, float* dst) {
       for (int64_t i = 0; i < n; ++i) dst[i] = float(in[i]);
       return;
     }
-    default: TP_CHECK(false, std::string("activations are not stored in ") + dtype_name(dt));
+    default:
+      TP_CHECK(false, std::string("activations are not stored in ") + dtype_name(dt));
   }
 }
 
 float round_to(DType dt, float x) {
   switch (dt) {
-    case DType::kF16: return float(Eigen::half(x));
-    case DType::kBF16: return float(Eigen::bfloat16(x));
-    default: return x;
+    case DType::kF16:
+      return float(Eigen::half(x));
+    case DType::kBF16:
+      return float(Eigen::bfloat16(x));
+    default:
+      return x;
   }
 }
 

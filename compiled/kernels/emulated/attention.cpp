@@ -14,14 +14,15 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 constexpr int64_t kQueryBlock = 64;
 }  // namespace
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool no_max, DType activation) {
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool no_max,
+                 DType activation) {
   const int64_t b = q.dim(0), n = q.dim(1) * q.dim(2), c = q.dim(3), cv = v.dim(3);
   Tensor out = Tensor::uninitialized(DType::kF32, {q.dim(0), q.dim(1), q.dim(2), cv});
   const float s = float(scale);
   std::vector<float> scores(std::size_t(kQueryBlock * n));
   for (int64_t bi = 0; bi < b; ++bi) {
-    Eigen::Map<const RowMatrix> Q(q.data<float>() + bi * n * c, n, c), K(k.data<float>() + bi * n * c, n, c),
-        V(v.data<float>() + bi * n * cv, n, cv);
+    Eigen::Map<const RowMatrix> Q(q.data<float>() + bi * n * c, n, c),
+        K(k.data<float>() + bi * n * c, n, c), V(v.data<float>() + bi * n * cv, n, cv);
     Eigen::Map<RowMatrix> O(out.data<float>() + bi * n * cv, n, cv);
     for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, n - q0);
@@ -38,7 +39,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
         float sum = 0;
         for (int64_t j = 0; j < n; ++j) {
           float e = std::exp(row[j] * s - m);
-          if (no_max) e = round_to(activation, e);  // a naive kernel feeds exp(s) to a low-precision P*V GEMM
+          if (no_max)
+            e = round_to(activation, e);  // a naive kernel feeds exp(s) to a low-precision P*V GEMM
           row[j] = e;
           sum += e;
         }

@@ -17,16 +17,20 @@ constexpr int64_t kPatchBudget = 1 << 21;  // floats in the patch buffer
 
 int64_t source_index(int64_t i, int64_t extent, Upsample up) {
   switch (up) {
-    case Upsample::kNone: return i;
-    case Upsample::kNearest2x: return i / 2;
-    case Upsample::kNearest2xOffByOne: return std::min((i + 1) / 2, extent - 1);
+    case Upsample::kNone:
+      return i;
+    case Upsample::kNearest2x:
+      return i / 2;
+    case Upsample::kNearest2xOffByOne:
+      return std::min((i + 1) / 2, extent - 1);
   }
   return i;
 }
 
 }  // namespace
 
-void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation, float* out) {
+void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation,
+             float* out) {
   if (accumulation == DType::kF32) {
     Eigen::Map<const RowMatrix> A(a, m, k), W(w, n, k);
     Eigen::Map<RowMatrix> C(out, m, n);
@@ -45,22 +49,26 @@ void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DT
     }
 }
 
-Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam* bias, const OpAttrs& a,
-              Upsample upsample, DType accumulation) {
+Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam* bias,
+              const OpAttrs& a, Upsample upsample, DType accumulation) {
   const int64_t b = x.dim(0), h = x.dim(1), w = x.dim(2), ci = x.dim(3);
-  const int64_t hin = upsample == Upsample::kNone ? h : 2 * h, win = upsample == Upsample::kNone ? w : 2 * w;
+  const int64_t hin = upsample == Upsample::kNone ? h : 2 * h,
+                win = upsample == Upsample::kNone ? w : 2 * w;
   const int64_t co = weight.shape[0];
-  const int64_t kh = weight.shape.size() == 4 ? weight.shape[2] : 1, kw = weight.shape.size() == 4 ? weight.shape[3] : 1;
+  const int64_t kh = weight.shape.size() == 4 ? weight.shape[2] : 1,
+                kw = weight.shape.size() == 4 ? weight.shape[3] : 1;
   const int64_t k = kh * kw * ci;
-  TP_CHECK(int64_t(weight.values.size()) == co * k, weight.key + ": weight does not match the input's channels");
+  TP_CHECK(int64_t(weight.values.size()) == co * k,
+           weight.key + ": weight does not match the input's channels");
   const int64_t ho = (hin + a.pad_top + a.pad_bottom - kh) / a.stride + 1;
   const int64_t wo = (win + a.pad_left + a.pad_right - kw) / a.stride + 1;
   Tensor out = Tensor::uninitialized(DType::kF32, {b, ho, wo, co});
   const float* in = x.data<float>();
   float* dst = out.data<float>();
-  const bool direct = kh == 1 && kw == 1 && a.stride == 1 && upsample == Upsample::kNone && a.pad_top == 0 && a.pad_left == 0 &&
-                      a.pad_bottom == 0 && a.pad_right == 0;
-  const int64_t rows = std::max<int64_t>(1, std::min(ho, kPatchBudget / std::max<int64_t>(1, wo * k)));
+  const bool direct = kh == 1 && kw == 1 && a.stride == 1 && upsample == Upsample::kNone &&
+                      a.pad_top == 0 && a.pad_left == 0 && a.pad_bottom == 0 && a.pad_right == 0;
+  const int64_t rows =
+      std::max<int64_t>(1, std::min(ho, kPatchBudget / std::max<int64_t>(1, wo * k)));
   std::vector<float> patches(direct ? 0 : std::size_t(rows * wo * k));
   for (int64_t n = 0; n < b; ++n)
     for (int64_t y0 = 0; y0 < ho; y0 += rows) {
@@ -75,7 +83,8 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
           for (int64_t ky = 0; ky < kh; ++ky)
             for (int64_t kx = 0; kx < kw; ++kx) {
               float* tap = row + (ky * kw + kx) * ci;
-              const int64_t iy = oy * a.stride - a.pad_top + ky, ix = ox * a.stride - a.pad_left + kx;
+              const int64_t iy = oy * a.stride - a.pad_top + ky,
+                            ix = ox * a.stride - a.pad_left + kx;
               if (iy < 0 || iy >= hin || ix < 0 || ix >= win) {
                 std::fill(tap, tap + ci, 0.0f);
                 continue;

@@ -7,8 +7,8 @@
 
 namespace tp::compiled::emulated {
 
-Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedParam& beta, int groups, double eps,
-                  bool f16_accumulation) {
+Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedParam& beta,
+                  int groups, double eps, bool f16_accumulation) {
   const int64_t b = x.dim(0), pixels = x.dim(1) * x.dim(2), c = x.dim(3), cpg = c / groups;
   const float* in = x.data<float>();
   Tensor out = Tensor::uninitialized(DType::kF32, x.shape());
@@ -44,7 +44,8 @@ Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedPar
       const float* gw = gamma.values.data() + g * cpg;
       const float* bw = beta.values.data() + g * cpg;
       for (int64_t p = 0; p < pixels; ++p)
-        for (int64_t j = 0; j < cpg; ++j) o[p * c + j] = (base[p * c + j] - mean) * rstd * gw[j] + bw[j];
+        for (int64_t j = 0; j < cpg; ++j)
+          o[p * c + j] = (base[p * c + j] - mean) * rstd * gw[j] + bw[j];
     }
   return out;
 }

@@ -14,21 +14,23 @@ enum class Upsample : uint8_t { kNone, kNearest2x, kNearest2xOffByOne };
 
 // conv2d (and linear, as a 1x1 conv) over an NHWC input, optionally read through a nearest 2x
 // upsample that is never materialized; out = (sum_k x*w) * scale[c] + bias[c].
-Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam* bias, const OpAttrs& attrs,
-              Upsample upsample, DType accumulation);
+Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam* bias,
+              const OpAttrs& attrs, Upsample upsample, DType accumulation);
 // out[M,N] = a[M,K] * w[N,K]^T, accumulating in f32 (Eigen) or, for acc=f16, rounding every
 // multiply-add to f16 in k order.
-void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation, float* out);
+void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation,
+             float* out);
 
 // GroupNorm with statistics over (pixels, channels of the group) in fp32 or wider (two-pass in
 // double here); `f16_accumulation` is the groupnorm-f16-accum fault.
-Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedParam& beta, int groups, double eps,
-                  bool f16_accumulation);
+Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedParam& beta,
+                  int groups, double eps, bool f16_accumulation);
 
 // softmax(q k^T * scale) v per batch, blocked over queries so N x N scores never exist. With
 // `no_max` (the softmax-no-max fault) exp(s) is taken without subtracting the row max and held
 // in `activation` before the P*V product.
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool no_max, DType activation);
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool no_max,
+                 DType activation);
 
 Tensor upsample_nearest2x(const Tensor& x);
 Tensor pointwise(OpKind kind, const OpAttrs& attrs, Tensor x);  // unary ops, in place on x

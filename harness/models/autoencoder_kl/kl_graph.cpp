@@ -17,7 +17,7 @@ class KlBuilder {
   int resnet(const std::string& p, int x, int cin, int cout) {
     int h = b_.group_norm(p + ".norm1", x, cin, c_.norm_num_groups, kResnetEps);
     h = b_.unary(p + ".act1", OpKind::kSilu, h);
-    h = b_.conv2d_same(p + ".conv1", h, cin, cout, 3);        // [B,cout,H,W]
+    h = b_.conv2d_same(p + ".conv1", h, cin, cout, 3);  // [B,cout,H,W]
     h = b_.group_norm(p + ".norm2", h, cout, c_.norm_num_groups, kResnetEps);
     h = b_.unary(p + ".act2", OpKind::kSilu, h);
     h = b_.conv2d_same(p + ".conv2", h, cout, cout, 3);
@@ -81,14 +81,16 @@ Graph kl_encoder(const KlConfig& c, bool moments_only) {
   h = b.unary("encoder.conv_act", OpKind::kSilu, h);
   h = b.conv2d_same("encoder.conv_out", h, top, 2 * c.latent_channels, 3);  // double_z
   b.module("encoder", h);
-  if (c.use_quant_conv) h = b.conv2d_same("quant_conv", h, 2 * c.latent_channels, 2 * c.latent_channels, 1);
+  if (c.use_quant_conv)
+    h = b.conv2d_same("quant_conv", h, 2 * c.latent_channels, 2 * c.latent_channels, 1);
   if (moments_only) {
     b.output("moments", h);
     return b.finish();
   }
   // DiagonalGaussianDistribution: mean, logvar = chunk(moments, 2); logvar clamped.
   const int mean = b.slice_channels("posterior.mean", h, 0, c.latent_channels);
-  const int raw = b.slice_channels("posterior.logvar_unclamped", h, c.latent_channels, 2 * c.latent_channels);
+  const int raw =
+      b.slice_channels("posterior.logvar_unclamped", h, c.latent_channels, 2 * c.latent_channels);
   const int logvar = b.clamp("posterior.logvar", raw, -30.0, 20.0);
   b.output("mean", mean);
   b.output("logvar", logvar);

@@ -45,7 +45,8 @@ Graph build_tiny_encoder_graph(const TinyConfig& c) {
       ++idx;
     }
   }
-  h = b.conv2d_same(layer("encoder", idx), h, c.encoder_block_out_channels.back(), c.latent_channels, 3);
+  h = b.conv2d_same(layer("encoder", idx), h, c.encoder_block_out_channels.back(),
+                    c.latent_channels, 3);
   b.module("encoder", h);
   b.output("latents", h);
   return b.finish();
@@ -70,7 +71,8 @@ Graph build_tiny_decoder_graph(const TinyConfig& c) {
       ++idx;
     }
     if (!final) h = b.unary(layer("decoder", idx++), OpKind::kUpsampleNearest2x, h);
-    h = b.conv2d_same(layer("decoder", idx++), h, ch, final ? c.out_channels : ch, 3, /*bias=*/final);
+    h = b.conv2d_same(layer("decoder", idx++), h, ch, final ? c.out_channels : ch, 3,
+                      /*bias=*/final);
   }
   OpAttrs to_signed;  // x.mul(2).sub(1), [0,1] -> [-1,1]
   to_signed.scale = 2;

@@ -17,13 +17,15 @@ namespace fs = std::filesystem;
 
 Expected<Model> load_model(const std::string& dir) {
   if (!fs::is_directory(dir))
-    return Error(dir + ": no such model folder; pass a diffusers model folder (config.json + "
+    return Error(dir +
+                 ": no such model folder; pass a diffusers model folder (config.json + "
                  "diffusion_pytorch_model.safetensors), or make one with `twinpath model init`");
   Model m;
   m.dir = dir;
   TP_ASSIGN_OR_RETURN(m.config, load_vae_config((fs::path(dir) / "config.json").string()));
   fs::path weights = fs::path(dir) / "diffusion_pytorch_model.safetensors";
-  if (!fs::exists(weights) && fs::exists(fs::path(dir) / "diffusion_pytorch_model.fp16.safetensors"))
+  if (!fs::exists(weights) &&
+      fs::exists(fs::path(dir) / "diffusion_pytorch_model.fp16.safetensors"))
     weights = fs::path(dir) / "diffusion_pytorch_model.fp16.safetensors";
   if (!fs::exists(weights)) {
     std::string hint = fs::exists(fs::path(dir) / "diffusion_pytorch_model.bin")
@@ -44,7 +46,8 @@ Tensor random_param(const ParamSpec& spec, const std::vector<ParamSpec>& all, ui
   const bool is_norm = spec.key.find("norm") != std::string::npos;
   double lo, hi;
   if (is_norm) {
-    const bool gamma = spec.key.size() > 7 && spec.key.compare(spec.key.size() - 7, 7, ".weight") == 0;
+    const bool gamma =
+        spec.key.size() > 7 && spec.key.compare(spec.key.size() - 7, 7, ".weight") == 0;
     lo = gamma ? 0.9 : -0.1;
     hi = gamma ? 1.1 : 0.1;
   } else {
@@ -104,33 +107,40 @@ Status scale_layer(Model& model, const std::string& layer, double factor) {
     it->second = f.to(it->second.dtype());
   }
   if (!found)
-    return Error("the model has no layer '" + layer + "' with weights; name it by its diffusers path, e.g. "
+    return Error("the model has no layer '" + layer +
+                 "' with weights; name it by its diffusers path, e.g. "
                  "decoder.up_blocks.0.resnets.0.conv1");
   return Status();
 }
 
-Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir, const std::string& scale) {
+Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir,
+                  const std::string& scale) {
   TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));
   Model m = seeded_model(config_name_or_path, parsed.second, seed);
   if (!scale.empty()) {
     const std::size_t star = scale.rfind('*');
     char* end = nullptr;
-    const double factor = star == std::string::npos ? 0 : std::strtod(scale.c_str() + star + 1, &end);
+    const double factor =
+        star == std::string::npos ? 0 : std::strtod(scale.c_str() + star + 1, &end);
     if (star == std::string::npos || star == 0 || end == scale.c_str() + star + 1 || *end != '\0')
-      return Error("--scale-layer '" + scale + "' is not LAYER*FACTOR, e.g. decoder.up_blocks.0.resnets.0.conv1*1e5");
+      return Error("--scale-layer '" + scale +
+                   "' is not LAYER*FACTOR, e.g. decoder.up_blocks.0.resnets.0.conv1*1e5");
     TP_RETURN_IF_ERROR(scale_layer(m, scale.substr(0, star), factor));
   }
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) return Error("cannot create " + out_dir + ": " + ec.message());
   NamedTensors tensors;
-  for (const ParamSpec& s : model_param_specs(m.config)) tensors.emplace_back(s.key, m.weights.at(s.key));
-  TP_RETURN_IF_ERROR(write_safetensors((fs::path(out_dir) / "diffusion_pytorch_model.safetensors").string(),
-                                       tensors, {{"format", "pt"}, {"twinpath_seed", std::to_string(seed)}}));
-  return write_file_atomically((fs::path(out_dir) / "config.json").string(), [&](std::ostream& out) {
-    out << parsed.first.dump(2) << "\n";
-    return Status();
-  });
+  for (const ParamSpec& s : model_param_specs(m.config))
+    tensors.emplace_back(s.key, m.weights.at(s.key));
+  TP_RETURN_IF_ERROR(
+      write_safetensors((fs::path(out_dir) / "diffusion_pytorch_model.safetensors").string(),
+                        tensors, {{"format", "pt"}, {"twinpath_seed", std::to_string(seed)}}));
+  return write_file_atomically((fs::path(out_dir) / "config.json").string(),
+                               [&](std::ostream& out) {
+                                 out << parsed.first.dump(2) << "\n";
+                                 return Status();
+                               });
 }
 
 }  // namespace tp

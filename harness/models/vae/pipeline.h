@@ -28,7 +28,8 @@ struct TilingOptions {
 
 // Picks the pipeline's input among a file's tensors: the only tensor, or by name
 // (encode: "sample"/"image"; decode: "latents"/"latent"/"z", else "mean" = posterior mode).
-Expected<Tensor> select_pipeline_input(Pipeline p, const NamedTensors& tensors, const std::string& source);
+Expected<Tensor> select_pipeline_input(Pipeline p, const NamedTensors& tensors,
+                                       const std::string& source);
 
 // Checks an input's shape against the model and pipeline; the error says what shape it takes.
 Status check_pipeline_input(const Model& model, Pipeline p, const Tensor& input);
@@ -41,10 +42,11 @@ Status check_pipeline_input(const Model& model, Pipeline p, const Tensor& input)
 // `encoder_outputs`, an untiled roundtrip also returns the encoder's outputs (read after the
 // decoder ran, as a caller holding them would: field report 1), named "encoder.<name>".
 // With tiling enabled, the executor's tiler runs it (streamed or plain, tiling.h).
-Expected<NamedTensors> run_pipeline(const Model& model, Pipeline p, const Tensor& input, GraphExecutor& executor,
-                                    const TilingOptions& tiling = {}, bool encoder_outputs = false);
+Expected<NamedTensors> run_pipeline(const Model& model, Pipeline p, const Tensor& input,
+                                    GraphExecutor& executor, const TilingOptions& tiling = {},
+                                    bool encoder_outputs = false);
 // The same on a path given as a function.
-Expected<NamedTensors> run_pipeline(const Model& model, Pipeline p, const Tensor& input, const GraphRunner& run,
-                                    const TilingOptions& tiling = {});
+Expected<NamedTensors> run_pipeline(const Model& model, Pipeline p, const Tensor& input,
+                                    const GraphRunner& run, const TilingOptions& tiling = {});
 
 }  // namespace tp

@@ -26,7 +26,8 @@ Tensor procedural_image(uint64_t seed, int64_t channels, int64_t height, int64_t
     for (int64_t y = 0; y < height; ++y)
       for (int64_t x = 0; x < width; ++x) {
         double v = offset;
-        for (int k = 0; k < 3; ++k) v += amp[k] * std::sin(fy[k] * double(y) + fx[k] * double(x) + phase[k]);
+        for (int k = 0; k < 3; ++k)
+          v += amp[k] * std::sin(fy[k] * double(y) + fx[k] * double(x) + phase[k]);
         d[(c * height + y) * width + x] = float(v);
       }
   }
@@ -43,7 +44,8 @@ Tensor procedural_image(uint64_t seed, int64_t channels, int64_t height, int64_t
         const double dy = (double(y) - cy) / ry, dx = (double(x) - cx) / rx;
         const bool inside = disc ? dy * dy + dx * dx <= 1 : std::abs(dy) <= 1 && std::abs(dx) <= 1;
         if (inside)
-          for (int64_t c = 0; c < channels; ++c) d[(c * height + y) * width + x] = colour[std::size_t(c)];
+          for (int64_t c = 0; c < channels; ++c)
+            d[(c * height + y) * width + x] = colour[std::size_t(c)];
       }
   }
   // Noise: about 1% of the range (Box-Muller), then clamped to the image range.

@@ -35,10 +35,12 @@ struct Layout {
   int64_t decode_threshold_h = 0, decode_threshold_w = 0;
 };
 
-Expected<Layout> layout_for(const VaeConfig& c, const TilingOptions& o, bool threshold_from_stride) {
+Expected<Layout> layout_for(const VaeConfig& c, const TilingOptions& o,
+                            bool threshold_from_stride) {
   Layout l;
   l.tiny = c.kind == VaeConfig::Kind::kTiny;
-  l.ratio = l.tiny ? int64_t(1) << c.tiny.out_channels : int64_t(1) << (c.kl.block_out_channels.size() - 1);
+  l.ratio = l.tiny ? int64_t(1) << c.tiny.out_channels
+                   : int64_t(1) << (c.kl.block_out_channels.size() - 1);
   l.smin = o.sample_min > 0 ? o.sample_min : (l.tiny ? 512 : c.kl.sample_size);
   l.lmin = l.smin / l.ratio;
   if (o.sample_stride > 0) {
@@ -57,23 +59,27 @@ Expected<Layout> layout_for(const VaeConfig& c, const TilingOptions& o, bool thr
     l.blend_px = l.smin / 4;
     l.blend_lat = l.lmin / 4;
   }
-  if (l.lmin < 1 || l.stride_lat < 1 || l.stride_px < 1 || l.blend_lat < 0 || o.sample_stride > l.smin)
-    return Error("tile min " + std::to_string(l.smin) + " px and stride " + std::to_string(o.sample_stride) +
-                 " px do not give whole tiles for this model (latent ratio " + std::to_string(l.ratio) +
-                 "); use a tile min of at least " + std::to_string(2 * l.ratio) + " px and a stride no larger than it");
+  if (l.lmin < 1 || l.stride_lat < 1 || l.stride_px < 1 || l.blend_lat < 0 ||
+      o.sample_stride > l.smin)
+    return Error("tile min " + std::to_string(l.smin) + " px and stride " +
+                 std::to_string(o.sample_stride) +
+                 " px do not give whole tiles for this model (latent ratio " +
+                 std::to_string(l.ratio) + "); use a tile min of at least " +
+                 std::to_string(2 * l.ratio) + " px and a stride no larger than it");
   l.decode_threshold_h = l.lmin;
   l.decode_threshold_w = threshold_from_stride ? l.stride_px / l.ratio : l.lmin;
   return l;
 }
 
-Expected<Tile> run_tile(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x, int64_t y, int64_t xo, int64_t size,
-                        const std::string& out, DType* dtype) {
+Expected<Tile> run_tile(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x,
+                        int64_t y, int64_t xo, int64_t size, const std::string& out, DType* dtype) {
   const int64_t h = std::min(size, x.dim(2) - y), wd = std::min(size, x.dim(3) - xo);
   const Tensor& f = x;  // converted to f32 once per stage
   Tensor tile = Tensor::uninitialized(DType::kF32, {x.dim(0), x.dim(1), h, wd});
   for (int64_t n = 0; n < x.dim(0) * x.dim(1); ++n)
     for (int64_t r = 0; r < h; ++r)
-      std::memcpy(tile.data<float>() + (n * h + r) * wd, f.data<float>() + (n * x.dim(2) + y + r) * x.dim(3) + xo,
+      std::memcpy(tile.data<float>() + (n * h + r) * wd,
+                  f.data<float>() + (n * x.dim(2) + y + r) * x.dim(3) + xo,
                   std::size_t(wd) * sizeof(float));
   TP_ASSIGN_OR_RETURN(NamedTensors o, s.run(g, w, {{g.inputs[0].first, tile}}));
   const Tensor* t = find_tensor(o, out);
@@ -83,8 +89,9 @@ Expected<Tile> run_tile(GraphExecutor& s, const Graph& g, const Weights& w, cons
 
 // AutoencoderKL: tiles streamed row by row, each blended in place into its upper and left
 // neighbours' last rows/columns, cropped to `limit` and written to the output.
-Expected<Tensor> kl_tiles(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x, const std::string& out_name, int64_t size,
-                          int64_t stride, int64_t blend, int64_t limit, int64_t* rows_out, int64_t* cols_out) {
+Expected<Tensor> kl_tiles(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x,
+                          const std::string& out_name, int64_t size, int64_t stride, int64_t blend,
+                          int64_t limit, int64_t* rows_out, int64_t* cols_out) {
   std::vector<Tile> prev, cur;
   std::vector<std::vector<Tile>> cropped_rows;
   DType dt = DType::kF32;
@@ -99,7 +106,8 @@ Expected<Tensor> kl_tiles(GraphExecutor& s, const Graph& g, const Weights& w, co
         for (int64_t n = 0; n < t.b * t.c; ++n)
           for (int64_t y = 0; y < e; ++y) {
             const float wb = float(double(y) / double(e)), wa = float(1 - double(y) / double(e));
-            for (int64_t q = 0; q < t.w; ++q) t.at(n, y, q) = round_to(dt, a.at(n, a.h - e + y, q) * wa + t.at(n, y, q) * wb);
+            for (int64_t q = 0; q < t.w; ++q)
+              t.at(n, y, q) = round_to(dt, a.at(n, a.h - e + y, q) * wa + t.at(n, y, q) * wb);
           }
       }
       if (col > 0) {  // blend_h with the tile to the left
@@ -119,7 +127,8 @@ Expected<Tensor> kl_tiles(GraphExecutor& s, const Graph& g, const Weights& w, co
       Tile c{t.b, t.c, std::min(limit, t.h), std::min(limit, t.w), {}};
       for (int64_t n = 0; n < t.b * t.c; ++n)
         for (int64_t y = 0; y < c.h; ++y)
-          c.v.insert(c.v.end(), t.v.begin() + (n * t.h + y) * t.w, t.v.begin() + (n * t.h + y) * t.w + c.w);
+          c.v.insert(c.v.end(), t.v.begin() + (n * t.h + y) * t.w,
+                     t.v.begin() + (n * t.h + y) * t.w + c.w);
       row.push_back(std::move(c));
     }
     cropped_rows.push_back(std::move(row));
@@ -138,19 +147,22 @@ Expected<Tensor> kl_tiles(GraphExecutor& s, const Graph& g, const Weights& w, co
     for (const Tile& t : r) {
       for (int64_t n = 0; n < bc; ++n)
         for (int64_t y = 0; y < t.h; ++y)
-          std::memcpy(full.data() + (n * height + y0 + y) * width + x0, t.v.data() + (n * t.h + y) * t.w, std::size_t(t.w) * sizeof(float));
+          std::memcpy(full.data() + (n * height + y0 + y) * width + x0,
+                      t.v.data() + (n * t.h + y) * t.w, std::size_t(t.w) * sizeof(float));
       x0 += t.w;
     }
     y0 += r[0].h;
   }
-  Tensor out = Tensor::uninitialized(dt, {cropped_rows[0][0].b, cropped_rows[0][0].c, height, width});
+  Tensor out =
+      Tensor::uninitialized(dt, {cropped_rows[0][0].b, cropped_rows[0][0].c, height, width});
   store_rounded(full.data(), int64_t(full.size()), dt, out.raw());
   return out;
 }
 
 // AutoencoderTiny: mask blending into a zeroed fp32 output.
-Expected<Tensor> tiny_tiles(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x, const std::string& out_name,
-                            int64_t channels, int64_t size, int64_t stride, int64_t blend, int64_t ratio, bool up,
+Expected<Tensor> tiny_tiles(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x,
+                            const std::string& out_name, int64_t channels, int64_t size,
+                            int64_t stride, int64_t blend, int64_t ratio, bool up,
                             int64_t* rows_out, int64_t* cols_out) {
   auto scale = [&](int64_t v) { return up ? v * ratio : v / ratio; };
   Tensor out(DType::kF32, {x.dim(0), channels, scale(x.dim(2)), scale(x.dim(3))});
@@ -177,13 +189,21 @@ Expected<Tensor> tiny_tiles(GraphExecutor& s, const Graph& g, const Weights& w, 
   return out;
 }
 
-Expected<NamedTensors> tiled_stage(GraphExecutor& s, const Model& m, Pipeline stage, const Tensor& input, const Layout& l) {
+Expected<NamedTensors> tiled_stage(GraphExecutor& s, const Model& m, Pipeline stage,
+                                   const Tensor& input, const Layout& l) {
   const VaeConfig& c = m.config;
   const Tensor x = input.to(DType::kF32);
   const bool dec = stage == Pipeline::kDecode;
-  const bool engage = l.tiny || (dec ? (x.dim(2) > l.decode_threshold_h || x.dim(3) > l.decode_threshold_w)
-                                     : (x.dim(2) > l.smin || x.dim(3) > l.smin));
-  TilingDecision decision{dec, x.shape(), engage, 0, 0, dec ? l.lmin : l.smin, dec ? l.stride_lat : l.stride_px,
+  const bool engage =
+      l.tiny || (dec ? (x.dim(2) > l.decode_threshold_h || x.dim(3) > l.decode_threshold_w)
+                     : (x.dim(2) > l.smin || x.dim(3) > l.smin));
+  TilingDecision decision{dec,
+                          x.shape(),
+                          engage,
+                          0,
+                          0,
+                          dec ? l.lmin : l.smin,
+                          dec ? l.stride_lat : l.stride_px,
                           dec ? l.decode_threshold_w : l.smin};
   if (!engage) {
     s.record_tiling(decision);
@@ -194,27 +214,33 @@ Expected<NamedTensors> tiled_stage(GraphExecutor& s, const Model& m, Pipeline st
   NamedTensors result;
   const int64_t size = dec ? l.lmin : l.smin, stride = dec ? l.stride_lat : l.stride_px;
   if (l.tiny) {
-    TP_ASSIGN_OR_RETURN(Tensor t, tiny_tiles(s, dec ? build_decoder_graph(c) : build_encoder_graph(c), m.weights, x,
-                                             dec ? "sample" : "latents", dec ? c.image_channels() : c.latent_channels(), size,
-                                             stride, dec ? l.blend_lat : l.blend_px, l.ratio, dec, &rows, &cols));
+    TP_ASSIGN_OR_RETURN(
+        Tensor t,
+        tiny_tiles(s, dec ? build_decoder_graph(c) : build_encoder_graph(c), m.weights, x,
+                   dec ? "sample" : "latents", dec ? c.image_channels() : c.latent_channels(), size,
+                   stride, dec ? l.blend_lat : l.blend_px, l.ratio, dec, &rows, &cols));
     result = {{dec ? "sample" : "latents", t}};
   } else if (dec) {
-    TP_ASSIGN_OR_RETURN(Tensor t, kl_tiles(s, build_decoder_graph(c), m.weights, x, "sample", size, stride, l.blend_px,
-                                           l.smin - l.blend_px, &rows, &cols));
+    TP_ASSIGN_OR_RETURN(Tensor t, kl_tiles(s, build_decoder_graph(c), m.weights, x, "sample", size,
+                                           stride, l.blend_px, l.smin - l.blend_px, &rows, &cols));
     result = {{"sample", t}};
   } else {
-    TP_ASSIGN_OR_RETURN(Tensor moments, kl_tiles(s, build_kl_moments_graph(c.kl), m.weights, x, "moments", size, stride,
-                                                 l.blend_lat, l.lmin - l.blend_lat, &rows, &cols));
+    TP_ASSIGN_OR_RETURN(Tensor moments,
+                        kl_tiles(s, build_kl_moments_graph(c.kl), m.weights, x, "moments", size,
+                                 stride, l.blend_lat, l.lmin - l.blend_lat, &rows, &cols));
     // The posterior's chunk and clamp after blending, in fp32, rounded to the moments' dtype.
-    const int64_t b = moments.dim(0), lc = c.latent_channels(), per = lc * moments.dim(2) * moments.dim(3);
+    const int64_t b = moments.dim(0), lc = c.latent_channels(),
+                  per = lc * moments.dim(2) * moments.dim(3);
     const Tensor f = moments.to(DType::kF32);
     std::vector<float> mean(std::size_t(b * per)), logvar(std::size_t(b * per));
     for (int64_t n = 0; n < b; ++n)
       for (int64_t k = 0; k < per; ++k) {
         mean[std::size_t(n * per + k)] = f.data<float>()[(2 * n) * per + k];
-        logvar[std::size_t(n * per + k)] = std::min(std::max(f.data<float>()[(2 * n + 1) * per + k], -30.0f), 20.0f);
+        logvar[std::size_t(n * per + k)] =
+            std::min(std::max(f.data<float>()[(2 * n + 1) * per + k], -30.0f), 20.0f);
       }
-    Tensor mu = Tensor::uninitialized(moments.dtype(), {b, lc, moments.dim(2), moments.dim(3)}), lv = Tensor::uninitialized(moments.dtype(), mu.shape());
+    Tensor mu = Tensor::uninitialized(moments.dtype(), {b, lc, moments.dim(2), moments.dim(3)}),
+           lv = Tensor::uninitialized(moments.dtype(), mu.shape());
     store_rounded(mean.data(), b * per, mu.dtype(), mu.raw());
     store_rounded(logvar.data(), b * per, lv.dtype(), lv.raw());
     result = {{"mean", mu}, {"logvar", lv}};
@@ -227,8 +253,8 @@ Expected<NamedTensors> tiled_stage(GraphExecutor& s, const Model& m, Pipeline st
 
 }  // namespace
 
-Expected<NamedTensors> run_streamed_tiled(const Model& m, Pipeline p, const Tensor& input, GraphExecutor& s,
-                                          const TilingOptions& o) {
+Expected<NamedTensors> run_streamed_tiled(const Model& m, Pipeline p, const Tensor& input,
+                                          GraphExecutor& s, const TilingOptions& o) {
   TP_RETURN_IF_ERROR(check_pipeline_input(m, p, input));
   TP_ASSIGN_OR_RETURN(Layout l, layout_for(m.config, o, s.injects("tile-threshold-from-stride")));
   if (p != Pipeline::kRoundtrip) return tiled_stage(s, m, p, input, l);

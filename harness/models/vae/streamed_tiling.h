@@ -11,7 +11,8 @@
 
 namespace tp {
 
-Expected<NamedTensors> run_streamed_tiled(const Model& model, Pipeline pipeline, const Tensor& input,
-                                          GraphExecutor& executor, const TilingOptions& options);
+Expected<NamedTensors> run_streamed_tiled(const Model& model, Pipeline pipeline,
+                                          const Tensor& input, GraphExecutor& executor,
+                                          const TilingOptions& options);
 
 }  // namespace tp

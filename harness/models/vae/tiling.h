@@ -14,12 +14,12 @@ namespace tp {
 // field report 4: threshold and loop sizes come from the same numbers).
 struct TileGeometry {
   bool tiny = false;
-  int64_t ratio = 8;                  // image pixels per latent pixel
+  int64_t ratio = 8;  // image pixels per latent pixel
   int64_t sample_min = 0, latent_min = 0;
-  int64_t encode_stride = 0;          // pixels between encode tiles
-  int64_t decode_stride = 0;          // latents between decode tiles
-  int64_t encode_blend = 0;           // latents blended between encode tiles (Tiny: pixels)
-  int64_t decode_blend = 0;           // pixels blended between decode tiles (Tiny: latents)
+  int64_t encode_stride = 0;  // pixels between encode tiles
+  int64_t decode_stride = 0;  // latents between decode tiles
+  int64_t encode_blend = 0;   // latents blended between encode tiles (Tiny: pixels)
+  int64_t decode_blend = 0;   // pixels blended between decode tiles (Tiny: latents)
 };
 Expected<TileGeometry> tile_geometry(const VaeConfig& config, const TilingOptions& options);
 
@@ -39,7 +39,7 @@ SeamBands seam_bands(const TileGeometry& g, Pipeline pipeline, const Shape& inpu
 
 // vae.encode / vae.decode / vae.roundtrip tiled per `options` (enabled), every tile kept, each
 // run on `executor`: the reference paths' tiler.
-Expected<NamedTensors> run_plain_tiled(const Model& model, Pipeline p, const Tensor& input, GraphExecutor& executor,
-                                       const TilingOptions& options);
+Expected<NamedTensors> run_plain_tiled(const Model& model, Pipeline p, const Tensor& input,
+                                       GraphExecutor& executor, const TilingOptions& options);
 
 }  // namespace tp

@@ -32,7 +32,8 @@ Status expect_all(const json& j, const char* key, const std::string& value, std:
                  " entries, one per block_out_channels entry");
   for (const auto& v : *it)
     if (v != value)
-      return Error(source + ": '" + key + "' entry " + v.dump() + " is not supported; twinpath builds " + value);
+      return Error(source + ": '" + key + "' entry " + v.dump() +
+                   " is not supported; twinpath builds " + value);
   return Status();
 }
 
@@ -51,7 +52,8 @@ Expected<KlConfig> parse_kl(const json& j, const std::string& src) {
     TP_RETURN_IF_ERROR(read_field(j, "sample_size", c.sample_size, src));
   }
   TP_RETURN_IF_ERROR(read_field(j, "scaling_factor", c.scaling_factor, src));
-  if (auto it = j.find("shift_factor"); it != j.end() && !it->is_null()) c.shift_factor = it->get<double>();
+  if (auto it = j.find("shift_factor"); it != j.end() && !it->is_null())
+    c.shift_factor = it->get<double>();
   TP_RETURN_IF_ERROR(read_field(j, "force_upcast", c.force_upcast, src));
   TP_RETURN_IF_ERROR(read_field(j, "use_quant_conv", c.use_quant_conv, src));
   TP_RETURN_IF_ERROR(read_field(j, "use_post_quant_conv", c.use_post_quant_conv, src));
@@ -59,7 +61,9 @@ Expected<KlConfig> parse_kl(const json& j, const std::string& src) {
   std::string act = "silu";
   TP_RETURN_IF_ERROR(read_field(j, "act_fn", act, src));
   if (act != "silu")
-    return Error(src + ": act_fn '" + act + "' is not supported; twinpath builds AutoencoderKL with silu (as every SD/SDXL VAE uses)");
+    return Error(
+        src + ": act_fn '" + act +
+        "' is not supported; twinpath builds AutoencoderKL with silu (as every SD/SDXL VAE uses)");
   const std::size_t levels = c.block_out_channels.size();
   if (levels == 0) return Error(src + ": block_out_channels is empty");
   TP_RETURN_IF_ERROR(expect_all(j, "down_block_types", "DownEncoderBlock2D", levels, src));
@@ -67,9 +71,11 @@ Expected<KlConfig> parse_kl(const json& j, const std::string& src) {
   for (int ch : c.block_out_channels)
     if (ch <= 0 || ch % c.norm_num_groups != 0)
       return Error(src + ": block_out_channels entry " + std::to_string(ch) +
-                   " is not a positive multiple of norm_num_groups " + std::to_string(c.norm_num_groups));
+                   " is not a positive multiple of norm_num_groups " +
+                   std::to_string(c.norm_num_groups));
   if (c.layers_per_block < 1 || c.latent_channels < 1 || c.in_channels < 1 || c.out_channels < 1)
-    return Error(src + ": layers_per_block, latent_channels, in_channels and out_channels must be positive");
+    return Error(
+        src + ": layers_per_block, latent_channels, in_channels and out_channels must be positive");
   return c;
 }
 
@@ -77,8 +83,10 @@ Expected<TinyConfig> parse_tiny(const json& j, const std::string& src) {
   TinyConfig c;
   TP_RETURN_IF_ERROR(read_field(j, "in_channels", c.in_channels, src));
   TP_RETURN_IF_ERROR(read_field(j, "out_channels", c.out_channels, src));
-  TP_RETURN_IF_ERROR(read_field(j, "encoder_block_out_channels", c.encoder_block_out_channels, src));
-  TP_RETURN_IF_ERROR(read_field(j, "decoder_block_out_channels", c.decoder_block_out_channels, src));
+  TP_RETURN_IF_ERROR(
+      read_field(j, "encoder_block_out_channels", c.encoder_block_out_channels, src));
+  TP_RETURN_IF_ERROR(
+      read_field(j, "decoder_block_out_channels", c.decoder_block_out_channels, src));
   TP_RETURN_IF_ERROR(read_field(j, "num_encoder_blocks", c.num_encoder_blocks, src));
   TP_RETURN_IF_ERROR(read_field(j, "num_decoder_blocks", c.num_decoder_blocks, src));
   TP_RETURN_IF_ERROR(read_field(j, "latent_channels", c.latent_channels, src));
@@ -92,20 +100,23 @@ Expected<TinyConfig> parse_tiny(const json& j, const std::string& src) {
   TP_RETURN_IF_ERROR(read_field(j, "upsample_fn", upsample, src));
   TP_RETURN_IF_ERROR(read_field(j, "upsampling_scaling_factor", factor, src));
   if (act != "relu" || upsample != "nearest" || factor != 2)
-    return Error(src + ": twinpath builds AutoencoderTiny with act_fn relu, upsample_fn nearest and "
-                 "upsampling_scaling_factor 2 (as TAESD); this file asks for " + act + ", " + upsample +
-                 ", " + std::to_string(factor));
+    return Error(src +
+                 ": twinpath builds AutoencoderTiny with act_fn relu, upsample_fn nearest and "
+                 "upsampling_scaling_factor 2 (as TAESD); this file asks for " +
+                 act + ", " + upsample + ", " + std::to_string(factor));
   if (c.encoder_block_out_channels.size() != c.num_encoder_blocks.size() ||
-      c.decoder_block_out_channels.size() != c.num_decoder_blocks.size() || c.num_encoder_blocks.empty() ||
-      c.num_encoder_blocks.size() != c.num_decoder_blocks.size())
-    return Error(src + ": encoder/decoder block_out_channels and num_*_blocks must have one equal, "
+      c.decoder_block_out_channels.size() != c.num_decoder_blocks.size() ||
+      c.num_encoder_blocks.empty() || c.num_encoder_blocks.size() != c.num_decoder_blocks.size())
+    return Error(src +
+                 ": encoder/decoder block_out_channels and num_*_blocks must have one equal, "
                  "non-zero length");
   // diffusers' EncoderTiny/DecoderTiny connect block i to block i+1 without a channel change,
   // so unequal widths cannot run there either.
   for (const auto* list : {&c.encoder_block_out_channels, &c.decoder_block_out_channels})
     for (int ch : *list)
       if (ch != list->front() || ch <= 0)
-        return Error(src + ": AutoencoderTiny block_out_channels must all be equal and positive "
+        return Error(src +
+                     ": AutoencoderTiny block_out_channels must all be equal and positive "
                      "(diffusers cannot run unequal ones)");
   return c;
 }
@@ -130,7 +141,8 @@ const std::map<std::string, std::string>& builtin_configs() {
  "up_block_types": ["UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"],
  "in_channels": 3, "out_channels": 3, "latent_channels": 4, "layers_per_block": 2,
  "norm_num_groups": 32, "sample_size": 512, "scaling_factor": 0.18215})"},
-      {"sdxl-kl", R"({"_class_name": "AutoencoderKL", "_diffusers_version": "0.20.0.dev0", "act_fn": "silu",
+      {"sdxl-kl",
+       R"({"_class_name": "AutoencoderKL", "_diffusers_version": "0.20.0.dev0", "act_fn": "silu",
  "block_out_channels": [128, 256, 512, 512],
  "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],
  "up_block_types": ["UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"],
@@ -166,7 +178,9 @@ Expected<VaeConfig> parse_vae_config(const json& j, const std::string& source) {
 
 Expected<VaeConfig> load_vae_config(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return Error(path + ": cannot open the model config (a diffusers model folder holds config.json)");
+  if (!in)
+    return Error(path +
+                 ": cannot open the model config (a diffusers model folder holds config.json)");
   json j = json::parse(in, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
   if (j.is_discarded()) return Error(path + ": not valid JSON");
   return parse_vae_config(j, path);
@@ -177,7 +191,8 @@ Expected<std::string> builtin_config_text(const std::string& name) {
   if (it == builtin_configs().end()) {
     std::string names;
     for (const auto& n : builtin_config_names()) names += (names.empty() ? "" : ", ") + n;
-    return Error("unknown built-in config '" + name + "'; use one of " + names + " or a config.json path");
+    return Error("unknown built-in config '" + name + "'; use one of " + names +
+                 " or a config.json path");
   }
   return it->second;
 }

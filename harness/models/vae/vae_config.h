@@ -52,7 +52,9 @@ struct VaeConfig {
   TinyConfig tiny;
 
   const char* class_name() const { return kind == Kind::kKl ? "AutoencoderKL" : "AutoencoderTiny"; }
-  int latent_channels() const { return kind == Kind::kKl ? kl.latent_channels : tiny.latent_channels; }
+  int latent_channels() const {
+    return kind == Kind::kKl ? kl.latent_channels : tiny.latent_channels;
+  }
   int image_channels() const { return kind == Kind::kKl ? kl.in_channels : tiny.in_channels; }
   int downscale() const { return kind == Kind::kKl ? kl.downscale() : tiny.downscale(); }
 };

@@ -10,12 +10,15 @@ Graph build_encoder_graph(const VaeConfig& config) {
 }
 
 Graph build_decoder_graph(const VaeConfig& config) {
-  Graph g = config.kind == VaeConfig::Kind::kKl ? build_kl_decoder_graph(config.kl) : build_tiny_decoder_graph(config.tiny);
+  Graph g = config.kind == VaeConfig::Kind::kKl ? build_kl_decoder_graph(config.kl)
+                                                : build_tiny_decoder_graph(config.tiny);
   g.input_pixel = config.downscale();
   return g;
 }
 
-std::vector<Graph> model_graphs(const VaeConfig& config) { return {build_encoder_graph(config), build_decoder_graph(config)}; }
+std::vector<Graph> model_graphs(const VaeConfig& config) {
+  return {build_encoder_graph(config), build_decoder_graph(config)};
+}
 
 std::vector<ParamSpec> model_param_specs(const VaeConfig& config) {
   std::vector<ParamSpec> specs = build_encoder_graph(config).params;
