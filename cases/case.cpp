@@ -7,7 +7,6 @@
 #include "harness/core/dtype.h"
 #include "harness/core/format.h"
 #include "harness/core/rng.h"
-#include "harness/models/vae/vae_config.h"
 
 namespace tp {
 namespace {
@@ -80,9 +79,9 @@ std::string format_double(double v) {
 }  // namespace
 
 std::string Case::policy_text() const {
-  std::string p = "w=" + weight + ",a=" + activation + ",acc=" + accumulation;
-  if (!scale.empty()) p += ",scale=" + scale;
-  if (!saturation.empty()) p += ",sat=" + saturation;
+  std::string p = dtypes_string(policy);
+  if (scale_given) p += std::string(",scale=") + scale_name(policy.scale);
+  if (saturation_given) p += std::string(",sat=") + saturation_name(policy.saturation);
   return p;
 }
 
@@ -90,31 +89,224 @@ std::string resolution_text(int64_t height, int64_t width) {
   return std::to_string(height) + "x" + std::to_string(width);
 }
 
+namespace {
+
+Status parse_dtype_into(DType& field, std::string_view v) {
+  TP_ASSIGN_OR_RETURN(field, parse_dtype(v));
+  return Status();
+}
+
+Status parse_switch(bool& field, std::string_view key, std::string_view v) {
+  if (v != "on" && v != "off")
+    return Error("expected " + std::string(key) + "=on or " + std::string(key) + "=off");
+  field = v == "on";
+  return Status();
+}
+
+std::string on_if(bool set) { return set ? "on" : ""; }
+
+// In id order. Options without a default (model, res, w, a, acc) always print.
+const std::vector<CaseOption> kOptions = {
+    {"model", "model=NAME[@SEED]|DIR",
+     "a built-in config (weights seeded from its name, or from SEED) or a diffusers model folder",
+     [](Case& c, std::string_view v) -> Status {
+       c.model = std::string(v);
+       return Status();
+     },
+     [](const Case& c) { return c.model; }},
+    {"res", "res=HEIGHTxWIDTH",
+     "the image resolution in pixels (decode's latents are res / the downscale)",
+     [](Case& c, std::string_view v) -> Status {
+       if (!parse_resolution(v, c.height, c.width))
+         return Status(Error("expected res=HEIGHTxWIDTH in pixels, e.g. res=64x64"));
+       c.res_given = true;
+       return Status();
+     },
+     [](const Case& c) { return c.stream.empty() ? resolution_text(c.height, c.width) : ""; }},
+    {"stream", "stream=HxW+HxW+...",
+     "resolutions in order through one compiled session, counting compilations and memory",
+     [](Case& c, std::string_view v) -> Status {
+       c.stream.clear();
+       for (const std::string& r : split_list(v, '+')) {
+         int64_t h = 0, w = 0;
+         if (!parse_resolution(r, h, w))
+           return Status(Error("'" + r +
+                               "' is not a resolution; expected stream=HxW+HxW+..., e.g. "
+                               "stream=64x64+64x80"));
+         c.stream.emplace_back(h, w);
+       }
+       if (c.stream.size() > 64) return Status(Error("a stream takes at most 64 resolutions"));
+       c.height = c.stream[0].first;
+       c.width = c.stream[0].second;
+       return Status();
+     },
+     [](const Case& c) {
+       std::string s;
+       for (std::size_t i = 0; i < c.stream.size(); ++i)
+         s += (i ? "+" : "") + resolution_text(c.stream[i].first, c.stream[i].second);
+       return s;
+     }},
+    {"w", "w=DTYPE", "weight storage dtype: f32, f16, bf16, f8e4m3, f8e5m2",
+     [](Case& c, std::string_view v) -> Status { return parse_dtype_into(c.policy.weight, v); },
+     [](const Case& c) { return std::string(dtype_name(c.policy.weight)); }},
+    {"a", "a=DTYPE", "activation storage dtype between fused groups: f32, f16, bf16",
+     [](Case& c, std::string_view v) -> Status { return parse_dtype_into(c.policy.activation, v); },
+     [](const Case& c) { return std::string(dtype_name(c.policy.activation)); }},
+    {"acc", "acc=DTYPE", "matmul accumulation: f32 (f16 reproduces field bugs)",
+     [](Case& c, std::string_view v) -> Status {
+       return parse_dtype_into(c.policy.accumulation, v);
+     },
+     [](const Case& c) { return std::string(dtype_name(c.policy.accumulation)); }},
+    {"scale", "scale=channel|tensor", "fp8 weight scales per output channel or per tensor",
+     [](Case& c, std::string_view v) -> Status {
+       if (v != "channel" && v != "tensor")
+         return Status(Error("expected scale=channel or scale=tensor"));
+       c.policy.scale = *parse_scale(v);
+       c.scale_given = true;
+       return Status();
+     },
+     [](const Case& c) { return c.scale_given ? std::string(scale_name(c.policy.scale)) : ""; }},
+    {"sat", "sat=satfinite|nonsat", "fp8 weights saturate to the largest finite value, or overflow",
+     [](Case& c, std::string_view v) -> Status {
+       if (v != "satfinite" && v != "nonsat")
+         return Status(Error("expected sat=satfinite or sat=nonsat"));
+       c.policy.saturation = *parse_saturation(v);
+       c.saturation_given = true;
+       return Status();
+     },
+     [](const Case& c) {
+       return c.saturation_given ? std::string(saturation_name(c.policy.saturation)) : "";
+     }},
+    {"keep", "keep=GLOB+GLOB", "module globs kept in fp32 (--keep-fp32)",
+     [](Case& c, std::string_view v) -> Status {
+       c.keep_fp32 = split_list(v, '+');
+       return Status();
+     },
+     [](const Case& c) { return join_list(c.keep_fp32, '+'); }},
+    {"tiling", "tiling=on|off", "diffusers' enable_tiling() on both paths",
+     [](Case& c, std::string_view v) -> Status { return parse_switch(c.tiling, "tiling", v); },
+     [](const Case& c) { return on_if(c.tiling); }},
+    {"tile", "tile=MIN:STRIDE", "tile size and stride in pixels (0: the config's)",
+     [](Case& c, std::string_view v) -> Status {
+       const std::size_t colon = v.find(':');
+       if (colon == std::string_view::npos || !parse_int(v.substr(0, colon), c.tile_min) ||
+           !parse_int(v.substr(colon + 1), c.tile_stride))
+         return Status(Error("expected tile=MIN:STRIDE in pixels, e.g. tile=64:48"));
+       return Status();
+     },
+     [](const Case& c) {
+       return c.tile_min || c.tile_stride
+                  ? std::to_string(c.tile_min) + ":" + std::to_string(c.tile_stride)
+                  : "";
+     }},
+    {"input", "input=normal|normal*SIGMA|image|FILE",
+     "seeded normal values, a procedural picture (decode: its latents) or a tensor file",
+     [](Case& c, std::string_view v) -> Status {
+       c.input = std::string(v);
+       double sigma = 0;
+       if (v.rfind("normal*", 0) == 0 && (!parse_double(v.substr(7), sigma) || !(sigma > 0)))
+         return Status(Error("expected input=normal*SIGMA with a positive SIGMA"));
+       if (v.rfind("image", 0) == 0 && v != "image")
+         return Status(Error("expected input=image (a procedural picture)"));
+       return Status();
+     },
+     [](const Case& c) { return c.input != "normal" ? c.input : ""; }},
+    {"boost", "boost=LAYER*FACTOR",
+     "multiplies one layer's weight and bias (an f16 overflow on demand; 0: a constant output)",
+     [](Case& c, std::string_view v) -> Status {
+       const std::size_t star = v.rfind('*');
+       if (star == std::string_view::npos || star == 0 ||
+           !parse_double(v.substr(star + 1), c.boost_factor))
+         return Status(Error(
+             "expected boost=LAYER*FACTOR, e.g. boost=decoder.up_blocks.0.resnets.0.conv1*1000"));
+       c.boost_layer = std::string(v.substr(0, star));
+       return Status();
+     },
+     [](const Case& c) {
+       return c.boost_layer.empty() ? "" : c.boost_layer + "*" + format_double(c.boost_factor);
+     }},
+    {"warm", "warm=MODEL", "runs the pipeline on another model in the same session first",
+     [](Case& c, std::string_view v) -> Status {
+       c.warm = std::string(v);
+       return Status();
+     },
+     [](const Case& c) { return c.warm; }},
+    {"reload", "reload=on|off",
+     "saves the plans, loads them into a fresh session, same bits required",
+     [](Case& c, std::string_view v) -> Status { return parse_switch(c.reload, "reload", v); },
+     [](const Case& c) { return on_if(c.reload); }},
+    {"interleave", "interleave=on|off",
+     "roundtrips: decode and encode called in turn in one session, isolated bits required",
+     [](Case& c, std::string_view v) -> Status {
+       return parse_switch(c.interleave, "interleave", v);
+     },
+     [](const Case& c) { return on_if(c.interleave); }},
+    {"inject", "inject=FAULT+FAULT",
+     "deliberate faults in the compiled path (exec --help lists them)",
+     [](Case& c, std::string_view v) -> Status {
+       c.inject = split_list(v, '+');
+       return Status();
+     },
+     [](const Case& c) { return join_list(c.inject, '+'); }},
+    {"ref", "ref=f32|f64", "the reference's precision",
+     [](Case& c, std::string_view v) -> Status {
+       TP_ASSIGN_OR_RETURN(DType dt, parse_dtype(v));
+       if (dt != DType::kF32 && dt != DType::kF64)
+         return Status(Error("the reference runs in f32 or f64"));
+       c.reference = dt;
+       return Status();
+     },
+     [](const Case& c) {
+       return c.reference != DType::kF32 ? std::string(dtype_name(c.reference)) : "";
+     }},
+    {"shapes", "shapes=exact|bucket:N", "the compiled session's shape policy (N in pixels)",
+     [](Case& c, std::string_view v) -> Status {
+       int64_t n = 0;
+       if (v != "exact" &&
+           !(v.substr(0, 7) == "bucket:" && parse_int(v.substr(7), n) && n > 0 && n <= 4096))
+         return Status(
+             Error("expected shapes=exact or shapes=bucket:N with N a size in pixels, e.g. "
+                   "shapes=bucket:32"));
+       c.shapes = std::string(v);
+       return Status();
+     },
+     [](const Case& c) { return c.shapes != "exact" ? c.shapes : ""; }},
+    {"mem", "mem=SIZE", "a stream's memory budget: a whole number of KiB, MiB or GiB",
+     [](Case& c, std::string_view v) -> Status {
+       if (!parse_memory(v, c.memory_limit))
+         return Status(
+             Error("expected mem=SIZE as a whole number of KiB, MiB or GiB, e.g. mem=24MiB"));
+       return Status();
+     },
+     [](const Case& c) { return c.memory_limit ? memory_text(c.memory_limit) : ""; }},
+    {"seed", "seed=N", "the same case on other seeded inputs",
+     [](Case& c, std::string_view v) -> Status {
+       if (!parse_int(v, c.seed_variant))
+         return Status(Error("expected seed=N, a non-negative integer"));
+       return Status();
+     },
+     [](const Case& c) { return c.seed_variant ? std::to_string(c.seed_variant) : ""; }},
+};
+
+}  // namespace
+
+const std::vector<CaseOption>& case_options() { return kOptions; }
+
+std::string case_options_help() {
+  std::size_t width = 0;
+  for (const CaseOption& o : kOptions) width = std::max(width, o.syntax.size());
+  std::string s =
+      "PIPELINE (vae.encode | vae.decode | vae.roundtrip), then key=value options in any order:\n";
+  for (const CaseOption& o : kOptions)
+    s += "  " + std::string(o.syntax) + std::string(width + 2 - o.syntax.size(), ' ') +
+         std::string(o.help) + "\n";
+  return s;
+}
+
 std::string Case::id() const {
-  std::string res = " res=" + resolution_text(height, width);
-  if (!stream.empty()) {
-    res = " stream=";
-    for (std::size_t i = 0; i < stream.size(); ++i)
-      res += (i ? "+" : "") + resolution_text(stream[i].first, stream[i].second);
-  }
-  std::string s = pipeline + " model=" + model + res + " w=" + weight + " a=" + activation +
-                  " acc=" + accumulation;
-  if (!scale.empty()) s += " scale=" + scale;
-  if (!saturation.empty()) s += " sat=" + saturation;
-  if (!keep_fp32.empty()) s += " keep=" + join_list(keep_fp32, '+');
-  if (tiling) s += " tiling=on";
-  if (tile_min || tile_stride)
-    s += " tile=" + std::to_string(tile_min) + ":" + std::to_string(tile_stride);
-  if (input != "normal") s += " input=" + input;
-  if (!boost_layer.empty()) s += " boost=" + boost_layer + "*" + format_double(boost_factor);
-  if (!warm.empty()) s += " warm=" + warm;
-  if (reload) s += " reload=on";
-  if (interleave) s += " interleave=on";
-  if (!inject.empty()) s += " inject=" + join_list(inject, '+');
-  if (reference != "f32") s += " ref=" + reference;
-  if (shapes != "exact") s += " shapes=" + shapes;
-  if (memory_limit) s += " mem=" + memory_text(memory_limit);
-  if (seed_variant != 0) s += " seed=" + std::to_string(seed_variant);
+  std::string s = pipeline;
+  for (const CaseOption& o : kOptions)
+    if (std::string v = o.print(*this); !v.empty()) s += " " + std::string(o.key) + "=" + v;
   return s;
 }
 
@@ -127,90 +319,24 @@ Status apply_case_option(Case& c, std::string_view token) {
   if (eq == std::string_view::npos || eq == 0) return Error("expected key=value");
   const std::string_view key = token.substr(0, eq), v = token.substr(eq + 1);
   if (v.empty()) return Error("the value is empty");
-  if (key == "model") {
-    c.model = std::string(v);
-  } else if (key == "res") {
-    if (!parse_resolution(v, c.height, c.width))
-      return Error("expected res=HEIGHTxWIDTH in pixels, e.g. res=64x64");
-    c.res_given = true;
-  } else if (key == "stream") {
-    c.stream.clear();
-    for (const std::string& r : split_list(v, '+')) {
-      int64_t h = 0, w = 0;
-      if (!parse_resolution(r, h, w))
-        return Error("'" + r +
-                     "' is not a resolution; expected stream=HxW+HxW+..., e.g. stream=64x64+64x80");
-      c.stream.emplace_back(h, w);
-    }
-    if (c.stream.size() > 64) return Error("a stream takes at most 64 resolutions");
-    c.height = c.stream[0].first;
-    c.width = c.stream[0].second;
-  } else if (key == "shapes") {
-    int64_t n = 0;
-    if (v != "exact" &&
-        !(v.substr(0, 7) == "bucket:" && parse_int(v.substr(7), n) && n > 0 && n <= 4096))
-      return Error(
-          "expected shapes=exact or shapes=bucket:N with N a size in pixels, e.g. "
-          "shapes=bucket:32");
-    c.shapes = std::string(v);
-  } else if (key == "mem") {
-    if (!parse_memory(v, c.memory_limit))
-      return Error("expected mem=SIZE as a whole number of KiB, MiB or GiB, e.g. mem=24MiB");
-  } else if (key == "w" || key == "a" || key == "acc" || key == "ref") {
-    auto dt = parse_dtype(v);
-    if (!dt.ok()) return dt.error();
-    if (key == "ref" && v != "f32" && v != "f64") return Error("the reference runs in f32 or f64");
-    (key == "w"     ? c.weight
-     : key == "a"   ? c.activation
-     : key == "acc" ? c.accumulation
-                    : c.reference) = std::string(v);
-  } else if (key == "scale") {
-    if (v != "channel" && v != "tensor") return Error("expected scale=channel or scale=tensor");
-    c.scale = std::string(v);
-  } else if (key == "sat") {
-    if (v != "satfinite" && v != "nonsat") return Error("expected sat=satfinite or sat=nonsat");
-    c.saturation = std::string(v);
-  } else if (key == "keep") {
-    c.keep_fp32 = split_list(v, '+');
-  } else if (key == "tiling") {
-    if (v != "on" && v != "off") return Error("expected tiling=on or tiling=off");
-    c.tiling = v == "on";
-  } else if (key == "tile") {
-    const std::size_t colon = v.find(':');
-    if (colon == std::string_view::npos || !parse_int(v.substr(0, colon), c.tile_min) ||
-        !parse_int(v.substr(colon + 1), c.tile_stride))
-      return Error("expected tile=MIN:STRIDE in pixels, e.g. tile=64:48");
-  } else if (key == "input") {
-    c.input = std::string(v);
-    double sigma = 0;
-    if (v.rfind("normal*", 0) == 0 && (!parse_double(v.substr(7), sigma) || !(sigma > 0)))
-      return Error("expected input=normal*SIGMA with a positive SIGMA");
-    if (v.rfind("image", 0) == 0 && v != "image")
-      return Error("expected input=image (a procedural picture)");
-  } else if (key == "boost") {
-    const std::size_t star = v.rfind('*');
-    if (star == std::string_view::npos || star == 0 ||
-        !parse_double(v.substr(star + 1), c.boost_factor))
-      return Error(
-          "expected boost=LAYER*FACTOR, e.g. boost=decoder.up_blocks.0.resnets.0.conv1*1000");
-    c.boost_layer = std::string(v.substr(0, star));
-  } else if (key == "seed") {
-    if (!parse_int(v, c.seed_variant)) return Error("expected seed=N, a non-negative integer");
-  } else if (key == "reload") {
-    if (v != "on" && v != "off") return Error("expected reload=on or reload=off");
-    c.reload = v == "on";
-  } else if (key == "interleave") {
-    if (v != "on" && v != "off") return Error("expected interleave=on or interleave=off");
-    c.interleave = v == "on";
-  } else if (key == "warm") {
-    c.warm = std::string(v);
-  } else if (key == "inject") {
-    c.inject = split_list(v, '+');
-  } else {
-    return Error(
-        "unknown option; a case takes model, res, stream, w, a, acc, scale, sat, keep, tiling, "
-        "tile, input, "
-        "boost, warm, reload, interleave, inject, ref, shapes, mem and seed");
+  for (const CaseOption& o : kOptions)
+    if (o.key == key) return o.parse(c, v);
+  std::string keys;
+  for (std::size_t i = 0; i < kOptions.size(); ++i)
+    keys += std::string(i == 0                     ? ""
+                        : i + 1 == kOptions.size() ? " and "
+                                                   : ", ") +
+            std::string(kOptions[i].key);
+  return Error("unknown option; a case takes " + keys + " (twinpath cases options explains them)");
+}
+
+Status apply_policy_text(Case& c, std::string_view policy) {
+  for (const std::string& part : split_list(policy, ',')) {
+    const std::string key = part.substr(0, part.find('='));
+    if (key != "w" && key != "a" && key != "acc" && key != "scale" && key != "sat")
+      return Error("field '" + part + "' is unknown; use w=, a=, acc=, scale= and sat=");
+    if (Status s = apply_case_option(c, part); !s.ok())
+      return Error("field '" + part + "': " + s.error().message());
   }
   return Status();
 }

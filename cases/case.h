@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "harness/core/dtype_policy.h"
 #include "harness/core/status.h"
 
 namespace tp {
@@ -39,9 +40,9 @@ struct Case {
   std::string pipeline = "vae.decode";
   std::string model = "tiny-kl";
   int64_t height = 64, width = 64;
-  std::string weight = "f16", activation = "f16", accumulation = "f32";
-  std::string scale, saturation;       // empty: the policy's default
-  std::vector<std::string> keep_fp32;  // module globs
+  LayerPolicy policy;  // w=, a=, acc=, scale=, sat= (any dtypes: refusals are cases too)
+  bool scale_given = false, saturation_given = false;  // written in the line: kept in the id
+  std::vector<std::string> keep_fp32;                  // module globs
   bool tiling = false;
   int64_t tile_min = 0, tile_stride = 0;  // 0: the model config's
   std::string input = "normal";
@@ -51,7 +52,7 @@ struct Case {
   bool reload = false;              // plans saved, loaded into a fresh session, run again
   bool interleave = false;          // roundtrips: encode and decode called in turn in one session
   std::vector<std::string> inject;  // fault names
-  std::string reference = "f32";    // f32 | f64
+  DType reference = DType::kF32;    // f32 | f64
   int64_t seed_variant = 0;         // seed=N: the same case with other random inputs
   std::string shapes = "exact";     // the compiled session's shape policy
   std::vector<std::pair<int64_t, int64_t>> stream;  // resolutions in order (height, width)
@@ -61,17 +62,34 @@ struct Case {
   // The canonical line (options in a fixed order, defaults left out): the case id.
   std::string id() const;
   uint64_t seed() const;  // from the id only
-  // `w=..,a=..,acc=..[,scale=..][,sat=..]`, the compiled path's policy syntax.
+  // `w=..,a=..,acc=..[,scale=..][,sat=..]` as the line writes it (the compiled path's syntax).
   std::string policy_text() const;
 };
 
 // Parses one case line; errors name the token (by its column) and what was expected.
 Expected<Case> parse_case(std::string_view line);
 
+// One option of a case line: its key, syntax and help (`twinpath cases options`, error
+// messages), how it parses into a Case and how it prints in the id ("" leaves it out: a
+// default). The table is in id order; adding an option is one entry.
+struct CaseOption {
+  std::string_view key;
+  std::string_view syntax;  // "res=HEIGHTxWIDTH"
+  std::string_view help;
+  Status (*parse)(Case& c, std::string_view value);
+  std::string (*print)(const Case& c);
+};
+const std::vector<CaseOption>& case_options();
+// The table as text, one option per line (`twinpath cases options`).
+std::string case_options_help();
+
 // The pieces parse_case is made of (suite expansion reports errors per token with them):
 // one `key=value` option applied to `c`, the checks across options, and pipeline names.
 Status apply_case_option(Case& c, std::string_view token);
 Status check_case(const Case& c);
+// The policy fields of `--policy w=..,a=..,acc=..[,scale=..][,sat=..]` as the case's w=, a=,
+// acc=, scale= and sat= options.
+Status apply_policy_text(Case& c, std::string_view policy);
 std::string resolution_text(int64_t height, int64_t width);  // "64x80"
 bool is_pipeline_name(std::string_view name);
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiled/executor.h"
@@ -32,6 +33,16 @@ class Backend {
   virtual Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value,
                                 const Shape& shape) = 0;
 };
+
+// Where the compiled path runs: the CPU emulation or the first CUDA device.
+enum class Device : uint8_t { kCpu, kCuda };
+Expected<Device> parse_device(std::string_view name);  // "cpu" | "cuda"; an error says which
+const char* device_flag_name(Device device);           // "cpu" | "cuda"
+const char* device_report_name(Device device);         // "cpu-emulated" | "cuda" (Backend::device)
+
+// The one factory: the backend for `device`, or an error sentence when this build has no CUDA
+// or no device is visible.
+Expected<std::unique_ptr<Backend>> make_backend(Device device);
 
 std::unique_ptr<Backend> make_emulated_backend();
 // The CUDA backend on device 0; an error sentence when this build has no CUDA or no device is

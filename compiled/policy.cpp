@@ -54,53 +54,40 @@ Expected<LayerPolicy> parse_layer_policy(std::string_view text) {
     if (key == "w" || key == "a" || key == "acc") {
       auto dt = parse_dtype(value);
       if (!dt.ok()) return dt.error().with_context("policy '" + std::string(text) + "', " + key);
-      if (key == "w") {
-        if (dt.value() == DType::kF64)
-          return Error(
-              "policy: w=f64 is not a storage dtype of the compiled path; use w=f32, f16, bf16, "
-              "f8e4m3 or f8e5m2 (or the reference:fp64 path)");
-        p.weight = dt.value();
-        have_w = true;
-      } else if (key == "a") {
-        if (dt.value() != DType::kF32 && dt.value() != DType::kF16 && dt.value() != DType::kBF16)
-          return Error(std::string("policy: activations are stored in f32, f16 or bf16, not ") +
-                       dtype_name(dt.value()) +
-                       "; fp8 is a weight dtype (w=" + dtype_name(dt.value()) + ")");
-        p.activation = dt.value();
-        have_a = true;
-      } else {
-        if (dt.value() != DType::kF32 && dt.value() != DType::kF16)
-          return Error(
-              std::string("policy: accumulation is f32 (or f16, to reproduce field bugs), not ") +
-              dtype_name(dt.value()));
-        p.accumulation = dt.value();
-      }
+      (key == "w" ? p.weight : key == "a" ? p.activation : p.accumulation) = *dt;
+      have_w = have_w || key == "w";
+      have_a = have_a || key == "a";
     } else if (key == "scale") {
-      if (value == "channel")
-        p.scale = ScaleGranularity::kPerChannel;
-      else if (value == "tensor")
-        p.scale = ScaleGranularity::kPerTensor;
-      else
-        return Error("policy: scale=" + std::string(value) +
-                     " is unknown; use scale=channel or scale=tensor");
+      TP_ASSIGN_OR_RETURN(p.scale, parse_scale(value));
     } else if (key == "sat") {
-      if (value == "satfinite")
-        p.saturation = Saturation::kSaturate;
-      else if (value == "nonsat")
-        p.saturation = Saturation::kNonSaturating;
-      else
-        return Error("policy: sat=" + std::string(value) +
-                     " is unknown; use sat=satfinite or sat=nonsat");
+      TP_ASSIGN_OR_RETURN(p.saturation, parse_saturation(value));
     } else {
       return Error("policy '" + std::string(text) + "': unknown key '" + key + "'; " + kSyntax);
     }
   }
   if (!have_w || !have_a)
     return Error("policy '" + std::string(text) + "' needs both w= and a=; " + kSyntax);
+  TP_RETURN_IF_ERROR(check_layer_policy(p));
+  return p;
+}
+
+Status check_layer_policy(const LayerPolicy& p) {
+  if (p.weight == DType::kF64)
+    return Error(
+        "policy: w=f64 is not a storage dtype of the compiled path; use w=f32, f16, bf16, "
+        "f8e4m3 or f8e5m2 (or the reference:fp64 path)");
+  if (p.activation != DType::kF32 && p.activation != DType::kF16 && p.activation != DType::kBF16)
+    return Error(std::string("policy: activations are stored in f32, f16 or bf16, not ") +
+                 dtype_name(p.activation) +
+                 "; fp8 is a weight dtype (w=" + dtype_name(p.activation) + ")");
+  if (p.accumulation != DType::kF32 && p.accumulation != DType::kF16)
+    return Error(
+        std::string("policy: accumulation is f32 (or f16, to reproduce field bugs), not ") +
+        dtype_name(p.accumulation));
   if (!dtype_is_fp8(p.weight) &&
       (p.scale != ScaleGranularity::kPerChannel || p.saturation != Saturation::kSaturate))
     return Error("policy: scale= and sat= apply to fp8 weights only (w=f8e4m3 or w=f8e5m2)");
-  return p;
+  return Status();
 }
 
 Expected<std::vector<std::string>> parse_keep_fp32(std::string_view text) {
@@ -113,16 +100,6 @@ Expected<std::vector<std::string>> parse_keep_fp32(std::string_view text) {
     globs.emplace_back(g);
   }
   return globs;
-}
-
-std::string layer_policy_string(const LayerPolicy& p) {
-  std::string s = std::string("w=") + dtype_name(p.weight) + ",a=" + dtype_name(p.activation) +
-                  ",acc=" + dtype_name(p.accumulation);
-  if (dtype_is_fp8(p.weight)) {
-    s += p.scale == ScaleGranularity::kPerChannel ? ",scale=channel" : ",scale=tensor";
-    s += p.saturation == Saturation::kSaturate ? ",sat=satfinite" : ",sat=nonsat";
-  }
-  return s;
 }
 
 LayerPolicy DTypePolicy::for_layer(const std::string& op_name) const {

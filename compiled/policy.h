@@ -11,24 +11,13 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/core/dtype.h"
+#include "harness/core/dtype_policy.h"
 
 namespace tp::compiled {
 
-enum class ScaleGranularity : uint8_t { kPerChannel, kPerTensor };
-
-struct LayerPolicy {
-  DType weight = DType::kF16;
-  DType activation = DType::kF16;
-  DType accumulation = DType::kF32;
-  ScaleGranularity scale = ScaleGranularity::kPerChannel;
-  Saturation saturation = Saturation::kSaturate;
-
-  bool operator==(const LayerPolicy& o) const {
-    return weight == o.weight && activation == o.activation && accumulation == o.accumulation &&
-           scale == o.scale && saturation == o.saturation;
-  }
-};
+using tp::layer_policy_string;
+using tp::LayerPolicy;
+using tp::ScaleGranularity;
 
 struct DTypePolicy {
   LayerPolicy base;
@@ -40,12 +29,15 @@ struct DTypePolicy {
   std::string to_string() const;
 };
 
+// The policy text (w=..,a=..,acc=..[,scale=..][,sat=..]), checked by check_layer_policy.
 Expected<LayerPolicy> parse_layer_policy(std::string_view text);
+// The storage rules every layer policy must follow (w is a storage dtype, activations f32/f16/
+// bf16, accumulation f32 or f16, scale= and sat= for fp8 weights only); which w x a pairs have
+// kernels is check_supported's, per layer.
+Status check_layer_policy(const LayerPolicy& p);
 // Comma-separated globs (`*` any run of characters, `?` one character).
 Expected<std::vector<std::string>> parse_keep_fp32(std::string_view text);
 bool glob_match(std::string_view pattern, std::string_view name);
-
-std::string layer_policy_string(const LayerPolicy& p);
 
 // Whether the compiled path has kernels for this combination at a layer with weights.
 // Refusal names the layer, both dtypes and what to change (field report 3).

@@ -1,5 +1,5 @@
 // Small pieces of the HDF5 C API in RAII form, shared by the run report and the tradeoff
-// report: handles, scalar attributes, fixed-length strings and compound tables. Failures throw
+// report: handles, scalar attributes and fixed-length strings (tables: h5_rows.h). Failures throw
 // H5Failure, which the writers turn into one sentence.
 #pragma once
 
@@ -21,6 +21,16 @@ class Handle {
   }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      if (id_ >= 0) close_(id_);
+      id_ = o.id_;
+      close_ = o.close_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
   hid_t get() const { return id_; }
   bool ok() const { return id_ >= 0; }
 
@@ -106,29 +116,6 @@ inline hid_t string_type(std::size_t n) {
 inline void copy_string(char* dst, std::size_t n, const std::string& s) {
   std::memset(dst, 0, n);
   std::memcpy(dst, s.data(), std::min(s.size(), n - 1));
-}
-
-template <class Row>
-void write_table(hid_t parent, const char* name, hid_t type, const std::vector<Row>& rows) {
-  const hsize_t n = rows.size();
-  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  Handle ds(
-      check_id(H5Dcreate2(parent, name, type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-               name),
-      H5Dclose);
-  if (n) check(H5Dwrite(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), name);
-}
-
-template <class Row>
-std::vector<Row> read_table(hid_t parent, const char* name, hid_t type) {
-  if (H5Lexists(parent, name, H5P_DEFAULT) <= 0) return {};
-  Handle ds(check_id(H5Dopen2(parent, name, H5P_DEFAULT), name), H5Dclose);
-  Handle space(H5Dget_space(ds.get()), H5Sclose);
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(space.get(), &n, nullptr);
-  std::vector<Row> rows(n);
-  if (n) check(H5Dread(ds.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), name);
-  return rows;
 }
 
 }  // namespace tp::h5

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "harness/core/format.h"
+#include "reports/result_schema.h"
 
 namespace tp {
 namespace {
@@ -29,6 +30,8 @@ nlohmann::json case_json(const CaseResult& c) {
   for (const CheckpointRecord& r : c.checkpoints) failing += !r.passed;
   j["checkpoints"] = c.checkpoints.size();
   j["failing_checkpoints"] = failing;
+  for (const CheckpointRecord& r : c.checkpoints)
+    if (!r.passed) j["failing"].push_back(row_json(checkpoint_schema(), r));
   if (c.provenance.found) {
     const Provenance& p = c.provenance;
     nlohmann::json o;
@@ -53,24 +56,7 @@ nlohmann::json case_json(const CaseResult& c) {
   } else if (!c.provenance.detail.empty()) {
     j["origin"] = {{"detail", c.provenance.detail}};
   }
-  for (const StreamStep& s : c.stream) {
-    nlohmann::json o{{"resolution", s.resolution},
-                     {"input_shape", s.input_shape},
-                     {"compilations", s.compilations},
-                     {"total_compilations", s.total_compilations},
-                     {"compile_seconds", s.compile_seconds},
-                     {"arena_bytes", s.arena_bytes},
-                     {"peak_arena_bytes", s.peak_arena_bytes},
-                     {"evictions", s.evictions},
-                     {"need_bytes", s.need_bytes},
-                     {"refused", s.refused},
-                     {"note", s.note}};
-    if (s.bucket_vs_exact_max_abs >= 0) {
-      o["exact_compilations"] = s.exact_compilations;
-      o["bucket_vs_exact_max_abs"] = number(s.bucket_vs_exact_max_abs);
-    }
-    j["stream"].push_back(o);
-  }
+  for (const StreamStep& s : c.stream) j["stream"].push_back(row_json(stream_schema(), s));
   if (c.searched) {
     j["keep_fp32"] = c.keep_fp32;
     const std::string flag = join_list(c.keep_fp32, ',');

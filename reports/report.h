@@ -29,9 +29,10 @@ std::string outcome_counts(const std::vector<CaseResult>& cases);
 // the NaN origin, the suggested --keep-fp32 list and the repro.
 std::string case_lines(const CaseResult& r);
 // Expected refusals (UNSUPPORTED) counted per reason in one line, so they do not bury the lines a
-// reviewer needs: "164 refused as unsupported (each in the report and JUnit): 34 weights in f16
-// with activations in bf16 is not a combination ...; 12 ...". "" when there are none. A reason's
-// layer prefix and its advice are left out of the grouping.
+// reviewer needs: "164 refused as unsupported (each in the report and JUnit): 108 cannot
+// accumulate in f16 (18 dtype pairs); 56 is not a combination the compiled path has kernels for
+// (w=f16,a=bf16 x34, ...)". A reason's layer prefix and advice are left out of the grouping.
+// "" when there are none.
 std::string refusal_summary(const std::vector<CaseResult>& cases);
 // Whether a run with these cases exits 1 (a case failed, errored, or found a NaN).
 bool any_failure(const std::vector<CaseResult>& cases);

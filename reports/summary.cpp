@@ -4,10 +4,12 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <regex>
 
 #include "harness/core/atomic_file.h"
 #include "harness/core/format.h"
 #include "reports/report.h"
+#include "reports/svg_plot.h"
 
 namespace tp {
 
@@ -48,7 +50,14 @@ bool any_failure(const std::vector<CaseResult>& cases) {
 }
 
 std::string refusal_summary(const std::vector<CaseResult>& cases) {
-  std::vector<std::pair<std::string, int>> counts;  // in order of first appearance
+  // Reasons in order of first appearance; the dtype pair a refusal names is counted apart, so
+  // "weights in f16 with activations in bf16 is not a combination ..." groups under its reason.
+  struct Reason {
+    std::string text;
+    int count = 0;
+    std::vector<std::pair<std::string, int>> pairs;  // "w=f16,a=bf16" -> cases
+  };
+  std::vector<Reason> reasons;
   int total = 0;
   for (const CaseResult& c : cases) {
     if (c.outcome != Outcome::kUnsupported) continue;
@@ -57,20 +66,39 @@ std::string refusal_summary(const std::vector<CaseResult>& cases) {
     if (colon != std::string::npos && why.find(' ') > colon)
       why = why.substr(colon + 2);  // "decoder.conv_in: ..."
     why = why.substr(0, std::min(why.find(';'), why.find(" (")));
-    auto it =
-        std::find_if(counts.begin(), counts.end(), [&](const auto& e) { return e.first == why; });
-    if (it == counts.end())
-      counts.emplace_back(why, 1);
-    else
-      ++it->second;
+    std::string pair;
+    static const std::regex kPair("^weights in (\\S+) with activations in (\\S+) (.*)$");
+    if (std::smatch m; std::regex_match(why, m, kPair)) {
+      pair = "w=" + m[1].str() + ",a=" + m[2].str();
+      why = m[3].str();
+    }
+    auto it = std::find_if(reasons.begin(), reasons.end(),
+                           [&](const Reason& r) { return r.text == why; });
+    if (it == reasons.end()) it = reasons.insert(reasons.end(), Reason{why, 0, {}});
+    ++it->count;
+    if (!pair.empty()) {
+      auto p = std::find_if(it->pairs.begin(), it->pairs.end(),
+                            [&](const auto& e) { return e.first == pair; });
+      if (p == it->pairs.end())
+        it->pairs.emplace_back(pair, 1);
+      else
+        ++p->second;
+    }
     ++total;
   }
   if (total == 0) return "";
-  std::string s = std::to_string(total) +
-                  " refused as unsupported (each in the report and JUnit; `twinpath report show` "
-                  "prints them): ";
-  for (std::size_t i = 0; i < counts.size(); ++i)
-    s += (i ? "; " : "") + std::to_string(counts[i].second) + " " + counts[i].first;
+  std::string s =
+      std::to_string(total) + " refused as unsupported (each in the report and JUnit): ";
+  for (std::size_t i = 0; i < reasons.size(); ++i) {
+    const Reason& r = reasons[i];
+    s += (i ? "; " : "") + std::to_string(r.count) + " " + r.text;
+    if (r.pairs.empty()) continue;
+    std::string pairs;
+    for (const auto& [pair, n] : r.pairs)
+      pairs += (pairs.empty() ? "" : ", ") + pair + " x" + std::to_string(n);
+    s += r.pairs.size() <= 4 ? " (" + pairs + ")"
+                             : " (" + std::to_string(r.pairs.size()) + " dtype pairs)";
+  }
   return s;
 }
 
@@ -99,39 +127,6 @@ std::string case_lines(const CaseResult& r) {
   return s + "    repro: " + r.repro + "\n";
 }
 
-namespace {
-
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
-          out += ' ';
-        else
-          out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 Status write_junit(const std::string& path, const RunReport& report) {
   std::map<Outcome, int> n;
   double total = 0;
@@ -149,13 +144,14 @@ Status write_junit(const std::string& path, const RunReport& report) {
         n[Outcome::kSkipped] + n[Outcome::kUnsupported] + n[Outcome::kMistrusted], total);
     out << buf;
     out << "  <testsuite name=\"twinpath\" tests=\"" << report.cases.size() << "\" timestamp=\""
-        << xml_escape(report.utc_time) << "\" hostname=\"" << xml_escape(report.host) << "\">\n";
+        << markup_escape(report.utc_time) << "\" hostname=\"" << markup_escape(report.host)
+        << "\">\n";
     for (const CaseResult& c : report.cases) {
       std::snprintf(buf, sizeof buf, "%.3f", c.reference_seconds + c.compiled_seconds);
-      out << "    <testcase classname=\"twinpath." << xml_escape(c.device) << "\" name=\""
-          << xml_escape(c.id) << "\" time=\"" << buf << "\">\n";
-      const std::string msg = xml_escape(std::string(outcome_name(c.outcome)) + ": " + c.reason);
-      const std::string body = xml_escape(case_lines(c));
+      out << "    <testcase classname=\"twinpath." << markup_escape(c.device) << "\" name=\""
+          << markup_escape(c.id) << "\" time=\"" << buf << "\">\n";
+      const std::string msg = markup_escape(std::string(outcome_name(c.outcome)) + ": " + c.reason);
+      const std::string body = markup_escape(case_lines(c));
       switch (c.outcome) {
         case Outcome::kPassed:
           break;

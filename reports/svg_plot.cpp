@@ -85,7 +85,7 @@ Scale fit(const PlotAxis& axis, std::vector<double> values, double from, double 
 
 }  // namespace
 
-std::string html_escape(const std::string& text) {
+std::string markup_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
@@ -101,8 +101,14 @@ std::string html_escape(const std::string& text) {
       case '"':
         out += "&quot;";
         break;
-      default:
-        out += c;
+      case '\'':
+        out += "&apos;";
+        break;
+      default:  // XML 1.0 has no other control characters
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          out += ' ';
+        else
+          out += c;
     }
   }
   return out;
@@ -126,7 +132,7 @@ std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxi
                   "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   o += "<text x=\"" + num(left) + "\" y=\"20\" font-size=\"15\" font-weight=\"bold\">" +
-       html_escape(title) + "</text>\n";
+       markup_escape(title) + "</text>\n";
   // Grid, ticks and tick labels.
   for (double t : x.ticks()) {
     const double px = x.at(t);
@@ -143,17 +149,17 @@ std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxi
   o += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(width - right - left) +
        "\" height=\"" + num(height - bottom - top) + "\" fill=\"none\" stroke=\"#333\"/>\n";
   o += "<text x=\"" + num((left + width - right) / 2.0) + "\" y=\"" + num(height - 14) +
-       "\" text-anchor=\"middle\">" + html_escape(xa.label) + (xa.log ? " (log scale)" : "") +
+       "\" text-anchor=\"middle\">" + markup_escape(xa.label) + (xa.log ? " (log scale)" : "") +
        "</text>\n";
   o += "<text transform=\"translate(18," + num((top + height - bottom) / 2.0) +
-       ") rotate(-90)\" text-anchor=\"middle\">" + html_escape(ya.label) +
+       ") rotate(-90)\" text-anchor=\"middle\">" + markup_escape(ya.label) +
        (ya.log ? " (log scale)" : "") + "</text>\n";
   for (const PlotLine& l : lines) {
     if (!y.usable(l.y)) continue;
     const double py = y.at(l.y);
     o += "<line x1=\"" + num(left) + "\" y1=\"" + num(py) + "\" x2=\"" + num(width - right) +
          "\" y2=\"" + num(py) + "\" stroke=\"#b00\" stroke-dasharray=\"6 3\"/>\n<text x=\"" +
-         num(left + 6) + "\" y=\"" + num(py - 5) + "\" fill=\"#b00\">" + html_escape(l.label) +
+         num(left + 6) + "\" y=\"" + num(py - 5) + "\" fill=\"#b00\">" + markup_escape(l.label) +
          "</text>\n";
   }
   // Series and legend.
@@ -169,21 +175,21 @@ std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxi
       if (s.markers) {
         o += "<circle cx=\"" + num(x.at(px)) + "\" cy=\"" + num(y.at(py)) + "\" r=\"4.5\" fill=\"" +
              colour + "\">";
-        if (k < s.titles.size()) o += "<title>" + html_escape(s.titles[k]) + "</title>";
+        if (k < s.titles.size()) o += "<title>" + markup_escape(s.titles[k]) + "</title>";
         o += "</circle>\n";
       }
     }
     if (s.lines && !path.empty())
       o += "<polyline points=\"" + path + "\" fill=\"none\" stroke=\"" + colour +
            "\" stroke-width=\"1.6\"" + (s.dashed ? " stroke-dasharray=\"5 4\"" : "") + "><title>" +
-           html_escape(s.name) + "</title></polyline>\n";
+           markup_escape(s.name) + "</title></polyline>\n";
     const double ly = top + 8 + 18.0 * double(i), lx = width - legend_w + 4;
     o += s.lines ? "<line x1=\"" + num(lx) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(lx + 18) +
                        "\" y2=\"" + num(ly) + "\" stroke=\"" + colour + "\" stroke-width=\"2\"" +
                        (s.dashed ? " stroke-dasharray=\"5 4\"" : "") + "/>\n"
                  : "<circle cx=\"" + num(lx + 9) + "\" cy=\"" + num(ly) + "\" r=\"4.5\" fill=\"" +
                        colour + "\"/>\n";
-    o += "<text x=\"" + num(lx + 24) + "\" y=\"" + num(ly + 4) + "\">" + html_escape(s.name) +
+    o += "<text x=\"" + num(lx + 24) + "\" y=\"" + num(ly + 4) + "\">" + markup_escape(s.name) +
          "</text>\n";
   }
   return o + "</svg>\n";

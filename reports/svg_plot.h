@@ -32,7 +32,7 @@ std::string svg_plot(const std::string& title, const PlotAxis& x, const PlotAxis
                      const std::vector<PlotSeries>& series, const std::vector<PlotLine>& lines = {},
                      int width = 760, int height = 420);
 
-// Escapes text for HTML and SVG.
-std::string html_escape(const std::string& text);
+// Escapes text for XML (JUnit), HTML and SVG: markup characters, and control characters to spaces.
+std::string markup_escape(const std::string& text);
 
 }  // namespace tp

@@ -6,7 +6,7 @@
 
 #include "harness/core/atomic_file.h"
 #include "harness/core/format.h"
-#include "reports/h5_util.h"
+#include "reports/h5_rows.h"
 #include "reports/svg_plot.h"
 
 namespace tp {
@@ -14,20 +14,42 @@ namespace {
 
 using namespace h5;
 
+// A row of the points table: a policy point and whether it is on its resolution's Pareto front.
 struct PointRow {
-  char policy[48];
-  char resolution[16];
-  uint8_t peer;
-  uint8_t ran;
-  char note[192];
-  double rel_l2, max_abs, psnr_db;
-  int64_t non_finite;
-  double seconds_median, seconds_min;
-  int32_t repeats;
-  int64_t peak_arena_bytes, weight_bytes;
-  uint8_t pareto;
-  char worst_layers[512];
+  PolicyPoint p;
+  bool pareto = false;
 };
+
+const RowSchema<PointRow>& point_schema() {
+  static const RowSchema<PointRow> s = [] {
+    using P = PolicyPoint;
+    RowSchema<P> point = {column("policy", &P::policy, 48),
+                          column("resolution", &P::resolution, 16),
+                          column("peer", &P::peer),
+                          column("ran", &P::ran),
+                          column("note", &P::note, 192),
+                          column("rel_l2", &P::rel_l2),
+                          column("max_abs", &P::max_abs),
+                          column("psnr_db", &P::psnr_db),
+                          column("non_finite", &P::non_finite),
+                          column("seconds_median", &P::seconds_median),
+                          column("seconds_min", &P::seconds_min),
+                          column("repeats", &P::repeats),
+                          column("peak_arena_bytes", &P::peak_arena_bytes),
+                          column("weight_bytes", &P::weight_bytes)};
+    RowSchema<PointRow> s;
+    append_nested(s, "", &PointRow::p, point);
+    s.push_back(column("pareto", &PointRow::pareto));
+    Column<PointRow> worst{"worst_layers", ColumnType::kString, 512, {}, {}};
+    worst.get = [](const PointRow& r) -> ColumnValue { return join_list(r.p.worst_layers, ';'); };
+    worst.set = [](PointRow& r, const ColumnValue& v) {
+      r.p.worst_layers = split_list(std::get<std::string>(v), ';');
+    };
+    s.push_back(worst);
+    return s;
+  }();
+  return s;
+}
 
 void write_matrix(hid_t parent, const char* name, const std::vector<std::vector<double>>& rows,
                   std::size_t cols) {
@@ -116,50 +138,11 @@ Status write_tradeoff_h5(const std::string& path, const Tradeoff& t, const RunRe
         return Error("cannot write " + path + "; check that its folder exists and is writable");
       const hid_t root = file.get();
       put_header(root, t, header);
-      Handle s16(string_type(16), H5Tclose), s48(string_type(48), H5Tclose),
-          s192(string_type(192), H5Tclose), s512(string_type(512), H5Tclose);
-      Handle type(H5Tcreate(H5T_COMPOUND, sizeof(PointRow)), H5Tclose);
-      const hid_t c = type.get();
-      H5Tinsert(c, "policy", HOFFSET(PointRow, policy), s48.get());
-      H5Tinsert(c, "resolution", HOFFSET(PointRow, resolution), s16.get());
-      H5Tinsert(c, "peer", HOFFSET(PointRow, peer), H5T_NATIVE_UINT8);
-      H5Tinsert(c, "ran", HOFFSET(PointRow, ran), H5T_NATIVE_UINT8);
-      H5Tinsert(c, "note", HOFFSET(PointRow, note), s192.get());
-      H5Tinsert(c, "rel_l2", HOFFSET(PointRow, rel_l2), H5T_NATIVE_DOUBLE);
-      H5Tinsert(c, "max_abs", HOFFSET(PointRow, max_abs), H5T_NATIVE_DOUBLE);
-      H5Tinsert(c, "psnr_db", HOFFSET(PointRow, psnr_db), H5T_NATIVE_DOUBLE);
-      H5Tinsert(c, "non_finite", HOFFSET(PointRow, non_finite), H5T_NATIVE_INT64);
-      H5Tinsert(c, "seconds_median", HOFFSET(PointRow, seconds_median), H5T_NATIVE_DOUBLE);
-      H5Tinsert(c, "seconds_min", HOFFSET(PointRow, seconds_min), H5T_NATIVE_DOUBLE);
-      H5Tinsert(c, "repeats", HOFFSET(PointRow, repeats), H5T_NATIVE_INT32);
-      H5Tinsert(c, "peak_arena_bytes", HOFFSET(PointRow, peak_arena_bytes), H5T_NATIVE_INT64);
-      H5Tinsert(c, "weight_bytes", HOFFSET(PointRow, weight_bytes), H5T_NATIVE_INT64);
-      H5Tinsert(c, "pareto", HOFFSET(PointRow, pareto), H5T_NATIVE_UINT8);
-      H5Tinsert(c, "worst_layers", HOFFSET(PointRow, worst_layers), s512.get());
-      std::vector<PointRow> rows(t.points.size());
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        const PolicyPoint& p = t.points[i];
-        PointRow& r = rows[i];
-        std::memset(&r, 0, sizeof r);
-        copy_string(r.policy, sizeof r.policy, p.policy);
-        copy_string(r.resolution, sizeof r.resolution, p.resolution);
-        r.peer = p.peer;
-        r.ran = p.ran;
-        copy_string(r.note, sizeof r.note, p.note);
-        r.rel_l2 = p.rel_l2;
-        r.max_abs = p.max_abs;
-        r.psnr_db = p.psnr_db;
-        r.non_finite = p.non_finite;
-        r.seconds_median = p.seconds_median;
-        r.seconds_min = p.seconds_min;
-        r.repeats = p.repeats;
-        r.peak_arena_bytes = p.peak_arena_bytes;
-        r.weight_bytes = p.weight_bytes;
-        copy_string(r.worst_layers, sizeof r.worst_layers, join_list(p.worst_layers, ';'));
-      }
+      std::vector<PointRow> rows;
+      for (const PolicyPoint& p : t.points) rows.push_back({p, false});
       for (const TradeoffResolution& res : t.resolutions)
-        for (std::size_t i : pareto_front(t, res.resolution)) rows[i].pareto = 1;
-      write_table(root, "points", type.get(), rows);
+        for (std::size_t i : pareto_front(t, res.resolution)) rows[i].pareto = true;
+      write_rows(root, "points", point_schema(), rows);
       Handle group(check_id(H5Gcreate2(root, "resolutions", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                             "resolutions"),
                    H5Gclose);
@@ -194,24 +177,24 @@ Status write_tradeoff_h5(const std::string& path, const Tradeoff& t, const RunRe
 Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const RunReport& header) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>twinpath tradeoff: "
-    << html_escape(t.model) << " " << html_escape(t.pipeline)
+    << markup_escape(t.model) << " " << markup_escape(t.pipeline)
     << "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;max-width:1100px}"
     << "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px "
        "7px;text-align:right}"
     << "th{background:#f2f2f2}td.l{text-align:left}tr.front "
        "td{background:#eef7ee}.note{color:#555;font-size:13px}</style></head><body>\n";
-  o << "<h1>Precision/performance tradeoff: " << html_escape(t.model) << ", "
-    << html_escape(t.pipeline) << "</h1>\n";
-  o << "<p class=\"note\">twinpath " << html_escape(header.tool_version) << " ("
-    << html_escape(header.git_commit) << ") on " << html_escape(header.host) << ", "
-    << html_escape(t.device) << ", " << html_escape(header.utc_time) << ". Error: the compiled "
+  o << "<h1>Precision/performance tradeoff: " << markup_escape(t.model) << ", "
+    << markup_escape(t.pipeline) << "</h1>\n";
+  o << "<p class=\"note\">twinpath " << markup_escape(header.tool_version) << " ("
+    << markup_escape(header.git_commit) << ") on " << markup_escape(header.host) << ", "
+    << markup_escape(t.device) << ", " << markup_escape(header.utc_time) << ". Error: the compiled "
     << "path's output against the fp32 reference on the same procedural picture. Time: median of "
     << t.repeats
     << " runs after a warm-up, plans compiled once. Memory: the session's peak arena bytes; "
        "weights as stored.<br><code>"
-    << html_escape(header.command_line) << "</code></p>\n";
+    << markup_escape(header.command_line) << "</code></p>\n";
   for (const TradeoffResolution& res : t.resolutions) {
-    o << "<h2>" << html_escape(res.resolution) << "</h2>\n";
+    o << "<h2>" << markup_escape(res.resolution) << "</h2>\n";
     const std::vector<std::size_t> front = pareto_front(t, res.resolution);
     std::vector<PlotSeries> scatter;
     std::vector<PlotSeries> profiles, locals;
@@ -282,9 +265,10 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
       if (p.resolution != res.resolution) continue;
       const bool on_front = std::find(front.begin(), front.end(), i) != front.end();
       o << "<tr" << (on_front ? " class=\"front\"" : "") << "><td class=\"l\">"
-        << html_escape(p.policy) << (on_front ? " ★" : "") << (p.peer ? " (peer)" : "") << "</td>";
+        << markup_escape(p.policy) << (on_front ? " ★" : "") << (p.peer ? " (peer)" : "")
+        << "</td>";
       if (!p.ran) {
-        o << "<td class=\"l\" colspan=\"8\">not run: " << html_escape(p.note) << "</td></tr>\n";
+        o << "<td class=\"l\" colspan=\"8\">not run: " << markup_escape(p.note) << "</td></tr>\n";
         continue;
       }
       o << "<td>" << format_number(p.rel_l2) << "</td><td>" << format_number(p.max_abs)
@@ -292,7 +276,7 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
         << "</td><td>" << ms(p.seconds_min) << "</td><td>"
         << (p.peer ? "–" : mib(p.peak_arena_bytes)) << "</td><td>"
         << (p.peer ? "–" : mib(p.weight_bytes)) << "</td><td class=\"l\">"
-        << html_escape(readable_list(p.worst_layers)) << "</td></tr>\n";
+        << markup_escape(readable_list(p.worst_layers)) << "</td></tr>\n";
     }
     o << "</table>\n<p class=\"note\">★ Pareto front: no other policy is both faster and more "
          "accurate. A peer (LibTorch's ops "

@@ -60,7 +60,7 @@ PreparedCase prepared(const std::string& line, ModelCache& models) {
                                  p.c.width / ds});
   for (int64_t i = 0; i < p.input.numel(); ++i)
     p.input.data<float>()[i] = float(std::sin(double(i) * 0.37));
-  p.session.policy.base = *compiled::parse_layer_policy(p.c.policy_text());
+  p.session.policy.base = p.c.policy;
   std::string faults;
   for (const std::string& f : p.c.inject) faults += (faults.empty() ? "" : ",") + f;
   p.session.faults = *compiled::parse_faults(faults);

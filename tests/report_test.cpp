@@ -12,6 +12,7 @@
 #include "harness/cli/report_command.h"
 #include "reports/h5_report.h"
 #include "reports/report_tools.h"
+#include "reports/result_schema.h"
 #include "tests/support/command.h"
 
 namespace tp {
@@ -58,8 +59,7 @@ TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
       << r.output;
   // The expected refusal is counted in one summary line, not printed as a case of its own.
   EXPECT_EQ(r.output.find("UNSUPPORTED "), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("1 refused as unsupported (each in the report and JUnit; `twinpath "
-                          "report show` prints them): 1 "
+  EXPECT_NE(r.output.find("1 refused as unsupported (each in the report and JUnit): 1 "
                           "activations are stored in f32, f16 or bf16, not f8e4m3\n"),
             std::string::npos)
       << r.output;
@@ -208,6 +208,57 @@ TEST_F(ReportTest, DiffFlagsPlantedErrorGrowthAndNewNonFinite) {
   auto shown = report_show_command(p("base.h5"), false);
   ASSERT_TRUE(shown.ok());
   EXPECT_EQ(*shown, 0);
+}
+
+// Every column of every row type survives the HDF5 writer and reader (one schema makes both),
+// and large tables are stored compressed.
+TEST_F(ReportTest, EveryColumnRoundTripsAndLargeTablesAreCompressed) {
+  CaseResult c;
+  c.id = "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32";
+  c.outcome = Outcome::kFailed;
+  for (int i = 0; i < 100; ++i) {  // every field differs from its default and between rows
+    CheckpointRecord r;
+    r.name = "decoder.up_blocks." + std::to_string(i) + ".conv";
+    r.graph = "vae.decoder";
+    r.group = i;
+    r.op_class = "conv";
+    r.dtype = "f16";
+    for (Metrics* m : {&r.accumulated, &r.local}) {
+      const double k = i + (m == &r.local ? 0.5 : 0.25);
+      *m = Metrics{int64_t(k * 7), k,     k + 1,          k + 2,          k + 3,           k + 4,
+                   k + 5,          k + 6, int64_t(k * 3), int64_t(k * 5), int64_t(k * 11), k + 7,
+                   k + 8,          {}};
+      m->worst.push_back(WorstElement{{0, 1, i, 2}, k, -k, 2 * k});
+    }
+    r.has_local = true;
+    r.tolerance_rel_l2 = i * 1e-3;
+    r.tolerance_max_element = i * 1e-2;
+    r.tolerance_basis = "f16 conv";
+    r.passed = i % 2;
+    c.checkpoints.push_back(r);
+  }
+  StreamStep step{"64x80", "[1, 4, 8, 10]", 1, 2, 0.5, 3, 4, 5, 6, true, 7, 0.125, "refused"};
+  c.stream = {step, step};
+  RunReport report;
+  report.cases = {c};
+  ASSERT_TRUE(write_h5_report(p("rows.h5"), report).ok());
+  auto back = read_h5_report(p("rows.h5"));
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  const CaseResult& got = back->cases.at(0);
+  ASSERT_EQ(got.checkpoints.size(), c.checkpoints.size());
+  for (std::size_t i = 0; i < c.checkpoints.size(); ++i) {
+    for (const Column<CheckpointRecord>& col : checkpoint_schema())
+      EXPECT_EQ(col.get(got.checkpoints[i]), col.get(c.checkpoints[i])) << col.name << " row " << i;
+    EXPECT_EQ(got.checkpoints[i].local.worst.at(0).index, c.checkpoints[i].local.worst[0].index);
+  }
+  ASSERT_EQ(got.stream.size(), 2u);
+  for (const Column<StreamStep>& col : stream_schema())
+    EXPECT_EQ(col.get(got.stream[1]), col.get(step)) << col.name;
+  const auto py = shell(
+      "/usr/bin/python3 -c \"import h5py, sys; c = h5py.File(sys.argv[1])['cases']; "
+      "print(c[list(c)[0]]['checkpoints'].compression)\" " +
+      p("rows.h5"));
+  EXPECT_EQ(py.output, "gzip\n");
 }
 
 TEST_F(ReportTest, ReadersRefuseWhatIsNotAReport) {

@@ -8,7 +8,7 @@ root=${1:-$(cd "$(dirname "$0")/.." && pwd)}
 cd "$root"
 command -v clang-format > /dev/null || { echo "check-format: clang-format is missing; run tools/install-deps.sh as root"; exit 1; }
 if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
-  mapfile -t files < <(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+  mapfile -t files < <(git ls-files --cached --others --exclude-standard '*.h' '*.cpp' '*.cu' '*.cuh')
 else
   mapfile -t files < <(find . -path ./build -prune -o -path './build-*' -prune -o \
                          \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) -print)

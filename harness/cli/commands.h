@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cases/case.h"
+#include "compiled/backend.h"
 #include "harness/cli/paths.h"
 #include "harness/cli/report_command.h"
 #include "harness/core/status.h"
@@ -80,7 +81,7 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& options,
                                const std::string& command_line);
 
 // A new report's header: tool version, commit, command line, host, device and UTC time.
-RunReport report_header(const std::string& command_line, const std::string& device);
+RunReport report_header(const std::string& command_line, compiled::Device device);
 
 Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir,
                           const std::string& scale);

@@ -121,6 +121,8 @@ int main(int argc, char** argv) {
   tp::RunCommandOptions lo;
   list->add_option("--suite", lo.suite, "ci (default) | nightly | field-reports | FILE");
   list->add_option("--filter", lo.filter, "only ids matching this regular expression");
+  CLI::App* options = cases_cmd->add_subcommand(
+      "options", "Print every option a case line takes, in id order, with its syntax");
 
   CLI::App* triage = app.add_subcommand(
       "triage", "Find where a user's NaN comes from, why, and which layers to keep in fp32");
@@ -209,6 +211,10 @@ int main(int argc, char** argv) {
     };
     if (triage->parsed()) return exit_code(tp::triage_command(to));
     if (list->parsed()) return exit_code(tp::cases_list_command(lo));
+    if (options->parsed()) {
+      std::cout << tp::case_options_help();
+      return 0;
+    }
     if (replay->parsed()) return exit_code(tp::replay_command(replay_file, replay_device));
     if (show->parsed()) return exit_code(tp::report_show_command(show_file, show_json));
     if (diff->parsed()) return exit_code(tp::report_diff_command(diff_base, diff_new, diff_growth));

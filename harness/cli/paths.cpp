@@ -29,10 +29,9 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
   TP_ASSIGN_OR_RETURN(so.policy.keep_fp32, compiled::parse_keep_fp32(o.keep_fp32));
   TP_ASSIGN_OR_RETURN(so.faults, compiled::parse_faults(o.inject));
   TP_ASSIGN_OR_RETURN(so.shapes, compiled::parse_shape_policy(o.shape_policy));
-  std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
-  if (cuda) {
-    TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
-  }
+  TP_ASSIGN_OR_RETURN(
+      std::unique_ptr<compiled::Backend> backend,
+      compiled::make_backend(cuda ? compiled::Device::kCuda : compiled::Device::kCpu));
   std::string description = cuda ? "compiled:cuda (" + backend->description() + ", "
                                  : std::string("compiled:cpu (emulated kernels, ");
   auto session = std::make_shared<compiled::Session>(so, std::move(backend));

@@ -77,13 +77,13 @@ Expected<Shard> parse_shard(const std::string& flag) {
   return s;
 }
 
-RunReport report_header(const std::string& command_line, const std::string& device) {
+RunReport report_header(const std::string& command_line, compiled::Device device) {
   RunReport report;
   report.tool_version = TWINPATH_VERSION_STRING;
   report.git_commit = TWINPATH_GIT_COMMIT_STRING;
   report.command_line = command_line;
   report.host = host_name();
-  report.device = device == "cuda" ? "cuda" : "cpu-emulated";
+  report.device = compiled::device_report_name(device);
   report.utc_time = utc_now();
   return report;
 }
@@ -98,8 +98,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     o.report = "out/latest.h5";
     o.junit = "out/latest.xml";
   }
-  if (o.device != "cpu" && o.device != "cuda")
-    return Error("--device " + o.device + " is unknown; use cpu or cuda");
+  TP_ASSIGN_OR_RETURN(const compiled::Device device, compiled::parse_device(o.device));
   DumpPolicy dump = DumpPolicy::kNone;
   if (o.dump == "failing")
     dump = DumpPolicy::kFailing;
@@ -115,13 +114,13 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     TP_ASSIGN_OR_RETURN(baseline, read_h5_report(o.baseline));
   }
 
-  RunReport report = report_header(command_line, o.device);
+  RunReport report = report_header(command_line, device);
   if (shard.total > 1)
     report.shard = std::to_string(shard.index) + "/" + std::to_string(shard.total);
 
   std::ostream& progress = o.json ? std::cerr : std::cout;
   RunOptions options;
-  options.device = o.device;
+  options.device = device;
   options.dump = dump;
   options.search = o.search;
   ModelCache models;

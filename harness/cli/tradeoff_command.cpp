@@ -20,9 +20,7 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
   t.pipeline = o.pipeline;
   t.policies = o.policies;
   t.repeats = o.repeats;
-  t.device = o.device;
-  if (o.device != "cpu" && o.device != "cuda")
-    return Error("--device " + o.device + " is unknown; use cpu or cuda");
+  TP_ASSIGN_OR_RETURN(t.device, compiled::parse_device(o.device));
   if (o.pipeline != "vae.encode" && o.pipeline != "vae.decode" && o.pipeline != "vae.roundtrip")
     return Error("--pipeline " + o.pipeline +
                  " is unknown; use vae.encode, vae.decode or vae.roundtrip");
@@ -42,7 +40,7 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
   t.progress = [](const std::string& line) { std::cerr << line << std::endl; };
 #ifdef TWINPATH_HAVE_TORCH
   // The peer: LibTorch's ops on the same graphs, fp32 on the CPU; f16 and bf16 on CUDA.
-  const bool cuda = o.device == "cuda";
+  const bool cuda = t.device == compiled::Device::kCuda;
   t.make_peers = [cuda](const Model& m) -> Expected<std::vector<TradeoffPeer>> {
     std::vector<TradeoffPeer> peers;
     if (cuda && !torch_path::cuda_available())
@@ -61,7 +59,7 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
   };
 #endif
   TP_ASSIGN_OR_RETURN(Tradeoff result, measure_tradeoff(t));
-  const RunReport header = report_header(command_line, o.device);
+  const RunReport header = report_header(command_line, t.device);
   const std::string h5 = (fs::path(o.out) / "report.h5").string(),
                     html = (fs::path(o.out) / "report.html").string();
   TP_RETURN_IF_ERROR(write_tradeoff_h5(h5, result, header));

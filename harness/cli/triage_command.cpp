@@ -29,23 +29,8 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   c.height = input.dim(2) * scale;
   c.width = input.dim(3) * scale;
   // The policy flag's fields become the case's.
-  for (const std::string& field : split_list(o.policy, ',')) {
-    const std::size_t eq = field.find('=');
-    const std::string key = field.substr(0, eq),
-                      value = eq == std::string::npos ? "" : field.substr(eq + 1);
-    if (key == "w")
-      c.weight = value;
-    else if (key == "a")
-      c.activation = value;
-    else if (key == "acc")
-      c.accumulation = value;
-    else if (key == "scale")
-      c.scale = value;
-    else if (key == "sat")
-      c.saturation = value;
-    else
-      return Error("--policy field '" + field + "' is unknown; use w=, a=, acc=, scale= and sat=");
-  }
+  if (Status s = apply_policy_text(c, o.policy); !s.ok())
+    return Error("--policy " + s.error().message());
   if (o.tiling != "on" && o.tiling != "off")
     return Error("--tiling " + o.tiling + " is unknown; use on or off");
   c.tiling = o.tiling == "on";
@@ -58,12 +43,11 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
 }  // namespace
 
 Expected<int> triage_command(const TriageOptions& o) {
-  if (o.device != "cpu" && o.device != "cuda")
-    return Error("--device " + o.device + " is unknown; use cpu or cuda");
+  TP_ASSIGN_OR_RETURN(const compiled::Device device, compiled::parse_device(o.device));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   TP_ASSIGN_OR_RETURN(Case c, triage_case(o, model));
   RunOptions options;
-  options.device = o.device;
+  options.device = device;
   options.search = true;
   options.repro_file = o.repro;
   if (options.repro_file.empty()) {  // beside the report that names it, else in out/
@@ -76,7 +60,7 @@ Expected<int> triage_command(const TriageOptions& o) {
   ModelCache models;
   const CaseResult r = run_case(c, options, models);
   if (!o.report.empty()) {
-    RunReport report = report_header("twinpath triage", o.device);
+    RunReport report = report_header("twinpath triage", device);
     report.cases.push_back(r);
     TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
   }
@@ -115,9 +99,8 @@ Expected<int> triage_command(const TriageOptions& o) {
 }
 
 Expected<int> replay_command(const std::string& file, const std::string& device) {
-  if (device != "cpu" && device != "cuda")
-    return Error("--device " + device + " is unknown; use cpu or cuda");
-  TP_ASSIGN_OR_RETURN(ReplayOutcome out, replay_group_repro(file, device));
+  TP_ASSIGN_OR_RETURN(const compiled::Device d, compiled::parse_device(device));
+  TP_ASSIGN_OR_RETURN(ReplayOutcome out, replay_group_repro(file, d));
   std::cout << out.text;
   return out.non_finite ? 1 : 0;
 }

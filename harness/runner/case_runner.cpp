@@ -93,15 +93,13 @@ bool every_weighted_layer_kept(const Case& c, const Model& m) {
 // The parts of a policy keep-fp32 cannot override: the dtypes must exist as storage at all.
 bool expected_supported_base_in_fp32(const Case& c) {
   Case fp32 = c;
-  fp32.weight = fp32.activation = "f32";
-  fp32.accumulation = "f32";
-  return c.activation != "f8e4m3" && c.activation != "f8e5m2" && c.activation != "f64" &&
-         c.weight != "f64" && expected_supported(fp32);
+  fp32.policy.weight = fp32.policy.activation = fp32.policy.accumulation = DType::kF32;
+  const DType a = c.policy.activation;
+  return !dtype_is_fp8(a) && a != DType::kF64 && c.policy.weight != DType::kF64 &&
+         expected_supported(fp32);
 }
 
-std::string dtypes_text(const Case& c) {
-  return "w=" + c.weight + ",a=" + c.activation + ",acc=" + c.accumulation;
-}
+std::string dtypes_text(const Case& c) { return dtypes_string(c.policy); }
 
 void dump(CaseResult& r, const std::string& name, const Tensor& got, const Tensor& want) {
   r.dumps.emplace_back(name + "/compiled", got.to(DType::kF32));
@@ -171,20 +169,19 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   if (!c.warm.empty()) {
     TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
   }
-  p.reference = c.reference == "f64" ? DType::kF64 : DType::kF32;
+  p.reference = c.reference;
   p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};
   TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(join_list(c.inject, ',')));
   p.session.policy.keep_fp32 = c.keep_fp32;
   TP_ASSIGN_OR_RETURN(p.session.shapes, compiled::parse_shape_policy(c.shapes));
   p.session.memory_limit_bytes = c.memory_limit;
-  auto policy = compiled::parse_layer_policy(c.policy_text());
-  if (policy.ok())
-    p.session.policy.base = *policy;
+  if (Status policy = compiled::check_layer_policy(c.policy); policy.ok())
+    p.session.policy.base = c.policy;
   else
     p.policy_refusal = policy.error().message();
-  if (o.device == "cuda") {
+  if (o.device == compiled::Device::kCuda) {
     refusal = Outcome::kSkipped;
-    TP_ASSIGN_OR_RETURN(auto backend, compiled::make_cuda_backend());
+    TP_ASSIGN_OR_RETURN(auto backend, compiled::make_backend(o.device));
   }
   refusal = Outcome::kError;
   return p;
@@ -201,8 +198,8 @@ Outcome judge_unsupported(const Case& c, const std::string* refusal, std::string
              ", which has no kernels: it must refuse it, naming the layer, both dtypes and the fix";
     return Outcome::kFailed;
   }
-  if (refusal->find(c.weight) != std::string::npos &&
-      refusal->find(c.activation) != std::string::npos) {
+  if (refusal->find(dtype_name(c.policy.weight)) != std::string::npos &&
+      refusal->find(dtype_name(c.policy.activation)) != std::string::npos) {
     reason = *refusal;
     return Outcome::kUnsupported;
   }
@@ -216,7 +213,7 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   r.id = c.id();
   r.seed = c.seed();
   r.repro = repro_command(c);
-  r.device = o.device == "cuda" ? "cuda" : "cpu-emulated";
+  r.device = compiled::device_report_name(o.device);
   auto finish = [&](Outcome outcome, std::string reason) {
     r.outcome = outcome;
     r.reason = std::move(reason);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cases/case.h"
+#include "compiled/backend.h"
 #include "harness/models/vae/model.h"
 #include "reports/result.h"
 
@@ -15,7 +16,7 @@ namespace tp {
 enum class DumpPolicy : uint8_t { kNone, kFailing, kAll };
 
 struct RunOptions {
-  std::string device = "cpu";  // cpu: the emulated kernels; cuda: the CUDA kernels
+  compiled::Device device = compiled::Device::kCpu;
   DumpPolicy dump = DumpPolicy::kNone;
   bool local_error = true;  // run every group alone on the reference's inputs
   bool search = false;      // precision search when the case fails (triage)

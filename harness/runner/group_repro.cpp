@@ -79,7 +79,7 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
   return write_safetensors(path, tensors, metadata);
 }
 
-Expected<ReplayOutcome> replay_group_repro(const std::string& path, const std::string& device) {
+Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::Device device) {
   TP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
   const auto& m = file.metadata();
   if (meta(m, "twinpath_repro") != kReproVersion)
@@ -111,10 +111,7 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, const std::s
   TP_ASSIGN_OR_RETURN(options.policy.keep_fp32, compiled::parse_keep_fp32(meta(m, "keep_fp32")));
   TP_ASSIGN_OR_RETURN(options.faults, compiled::parse_faults(meta(m, "faults")));
   TP_ASSIGN_OR_RETURN(Shape input_shape, parse_shape_text(meta(m, "input_shape")));
-  std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
-  if (device == "cuda") {
-    TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
-  }
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Backend> backend, compiled::make_backend(device));
   compiled::Session session(options, std::move(backend));
   TP_ASSIGN_OR_RETURN(const compiled::Plan* plan, session.plan_for(graph, weights, input_shape));
   const int group = std::stoi(meta(m, "group"));

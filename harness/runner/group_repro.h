@@ -19,6 +19,6 @@ struct ReplayOutcome {
   bool non_finite = false;
   Provenance origin;
 };
-Expected<ReplayOutcome> replay_group_repro(const std::string& path, const std::string& device);
+Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::Device device);
 
 }  // namespace tp

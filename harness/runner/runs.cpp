@@ -46,10 +46,7 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p,
 
 Expected<std::unique_ptr<compiled::Session>> new_compiled_session(
     const PreparedCase& p, compiled::SessionOptions options) {
-  std::unique_ptr<compiled::Backend> backend = compiled::make_emulated_backend();
-  if (p.device == "cuda") {
-    TP_ASSIGN_OR_RETURN(backend, compiled::make_cuda_backend());
-  }
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Backend> backend, compiled::make_backend(p.device));
   return std::make_unique<compiled::Session>(std::move(options), std::move(backend));
 }
 

@@ -27,7 +27,7 @@ struct PreparedCase {
   TilingOptions tiling;
   DType reference = DType::kF32;
   compiled::SessionOptions session;
-  std::string device = "cpu";
+  compiled::Device device = compiled::Device::kCpu;
   std::string
       policy_refusal;  // the compiled path's policy parser refused the dtypes (field report 3)
 };

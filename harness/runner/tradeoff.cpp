@@ -25,19 +25,16 @@ Case base_case(const TradeoffOptions& o, int64_t h, int64_t w) {
   c.model = o.model;
   c.height = h;
   c.width = w;
-  c.weight = c.activation = c.accumulation = "f32";  // the input's seed: the same for every policy
+  c.policy = LayerPolicy{DType::kF32, DType::kF32,
+                         DType::kF32};  // the input's seed: the same for every policy
   c.input = "image";
   return c;
 }
 
 // The case under `policy` ("w=..,a=..,acc=..[,scale=..][,sat=..]").
 Expected<Case> with_policy(Case c, const std::string& policy) {
-  for (const std::string& part : split_list(policy, ',')) {
-    const std::string key = part.substr(0, part.find('='));
-    if (key != "w" && key != "a" && key != "acc" && key != "scale" && key != "sat")
-      return Error("policy '" + policy + "': '" + part + "' is not w=, a=, acc=, scale= or sat=");
-    TP_RETURN_IF_ERROR(apply_case_option(c, part));
-  }
+  if (Status s = apply_policy_text(c, policy); !s.ok())
+    return Error("policy '" + policy + "': " + s.error().message());
   return c;
 }
 
@@ -131,12 +128,10 @@ void score(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run,
 
 std::vector<std::string> default_tradeoff_policies() {
   std::vector<std::string> out;
-  for (const char* a : {"f32", "bf16", "f16"})
-    for (const char* w : {"f32", "f16", "bf16", "f8e4m3", "f8e5m2"}) {
+  for (DType a : {DType::kF32, DType::kBF16, DType::kF16})
+    for (DType w : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2}) {
       Case c;
-      c.weight = w;
-      c.activation = a;
-      c.accumulation = "f32";
+      c.policy = LayerPolicy{w, a, DType::kF32};
       if (expected_supported(c)) out.push_back(c.policy_text());
     }
   return out;
@@ -160,7 +155,7 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
   Tradeoff t;
   t.model = o.model;
   t.pipeline = o.pipeline;
-  t.device = o.device == "cuda" ? "cuda" : "cpu-emulated";
+  t.device = compiled::device_report_name(o.device);
   t.repeats = o.repeats;
   if (o.repeats < 1) return Error("--repeats must be at least 1");
   const std::vector<std::string> policies =
@@ -200,9 +195,9 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
       TP_ASSIGN_OR_RETURN(Case c, with_policy(base.c, policy));
       PreparedCase p = base;
       p.c = c;
-      auto parsed = compiled::parse_layer_policy(c.policy_text());
-      if (!parsed.ok()) return Error("policy '" + policy + "': " + parsed.error().message());
-      p.session.policy.base = *parsed;
+      if (Status checked = compiled::check_layer_policy(c.policy); !checked.ok())
+        return Error("policy '" + policy + "': " + checked.error().message());
+      p.session.policy.base = c.policy;
       std::string refused;
       auto s = new_compiled_session(p, p.session);
       if (!s.ok()) return s.error();

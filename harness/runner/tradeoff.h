@@ -30,7 +30,7 @@ struct TradeoffOptions {
   std::vector<std::string> policies;  // empty: every supported w x a with acc=f32
   std::vector<std::pair<int64_t, int64_t>> resolutions{{256, 256}};
   int repeats = 3;  // timed runs after the warm-up (the captured run); the median is reported
-  std::string device = "cpu";
+  compiled::Device device = compiled::Device::kCpu;
   std::function<void(const std::string&)> progress;  // one line per finished measurement
   std::function<Expected<std::vector<TradeoffPeer>>(const Model&)> make_peers;  // optional
 };

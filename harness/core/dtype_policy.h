@@ -1,0 +1,40 @@
+// A dtype policy for one layer: how its weights are stored, how activations are stored between
+// fused groups, how matmuls accumulate, and (fp8 weights) how scales are chosen and values
+// saturate. A plain value that cases, reports and the compiled path share; which combinations
+// have kernels is the compiled path's question (compiled/policy.h check_layer_policy).
+//   text: w=f8e4m3,a=bf16,acc=f32[,scale=channel|tensor][,sat=satfinite|nonsat]
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "harness/core/dtype.h"
+
+namespace tp {
+
+enum class ScaleGranularity : uint8_t { kPerChannel, kPerTensor };
+
+struct LayerPolicy {
+  DType weight = DType::kF16;
+  DType activation = DType::kF16;
+  DType accumulation = DType::kF32;
+  ScaleGranularity scale = ScaleGranularity::kPerChannel;
+  Saturation saturation = Saturation::kSaturate;
+
+  bool operator==(const LayerPolicy& o) const {
+    return weight == o.weight && activation == o.activation && accumulation == o.accumulation &&
+           scale == o.scale && saturation == o.saturation;
+  }
+};
+
+// Canonical text: scale= and sat= appear for fp8 weights only.
+std::string layer_policy_string(const LayerPolicy& p);
+// "w=f16,a=f16,acc=f32": the three dtypes alone.
+std::string dtypes_string(const LayerPolicy& p);
+
+const char* scale_name(ScaleGranularity s);  // "channel" | "tensor"
+const char* saturation_name(Saturation s);   // "satfinite" | "nonsat"
+Expected<ScaleGranularity> parse_scale(std::string_view text);
+Expected<Saturation> parse_saturation(std::string_view text);
+
+}  // namespace tp

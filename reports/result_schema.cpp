@@ -1,0 +1,89 @@
+#include "reports/result_schema.h"
+
+#include "harness/core/format.h"
+
+namespace tp {
+
+const RowSchema<Metrics>& metrics_schema() {
+  static const RowSchema<Metrics> s = {
+      column("count", &Metrics::count),
+      column("max_abs", &Metrics::max_abs),
+      column("max_rel", &Metrics::max_rel),
+      column("rel_l2", &Metrics::rel_l2),
+      column("cosine", &Metrics::cosine),
+      column("ulp_median", &Metrics::ulp_median),
+      column("ulp_p99", &Metrics::ulp_p99),
+      column("ulp_max", &Metrics::ulp_max),
+      column("nonfinite_got", &Metrics::non_finite_got),
+      column("nonfinite_want", &Metrics::non_finite_want),
+      column("nonfinite_new", &Metrics::non_finite_new),
+      column("ref_max_abs", &Metrics::want_max_abs),
+      column("headroom", &Metrics::headroom),
+  };
+  return s;
+}
+
+const RowSchema<CheckpointRecord>& checkpoint_schema() {
+  static const RowSchema<CheckpointRecord> s = [] {
+    using R = CheckpointRecord;
+    RowSchema<R> s = {column("name", &R::name, kNameWidth), column("graph", &R::graph, 32),
+                      column("group", &R::group), column("op_class", &R::op_class, 16),
+                      column("dtype", &R::dtype, 8)};
+    append_nested(s, "", &R::accumulated, metrics_schema());
+    s.push_back(column("has_local", &R::has_local));
+    append_nested(s, "local_", &R::local, metrics_schema());
+    s.push_back(column("tol_rel_l2", &R::tolerance_rel_l2));
+    s.push_back(column("tol_max_element", &R::tolerance_max_element));
+    s.push_back(column("tol_basis", &R::tolerance_basis, 48));
+    s.push_back(column("passed", &R::passed));
+    return s;
+  }();
+  return s;
+}
+
+const RowSchema<WorstRow>& worst_schema() {
+  static const RowSchema<WorstRow> s = [] {
+    using R = WorstRow;
+    Column<R> index{"index", ColumnType::kString, 48, {}, {}};
+    index.get = [](const R& r) -> ColumnValue { return join_numbers(r.index, ','); };
+    index.set = [](R& r, const ColumnValue& v) {
+      r.index.clear();
+      for (const std::string& n : split_list(std::get<std::string>(v), ','))
+        r.index.push_back(std::stoll(n));
+    };
+    return RowSchema<R>{column("checkpoint", &R::checkpoint, kNameWidth),
+                        column("local", &R::local),
+                        column("rank", &R::rank),
+                        index,
+                        column("got", &R::got),
+                        column("want", &R::want),
+                        column("abs_error", &R::abs_error)};
+  }();
+  return s;
+}
+
+const RowSchema<OriginInput>& origin_input_schema() {
+  static const RowSchema<OriginInput> s = {column("name", &OriginInput::name, kNameWidth),
+                                           column("value", &OriginInput::value)};
+  return s;
+}
+
+const RowSchema<StreamStep>& stream_schema() {
+  using R = StreamStep;
+  static const RowSchema<R> s = {column("resolution", &R::resolution, 16),
+                                 column("input_shape", &R::input_shape, 48),
+                                 column("compilations", &R::compilations),
+                                 column("total_compilations", &R::total_compilations),
+                                 column("compile_seconds", &R::compile_seconds),
+                                 column("arena_bytes", &R::arena_bytes),
+                                 column("peak_arena_bytes", &R::peak_arena_bytes),
+                                 column("evictions", &R::evictions),
+                                 column("need_bytes", &R::need_bytes),
+                                 column("refused", &R::refused),
+                                 column("exact_compilations", &R::exact_compilations),
+                                 column("bucket_vs_exact_max_abs", &R::bucket_vs_exact_max_abs),
+                                 column("note", &R::note, kNameWidth)};
+  return s;
+}
+
+}  // namespace tp
