@@ -244,6 +244,11 @@ int64_t assign_offsets(std::map<int, Buffer>& buffers) {
 Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& store) {
   const auto start = std::chrono::steady_clock::now();
   const Graph& g = *r.graph;
+  for (const Op& op :
+       g.ops)  // the N-dimensional ops run on the reference and torch paths only, so far
+    if (op.kind >= OpKind::kConv)
+      return Error(op.name + ": the compiled path has no kernels for " + op_kind_name(op.kind) +
+                   " yet; run this graph on the reference or torch path");
   auto plan = std::make_unique<Plan>();
   plan->graph = std::make_shared<const Graph>(g);
   plan->graph_hash = g.hash();

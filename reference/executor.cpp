@@ -25,6 +25,32 @@ Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* 
       return add<T>(*in[0], *in[1]);
     case OpKind::kSliceChannels:
       return slice_channels<T>(*in[0], op.attrs.begin, op.attrs.end);
+    case OpKind::kConv:
+      return conv<T>(*in[0], *w, b, op.attrs);
+    case OpKind::kLinearLast:
+      return linear_last<T>(*in[0], *w, b);
+    case OpKind::kMultiHeadAttention:
+      return multi_head_attention<T>(*in[0], *in[1], *in[2], in.size() > 3 ? in[3] : nullptr,
+                                     op.attrs);
+    case OpKind::kLayerNorm:
+      return layer_norm<T>(*in[0], w, b, op.attrs.norm_dims, op.attrs.eps);
+    case OpKind::kRmsNorm:
+      return rms_norm<T>(*in[0], w, op.attrs.eps);
+    case OpKind::kGelu:
+      return gelu<T>(*in[0], op.attrs.tanh_approximation);
+    case OpKind::kConcat:
+      return concat<T>(in, op.attrs.axis);
+    case OpKind::kSlice:
+      return slice<T>(*in[0], op.attrs.axis, op.attrs.begin, op.attrs.end);
+    case OpKind::kReshape: {
+      auto shape = reshape_target(in[0]->shape(), op.attrs.dims);
+      TP_CHECK(shape.ok(), op.name + ": " + (shape.ok() ? "" : shape.error().message()));
+      return in[0]->reshaped(*shape);
+    }
+    case OpKind::kPermute:
+      return permute<T>(*in[0], op.attrs.dims);
+    case OpKind::kBinary:
+      return binary<T>(op.attrs.binary, *in[0], *in[1]);
     case OpKind::kSilu:
     case OpKind::kRelu:
     case OpKind::kTanhClamp:
@@ -77,7 +103,9 @@ Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights,
 }  // namespace
 
 Status check_input_fits(const Graph& graph, const Shape& input_shape) {
-  // Spatial sizes per value, propagated through the ops that change them.
+  // Spatial sizes per value, propagated through the ops that change them. Graphs of the
+  // N-dimensional ops check their shapes as they run.
+  if (input_shape.size() != 4 || graph.has_nd_ops()) return Status();
   std::vector<std::pair<int64_t, int64_t>> hw(graph.value_names.size(), {0, 0});
   for (const auto& [name, id] : graph.inputs)
     hw[std::size_t(id)] = {input_shape[2], input_shape[3]};
@@ -111,6 +139,12 @@ Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
                                  const NamedTensors& inputs, DType compute,
                                  const ValueObserver& observe) {
   for (const auto& [name, t] : inputs) {
+    if (graph.has_nd_ops()) {  // those ops check their operands' shapes as they run
+      if (t.rank() < 1 || t.rank() > 5)
+        return Error("input '" + name + "' has rank " + std::to_string(t.rank()) +
+                     "; the graph takes tensors of rank 1 to 5");
+      continue;
+    }
     if (t.rank() != 4)
       return Error("input '" + name + "' must be [batch, channels, height, width], got " +
                    shape_string(t.shape()));

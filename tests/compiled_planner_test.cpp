@@ -221,5 +221,22 @@ TEST_F(PlannerTest, KeptLayersStoreFp32AndFp8WeightsCarryScales) {
   EXPECT_EQ(plan.value()->params.at("decoder.conv_out.weight")->storage, DType::kF32);
 }
 
+// Graphs of the N-dimensional ops have no compiled kernels yet: refused with the op and the
+// paths that do run them, never a crash inside the planner.
+TEST(PlannerNd, RefusesOpsWithoutKernelsNamingThePathsThatRunThem) {
+  GraphBuilder b("dit.block");
+  const int x = b.input("hidden_states");
+  b.output("y", b.gelu("ff.net.0", b.layer_norm("norm1", x, {8}, 1e-6, false), true));
+  const Graph g = b.finish();
+  const Weights w;
+  WeightStore store;
+  PlanRequest r{&g, &w, 1, {1, 4, 8}, {}, {}};
+  auto plan = compile_plan(r, store);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.error().message(),
+            "norm1: the compiled path has no kernels for layer_norm yet; run this graph on the "
+            "reference or torch path");
+}
+
 }  // namespace
 }  // namespace tp::compiled

@@ -14,8 +14,9 @@ namespace {
 
 struct OpCase {
   std::string name;
-  Shape input;                                    // [B,C,H,W]; attention gets three such inputs
-  std::function<void(GraphBuilder&, int)> build;  // adds ops reading the input value
+  Shape input;                                            // "x"
+  std::function<void(GraphBuilder&, int)> build;          // adds ops reading the input value
+  std::vector<std::pair<std::string, Shape>> extra = {};  // more inputs the ops read by name
 };
 
 std::ostream& operator<<(std::ostream& os, const OpCase& c) { return os << c.name; }
@@ -42,7 +43,125 @@ std::vector<OpCase> op_cases() {
       b.output("y", b.unary("op", kind, x, a));
     };
   };
+  auto nd_conv = [](int cin, int cout, std::vector<int> k, std::vector<int> s, std::vector<int> d,
+                    std::vector<int> lo, std::vector<int> hi, PadMode mode, int groups, bool bias) {
+    return [=](GraphBuilder& b, int x) {
+      b.output("y", b.conv("conv", x, cin, cout, k, s, d, lo, hi, mode, groups, bias));
+    };
+  };
+  // Self-attention over x [B, L, D] with `heads` heads (q, k, v projections as diffusers').
+  auto self_attention = [](int d, int heads, int64_t frame_tokens, bool mask) {
+    return [=](GraphBuilder& b, int x) {
+      const int q = b.linear_last("to_q", x, d, d, false),
+                k = b.linear_last("to_k", x, d, d, false),
+                v = b.linear_last("to_v", x, d, d, false);
+      const int m = mask ? b.input("mask") : -1;
+      b.output("y", b.multi_head_attention("attn", q, k, v, heads,
+                                           1.0 / std::sqrt(double(d / heads)), m, frame_tokens));
+    };
+  };
+  auto gelu = [](bool tanh) {
+    return [=](GraphBuilder& b, int x) { b.output("y", b.gelu("gelu", x, tanh)); };
+  };
   return {
+      // N-dimensional ops.
+      {"nd_conv1d_stride2",
+       {2, 4, 17},
+       nd_conv(4, 6, {3}, {2}, {1}, {1}, {1}, PadMode::kZeros, 1, true)},
+      {"nd_conv2d_dilated_grouped",
+       {1, 6, 11, 10},
+       nd_conv(6, 4, {3, 3}, {1, 2}, {2, 1}, {2, 1}, {2, 0}, PadMode::kZeros, 2, true)},
+      {"nd_conv3d_causal_replicate",
+       {1, 4, 5, 6, 7},
+       nd_conv(4, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {2, 1, 1}, {0, 1, 1}, PadMode::kReplicate, 1,
+               true)},
+      {"nd_conv3d_stride2_zeros_nobias",
+       {1, 3, 6, 8, 8},
+       nd_conv(3, 4, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {2, 1, 1}, {0, 1, 1}, PadMode::kZeros, 1,
+               false)},
+      {"nd_linear_last_tokens",
+       {2, 5, 12},
+       [](GraphBuilder& b, int x) { b.output("y", b.linear_last("proj", x, 12, 7)); }},
+      {"nd_linear_last_rank2_nobias",
+       {3, 12},
+       [](GraphBuilder& b, int x) { b.output("y", b.linear_last("proj", x, 12, 5, false)); }},
+      {"nd_attention_self_4_heads", {2, 10, 16}, self_attention(16, 4, 0, false)},
+      {"nd_attention_additive_mask",
+       {2, 10, 16},
+       self_attention(16, 2, 0, true),
+       {{"mask", {10, 10}}}},
+      {"nd_attention_causal_per_frame", {1, 12, 8}, self_attention(8, 2, 4, false)},
+      {"nd_attention_cross",
+       {2, 9, 16},
+       [](GraphBuilder& b, int x) {
+         const int ctx = b.input("context");
+         const int q = b.linear_last("to_q", x, 16, 16, false),
+                   k = b.linear_last("to_k", ctx, 12, 16, false),
+                   v = b.linear_last("to_v", ctx, 12, 16, false);
+         b.output("y", b.multi_head_attention("attn2", q, k, v, 2, 1.0 / std::sqrt(8.0)));
+       },
+       {{"context", {2, 6, 12}}}},
+      {"nd_layer_norm_affine",
+       {2, 7, 10},
+       [](GraphBuilder& b, int x) { b.output("y", b.layer_norm("norm1", x, {10}, 1e-5, true)); }},
+      {"nd_layer_norm_two_dims_no_affine",
+       {2, 3, 4, 5},
+       [](GraphBuilder& b, int x) {
+         b.output("y", b.layer_norm("norm", x, {4, 5}, 1e-6, false));
+       }},
+      {"nd_rms_norm",
+       {2, 6, 16},
+       [](GraphBuilder& b, int x) { b.output("y", b.rms_norm("norm_q", x, 16, 1e-6, true)); }},
+      {"nd_rms_norm_no_weight",
+       {2, 6, 16},
+       [](GraphBuilder& b, int x) { b.output("y", b.rms_norm("norm_k", x, 16, 1e-6, false)); }},
+      {"nd_gelu_erf", {2, 3, 8, 8}, gelu(false)},
+      {"nd_gelu_tanh", {2, 3, 8, 8}, gelu(true)},
+      {"nd_concat_axis1",
+       {2, 3, 4},
+       [](GraphBuilder& b, int x) {
+         b.output("y", b.concat("cat", {x, b.input("skip")}, 1));
+       },
+       {{"skip", {2, 5, 4}}}},
+      {"nd_concat_last_axis",
+       {2, 3, 4},
+       [](GraphBuilder& b, int x) {
+         b.output("y", b.concat("cat", {b.input("h"), x}, -1));
+       },
+       {{"h", {2, 3, 2}}}},
+      {"nd_slice_split",
+       {2, 9, 4},
+       [](GraphBuilder& b, int x) {
+         const int lo = b.slice("chunk.0", x, 1, 0, 4), hi = b.slice("chunk.1", x, 1, 4, 9);
+         b.output("y", b.concat("cat", {hi, lo}, 1));
+       }},
+      {"nd_reshape_permute",
+       {2, 6, 4, 5},
+       [](GraphBuilder& b, int x) {
+         b.output("y", b.permute("tokens", b.reshape("flatten", x, {0, 6, -1}), {0, 2, 1}));
+       }},
+      // DiT modulation: x * (1 + scale) + shift, scale and shift broadcast over the tokens.
+      {"nd_binary_modulation",
+       {2, 10, 8},
+       [](GraphBuilder& b, int x) {
+         OpAttrs plus_one;
+         plus_one.shift = 1;
+         const int scale = b.unary("one_plus_scale", OpKind::kAffine, b.input("scale"), plus_one);
+         const int h = b.binary("mul", BinaryOp::kMul, x, scale);
+         b.output("y", b.binary("add", BinaryOp::kAdd, h, b.input("shift")));
+       },
+       {{"scale", {2, 1, 8}}, {"shift", {2, 1, 8}}}},
+      {"nd_binary_sub_div_broadcast",
+       {3, 1, 5},
+       [](GraphBuilder& b, int x) {
+         OpAttrs away_from_zero;
+         away_from_zero.shift = 3;
+         const int y = b.input("y");
+         const int d = b.binary("sub", BinaryOp::kSub, x, y);
+         b.output("y", b.binary("div", BinaryOp::kDiv, d,
+                                b.unary("denominator", OpKind::kAffine, y, away_from_zero)));
+       },
+       {{"y", {4, 1}}}},
       {"conv3x3_same", {2, 6, 11, 9}, conv(6, 10, 3, 1, 1, 1, 1, 1, true)},
       {"conv1x1", {2, 8, 7, 5}, conv(8, 4, 1, 1, 0, 0, 0, 0, true)},
       {"conv_downsample_asymmetric_pad", {2, 4, 13, 10}, conv(4, 4, 3, 2, 0, 1, 0, 1, true)},
@@ -100,7 +219,8 @@ TEST_P(ReferenceVsTorch, Agrees) {
   Weights w;
   for (const ParamSpec& p : g.params)
     w.emplace(p.key, random_tensor(p.shape, seed, p.key, -0.5, 0.5));
-  const NamedTensors in = {{"x", random_tensor(c.input, seed, "x")}};
+  NamedTensors in = {{"x", random_tensor(c.input, seed, "x")}};
+  for (const auto& [name, shape] : c.extra) in.emplace_back(name, random_tensor(shape, seed, name));
 
   for (DType dt : {DType::kF64, DType::kF32}) {
     auto ours = ref::run_graph(g, w, in, dt);

@@ -30,6 +30,28 @@ const char* op_kind_name(OpKind kind) {
       return "slice_channels";
     case OpKind::kClamp:
       return "clamp";
+    case OpKind::kConv:
+      return "conv";
+    case OpKind::kLinearLast:
+      return "linear_last";
+    case OpKind::kMultiHeadAttention:
+      return "multi_head_attention";
+    case OpKind::kLayerNorm:
+      return "layer_norm";
+    case OpKind::kRmsNorm:
+      return "rms_norm";
+    case OpKind::kGelu:
+      return "gelu";
+    case OpKind::kConcat:
+      return "concat";
+    case OpKind::kSlice:
+      return "slice";
+    case OpKind::kReshape:
+      return "reshape";
+    case OpKind::kPermute:
+      return "permute";
+    case OpKind::kBinary:
+      return "binary";
   }
   return "?";
 }
@@ -66,6 +88,18 @@ uint64_t Graph::hash() const {
          {a.stride, a.pad_top, a.pad_bottom, a.pad_left, a.pad_right, a.groups, a.begin, a.end})
       f.pod(int32_t(v));
     for (double v : {a.eps, a.scale, a.shift, a.lo, a.hi}) f.pod(v);
+    if (op.kind >= OpKind::kConv) {  // the N-d attributes (left out before: VAE hashes unchanged)
+      for (const std::vector<int>* list : {&a.strides, &a.dilations, &a.pads_lo, &a.pads_hi}) {
+        f.pod(uint32_t(list->size()));
+        for (int v : *list) f.pod(int32_t(v));
+      }
+      f.pod(uint32_t(a.dims.size()));
+      for (int64_t d : a.dims) f.pod(d);
+      for (int v : {int(a.pad_mode), a.conv_groups, a.axis, a.heads, a.norm_dims,
+                    int(a.tanh_approximation), int(a.binary)})
+        f.pod(int32_t(v));
+      f.pod(a.frame_tokens);
+    }
     f.str(op.weight);
     f.str(op.bias);
   }
@@ -74,6 +108,12 @@ uint64_t Graph::hash() const {
     for (int64_t d : p.shape) f.pod(d);
   }
   return f.h;
+}
+
+bool Graph::has_nd_ops() const {
+  for (const Op& op : ops)
+    if (op.kind >= OpKind::kConv) return true;
+  return false;
 }
 
 std::vector<int> Graph::last_uses() const {
@@ -135,6 +175,105 @@ int GraphBuilder::group_norm(const std::string& name, int x, int channels, int g
   op.attrs.eps = eps;
   param(op.weight, {channels});
   param(op.bias, {channels});
+  return emit(std::move(op));
+}
+
+int GraphBuilder::conv(const std::string& name, int x, int cin, int cout,
+                       const std::vector<int>& kernel, const std::vector<int>& stride,
+                       const std::vector<int>& dilation, const std::vector<int>& pad_lo,
+                       const std::vector<int>& pad_hi, PadMode mode, int groups, bool bias) {
+  TP_CHECK(!kernel.empty() && kernel.size() <= 3 && stride.size() == kernel.size() &&
+               dilation.size() == kernel.size() && pad_lo.size() == kernel.size() &&
+               pad_hi.size() == kernel.size() && groups > 0 && cin % groups == 0 &&
+               cout % groups == 0,
+           name + ": conv takes 1 to 3 spatial axes, one stride, dilation and padding per axis");
+  Op op{name, OpKind::kConv, {x}, -1, {}, name + ".weight", bias ? name + ".bias" : ""};
+  op.attrs.strides = stride;
+  op.attrs.dilations = dilation;
+  op.attrs.pads_lo = pad_lo;
+  op.attrs.pads_hi = pad_hi;
+  op.attrs.pad_mode = mode;
+  op.attrs.conv_groups = groups;
+  Shape w{cout, cin / groups};
+  for (int k : kernel) w.push_back(k);
+  param(op.weight, w);
+  if (bias) param(op.bias, {cout});
+  return emit(std::move(op));
+}
+
+int GraphBuilder::linear_last(const std::string& name, int x, int din, int dout, bool bias) {
+  Op op{name, OpKind::kLinearLast, {x}, -1, {}, name + ".weight", bias ? name + ".bias" : ""};
+  param(op.weight, {dout, din});
+  if (bias) param(op.bias, {dout});
+  return emit(std::move(op));
+}
+
+int GraphBuilder::multi_head_attention(const std::string& name, int q, int k, int v, int heads,
+                                       double scale, int mask, int64_t frame_tokens) {
+  Op op{name, OpKind::kMultiHeadAttention, {q, k, v}, -1, {}, "", ""};
+  if (mask >= 0) op.inputs.push_back(mask);
+  op.attrs.heads = heads;
+  op.attrs.scale = scale;
+  op.attrs.frame_tokens = frame_tokens;
+  return emit(std::move(op));
+}
+
+int GraphBuilder::layer_norm(const std::string& name, int x, const Shape& normalized, double eps,
+                             bool affine) {
+  Op op{name, OpKind::kLayerNorm, {x}, -1, {}, "", ""};
+  op.attrs.norm_dims = int(normalized.size());
+  op.attrs.eps = eps;
+  if (affine) {
+    op.weight = name + ".weight";
+    op.bias = name + ".bias";
+    param(op.weight, normalized);
+    param(op.bias, normalized);
+  }
+  return emit(std::move(op));
+}
+
+int GraphBuilder::rms_norm(const std::string& name, int x, int64_t dim, double eps, bool affine) {
+  Op op{name, OpKind::kRmsNorm, {x}, -1, {}, affine ? name + ".weight" : "", ""};
+  op.attrs.eps = eps;
+  if (affine) param(op.weight, {dim});
+  return emit(std::move(op));
+}
+
+int GraphBuilder::gelu(const std::string& name, int x, bool tanh_approximation) {
+  Op op{name, OpKind::kGelu, {x}, -1, {}, "", ""};
+  op.attrs.tanh_approximation = tanh_approximation;
+  return emit(std::move(op));
+}
+
+int GraphBuilder::concat(const std::string& name, const std::vector<int>& xs, int axis) {
+  Op op{name, OpKind::kConcat, xs, -1, {}, "", ""};
+  op.attrs.axis = axis;
+  return emit(std::move(op));
+}
+
+int GraphBuilder::slice(const std::string& name, int x, int axis, int begin, int end) {
+  Op op{name, OpKind::kSlice, {x}, -1, {}, "", ""};
+  op.attrs.axis = axis;
+  op.attrs.begin = begin;
+  op.attrs.end = end;
+  return emit(std::move(op));
+}
+
+int GraphBuilder::reshape(const std::string& name, int x, const std::vector<int64_t>& dims) {
+  Op op{name, OpKind::kReshape, {x}, -1, {}, "", ""};
+  op.attrs.dims = dims;
+  return emit(std::move(op));
+}
+
+int GraphBuilder::permute(const std::string& name, int x, const std::vector<int64_t>& order) {
+  Op op{name, OpKind::kPermute, {x}, -1, {}, "", ""};
+  op.attrs.dims = order;
+  return emit(std::move(op));
+}
+
+int GraphBuilder::binary(const std::string& name, BinaryOp bop, int a, int b) {
+  Op op{name, OpKind::kBinary, {a, b}, -1, {}, "", ""};
+  op.attrs.binary = bop;
   return emit(std::move(op));
 }
 

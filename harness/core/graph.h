@@ -27,7 +27,27 @@ enum class OpKind : uint8_t {
   kAffine,             // x * scale + shift
   kSliceChannels,      // channels [begin, end)
   kClamp,              // min(max(x, lo), hi)
+  // N-dimensional ops (the kinds above assume [B,C,H,W] and one head). Shapes in comments:
+  // S = 1 to 3 spatial dims, L = tokens, D = features.
+  kConv,                // x [B,Cin,*S]; weight [Cout,Cin/groups,*K]; bias [Cout]?; per-axis
+                        // stride, dilation and padding (lo, hi) of mode zeros or replicate
+                        // (a causal time axis pads lo = dilation*(k-1), hi = 0)
+  kLinearLast,          // over the last dim of x [..., Din]: weight [Dout,Din], bias [Dout]?
+  kMultiHeadAttention,  // q [B,Lq,H*Dh], k [B,Lk,H*Dh], v [B,Lk,H*Dv], mask? [Lq,Lk] or
+                        // [B,Lq,Lk] added to the scores; frame_tokens > 0: a query sees keys of
+                        // its own and earlier frames only (causal per frame)
+  kLayerNorm,           // over the last norm_dims dims, biased variance; weight/bias? of that shape
+  kRmsNorm,             // x / sqrt(mean(x^2 over the last dim) + eps) * weight?
+  kGelu,                // 0.5 x (1 + erf(x / sqrt 2)), or the tanh approximation
+  kConcat,              // in[0..n) along axis
+  kSlice,               // [begin, end) along axis (a split is several slices)
+  kReshape,             // to dims (one -1 inferred; 0 keeps the input's dim)
+  kPermute,             // out dim i = in dim dims[i]
+  kBinary,              // in[0] (op) in[1] with numpy broadcasting: add, sub, mul, div
 };
+
+enum class PadMode : uint8_t { kZeros, kReplicate };
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv };
 
 const char* op_kind_name(OpKind kind);
 
@@ -38,7 +58,18 @@ struct OpAttrs {
   double eps = 0;                                                // GroupNorm
   double scale = 1, shift = 0;                                   // Affine, TanhClamp, Attention
   double lo = 0, hi = 0;                                         // Clamp
-  int begin = 0, end = 0;                                        // SliceChannels
+  int begin = 0, end = 0;                                        // SliceChannels, Slice
+  // N-dimensional ops.
+  std::vector<int> strides, dilations, pads_lo, pads_hi;  // Conv, one per spatial axis
+  PadMode pad_mode = PadMode::kZeros;                     // Conv
+  int conv_groups = 1;                                    // Conv
+  int axis = 0;                      // Concat, Slice (negative counts from the end)
+  std::vector<int64_t> dims;         // Reshape (target), Permute (order)
+  int heads = 1;                     // MultiHeadAttention
+  int64_t frame_tokens = 0;          // MultiHeadAttention: tokens per frame for the causal mask
+  int norm_dims = 1;                 // LayerNorm
+  bool tanh_approximation = false;   // Gelu
+  BinaryOp binary = BinaryOp::kAdd;  // Binary
 };
 
 struct Op {
@@ -69,6 +100,8 @@ struct Graph {
 
   // Stable across runs and machines: a function of the ops, attributes and parameter shapes.
   uint64_t hash() const;
+  // Whether any op is one of the N-dimensional kinds (kConv onwards).
+  bool has_nd_ops() const;
   // Index of the last op reading each value (for freeing buffers early); -1 if never read.
   std::vector<int> last_uses() const;
 };
@@ -90,6 +123,25 @@ class GraphBuilder {
              int pad_bottom, int pad_left, int pad_right, bool bias);
   int conv2d_same(const std::string& name, int x, int cin, int cout, int kernel, bool bias = true);
   int group_norm(const std::string& name, int x, int channels, int groups, double eps);
+  // N-dimensional ops. conv: `kernel`, `stride`, `dilation`, `pad_lo`, `pad_hi` per spatial
+  // axis; weight [cout, cin/groups, *kernel].
+  int conv(const std::string& name, int x, int cin, int cout, const std::vector<int>& kernel,
+           const std::vector<int>& stride, const std::vector<int>& dilation,
+           const std::vector<int>& pad_lo, const std::vector<int>& pad_hi, PadMode mode,
+           int groups = 1, bool bias = true);
+  int linear_last(const std::string& name, int x, int din, int dout, bool bias = true);
+  // mask: a value id (-1: none) added to the scores.
+  int multi_head_attention(const std::string& name, int q, int k, int v, int heads, double scale,
+                           int mask = -1, int64_t frame_tokens = 0);
+  // affine: weight and bias of shape `normalized` (the last norm_dims dims).
+  int layer_norm(const std::string& name, int x, const Shape& normalized, double eps, bool affine);
+  int rms_norm(const std::string& name, int x, int64_t dim, double eps, bool affine);
+  int gelu(const std::string& name, int x, bool tanh_approximation);
+  int concat(const std::string& name, const std::vector<int>& xs, int axis);
+  int slice(const std::string& name, int x, int axis, int begin, int end);
+  int reshape(const std::string& name, int x, const std::vector<int64_t>& dims);
+  int permute(const std::string& name, int x, const std::vector<int64_t>& order);
+  int binary(const std::string& name, BinaryOp op, int a, int b);
   int linear(const std::string& name, int x, int cin, int cout);
   int attention(const std::string& name, int q, int k, int v, double scale);
   int unary(const std::string& name, OpKind kind, int x, OpAttrs attrs = {});

@@ -46,6 +46,15 @@ Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a) {
 }
 
 template <class T>
+Tensor gelu(const Tensor& x, bool tanh_approximation) {
+  if (tanh_approximation)  // torch's gelu(approximate="tanh")
+    return map_unary<T>(x, [](double v) {
+      return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    });
+  return map_unary<T>(x, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); });
+}
+
+template <class T>
 Tensor add(const Tensor& a, const Tensor& b) {
   TP_CHECK(a.shape() == b.shape(),
            "add " + shape_string(a.shape()) + " + " + shape_string(b.shape()));
@@ -90,6 +99,7 @@ Tensor slice_channels(const Tensor& x, int begin, int end) {
 #define TP_INSTANTIATE(T)                                                \
   template Tensor elementwise<T>(OpKind, const Tensor&, const OpAttrs&); \
   template Tensor add<T>(const Tensor&, const Tensor&);                  \
+  template Tensor gelu<T>(const Tensor&, bool);                          \
   template Tensor upsample_nearest2x<T>(const Tensor&);                  \
   template Tensor slice_channels<T>(const Tensor&, int, int);
 TP_INSTANTIATE(float)

@@ -32,4 +32,33 @@ Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a);  // unary op
 template <class T>
 Tensor add(const Tensor& a, const Tensor& b);
 
+// N-dimensional ops (conv.cpp, token_ops.cpp, shape_ops.cpp, elementwise.cpp).
+template <class T>
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpAttrs& a);
+template <class T>
+Tensor linear_last(const Tensor& x, const Tensor& weight, const Tensor* bias);
+template <class T>
+Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                            const OpAttrs& a);
+template <class T>
+Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, int norm_dims,
+                  double eps);
+template <class T>
+Tensor rms_norm(const Tensor& x, const Tensor* gamma, double eps);
+template <class T>
+Tensor gelu(const Tensor& x, bool tanh_approximation);
+template <class T>
+Tensor concat(const std::vector<const Tensor*>& xs, int axis);
+template <class T>
+Tensor slice(const Tensor& x, int axis, int64_t begin, int64_t end);
+template <class T>
+Tensor permute(const Tensor& x, const std::vector<int64_t>& order);
+template <class T>
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+
+// Shape rules shared by the executors: numpy broadcasting, and a reshape's target (0 keeps the
+// input's dim, one -1 is inferred).
+Expected<Shape> broadcast_shape(const Shape& a, const Shape& b);
+Expected<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& dims);
+
 }  // namespace tp::ref

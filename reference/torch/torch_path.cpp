@@ -82,6 +82,85 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       return in[0] + in[1];
     case OpKind::kSliceChannels:
       return in[0].slice(1, a.begin, a.end).contiguous();
+    case OpKind::kConv: {
+      // torch's pad takes (lo, hi) pairs from the last axis backwards.
+      std::vector<int64_t> pads;
+      for (int i = int(a.pads_lo.size()) - 1; i >= 0; --i) {
+        pads.push_back(a.pads_lo[std::size_t(i)]);
+        pads.push_back(a.pads_hi[std::size_t(i)]);
+      }
+      torch::Tensor x =
+          a.pad_mode == PadMode::kReplicate
+              ? torch::nn::functional::pad(
+                    in[0], torch::nn::functional::PadFuncOptions(pads).mode(torch::kReplicate))
+              : torch::constant_pad_nd(in[0], pads, 0);
+      const std::vector<int64_t> stride(a.strides.begin(), a.strides.end()),
+          dilation(a.dilations.begin(), a.dilations.end());
+      const std::vector<int64_t> zero(stride.size(), 0);
+      const torch::Tensor bias = b.defined() ? b : torch::Tensor();
+      switch (stride.size()) {
+        case 1:
+          return torch::conv1d(x, w, bias, stride, zero, dilation, a.conv_groups);
+        case 2:
+          return torch::conv2d(x, w, bias, stride, zero, dilation, a.conv_groups);
+        default:
+          return torch::conv3d(x, w, bias, stride, zero, dilation, a.conv_groups);
+      }
+    }
+    case OpKind::kLinearLast:
+      return torch::linear(in[0], w, b.defined() ? b : torch::Tensor());
+    case OpKind::kMultiHeadAttention: {
+      // [B, L, H*D] -> [B, H, L, D], as diffusers' Attention.head_to_batch_dim.
+      auto heads = [&](const torch::Tensor& t) {
+        return t.reshape({t.size(0), t.size(1), a.heads, t.size(2) / a.heads}).transpose(1, 2);
+      };
+      torch::Tensor scores = torch::matmul(heads(in[0]), heads(in[1]).transpose(-1, -2)) * a.scale;
+      if (in.size() > 3) scores = scores + (in[3].dim() == 3 ? in[3].unsqueeze(1) : in[3]);
+      if (a.frame_tokens > 0) {
+        const torch::Tensor qf =
+            torch::arange(in[0].size(1), in[0].options()).div(a.frame_tokens, "floor");
+        const torch::Tensor kf =
+            torch::arange(in[1].size(1), in[1].options()).div(a.frame_tokens, "floor");
+        scores = scores.masked_fill(kf.unsqueeze(0) > qf.unsqueeze(1), -INFINITY);
+      }
+      torch::Tensor o = torch::matmul(torch::softmax(scores, -1), heads(in[2]));
+      return o.transpose(1, 2).reshape({in[0].size(0), in[0].size(1), -1});
+    }
+    case OpKind::kLayerNorm: {
+      const std::vector<int64_t> normalized(in[0].sizes().end() - a.norm_dims, in[0].sizes().end());
+      return torch::layer_norm(in[0], normalized, w.defined() ? w : torch::Tensor(),
+                               b.defined() ? b : torch::Tensor(), a.eps);
+    }
+    case OpKind::kRmsNorm: {
+      torch::Tensor y = in[0] * torch::rsqrt(in[0].pow(2).mean(-1, true) + a.eps);
+      return w.defined() ? y * w : y;
+    }
+    case OpKind::kGelu:
+      return torch::gelu(in[0], a.tanh_approximation ? "tanh" : "none");
+    case OpKind::kConcat:
+      return torch::cat(in, a.axis);
+    case OpKind::kSlice:
+      return in[0].slice(a.axis, a.begin, a.end).contiguous();
+    case OpKind::kReshape: {
+      std::vector<int64_t> dims(a.dims.begin(), a.dims.end());
+      for (std::size_t i = 0; i < dims.size(); ++i)
+        if (dims[i] == 0) dims[i] = in[0].size(int64_t(i));
+      return in[0].reshape(dims);
+    }
+    case OpKind::kPermute:
+      return in[0].permute(std::vector<int64_t>(a.dims.begin(), a.dims.end())).contiguous();
+    case OpKind::kBinary:
+      switch (a.binary) {
+        case BinaryOp::kAdd:
+          return in[0] + in[1];
+        case BinaryOp::kSub:
+          return in[0] - in[1];
+        case BinaryOp::kMul:
+          return in[0] * in[1];
+        case BinaryOp::kDiv:
+          return in[0] / in[1];
+      }
+      break;
   }
   TP_CHECK(false, "unknown op kind");
   return {};

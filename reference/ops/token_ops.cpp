@@ -1,0 +1,149 @@
+// Ops on token tensors [..., D]: linear over the last dim, multi-head attention (self or cross,
+// with an additive mask or causal per frame), LayerNorm over the last dims, RMSNorm. GEMMs
+// accumulate in T (Eigen); softmax and statistics in double, one rounding to T.
+#include <Eigen/Dense>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "reference/ops/ops.h"
+
+namespace tp::ref {
+namespace {
+
+template <class T>
+using RowMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class T>
+using ConstMap = Eigen::Map<const RowMatrix<T>>;
+
+}  // namespace
+
+template <class T>
+Tensor linear_last(const Tensor& x, const Tensor& weight, const Tensor* bias) {
+  const int64_t din = weight.dim(1), dout = weight.dim(0);
+  TP_CHECK(x.rank() >= 1 && x.shape().back() == din,
+           "linear: input " + shape_string(x.shape()) + ", weight " + shape_string(weight.shape()));
+  Shape shape = x.shape();
+  shape.back() = dout;
+  Tensor out = Tensor::uninitialized(dtype_of<T>(), shape);
+  const int64_t rows = x.numel() / din;
+  Eigen::Map<RowMatrix<T>> o(out.data<T>(), rows, dout);
+  o.noalias() =
+      ConstMap<T>(x.data<T>(), rows, din) * ConstMap<T>(weight.data<T>(), dout, din).transpose();
+  if (bias)
+    o.rowwise() += Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bias->data<T>(), dout);
+  return out;
+}
+
+template <class T>
+Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                            const OpAttrs& a) {
+  TP_CHECK(q.rank() == 3 && k.rank() == 3 && v.rank() == 3 && q.dim(0) == k.dim(0) &&
+               k.dim(0) == v.dim(0) && k.dim(1) == v.dim(1) && q.dim(2) == k.dim(2) &&
+               q.dim(2) % a.heads == 0 && v.dim(2) % a.heads == 0,
+           "attention: q " + shape_string(q.shape()) + ", k " + shape_string(k.shape()) + ", v " +
+               shape_string(v.shape()) + ", " + std::to_string(a.heads) + " heads");
+  const int64_t batch = q.dim(0), lq = q.dim(1), lk = k.dim(1), heads = a.heads;
+  const int64_t dh = q.dim(2) / heads, dv = v.dim(2) / heads;
+  if (mask)
+    TP_CHECK((mask->rank() == 2 || (mask->rank() == 3 && mask->dim(0) == batch)) &&
+                 mask->dim(mask->rank() - 2) == lq && mask->dim(mask->rank() - 1) == lk,
+             "attention mask " + shape_string(mask->shape()) + " for " + std::to_string(lq) +
+                 " queries and " + std::to_string(lk) + " keys");
+  Tensor out(dtype_of<T>(), {batch, lq, heads * dv});
+  const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
+  const T* pm = mask ? mask->data<T>() : nullptr;
+  T* po = out.data<T>();
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      // Head h's columns of q, k and v (strided views of the token rows).
+      Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> qh(
+          pq + b * lq * q.dim(2) + h * dh, lq, dh, Eigen::OuterStride<>(q.dim(2)));
+      Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> kh(
+          pk + b * lk * k.dim(2) + h * dh, lk, dh, Eigen::OuterStride<>(k.dim(2)));
+      Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> vh(
+          pv + b * lk * v.dim(2) + h * dv, lk, dv, Eigen::OuterStride<>(v.dim(2)));
+      RowMatrix<T> scores = qh * kh.transpose();
+      RowMatrix<T> probs(lq, lk);
+      std::vector<double> row(static_cast<std::size_t>(lk));
+      for (int64_t i = 0; i < lq; ++i) {
+        double max = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < lk; ++j) {
+          double s = double(scores(i, j)) * a.scale;
+          if (pm) s += double(pm[(mask->rank() == 3 ? b * lq * lk : 0) + i * lk + j]);
+          if (a.frame_tokens > 0 && j / a.frame_tokens > i / a.frame_tokens)
+            s = -std::numeric_limits<double>::infinity();
+          row[std::size_t(j)] = s;
+          max = std::max(max, s);
+        }
+        double sum = 0;
+        for (double& s : row) sum += (s = std::exp(s - max));
+        for (int64_t j = 0; j < lk; ++j) probs(i, j) = T(row[std::size_t(j)] / sum);
+      }
+      Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>> oh(po + b * lq * heads * dv + h * dv, lq,
+                                                           dv, Eigen::OuterStride<>(heads * dv));
+      oh.noalias() = probs * vh;
+    }
+  return out;
+}
+
+template <class T>
+Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, int norm_dims,
+                  double eps) {
+  TP_CHECK(norm_dims >= 1 && norm_dims <= x.rank(),
+           "layer_norm over " + std::to_string(norm_dims) + " dims of " + shape_string(x.shape()));
+  int64_t n = 1;
+  for (int i = x.rank() - norm_dims; i < x.rank(); ++i) n *= x.dim(i);
+  if (gamma) TP_CHECK(gamma->numel() == n, "layer_norm weight " + shape_string(gamma->shape()));
+  Tensor out = Tensor::uninitialized(dtype_of<T>(), x.shape());
+  const int64_t rows = x.numel() / n;
+  const T* px = x.data<T>();
+  T* po = out.data<T>();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = px + r * n;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i) mean += double(xr[i]);
+    mean /= double(n);
+    for (int64_t i = 0; i < n; ++i) var += (double(xr[i]) - mean) * (double(xr[i]) - mean);
+    const double inv = 1.0 / std::sqrt(var / double(n) + eps);
+    for (int64_t i = 0; i < n; ++i) {
+      double y = (double(xr[i]) - mean) * inv;
+      if (gamma) y = y * double(gamma->data<T>()[i]) + double(beta->data<T>()[i]);
+      po[r * n + i] = T(y);
+    }
+  }
+  return out;
+}
+
+template <class T>
+Tensor rms_norm(const Tensor& x, const Tensor* gamma, double eps) {
+  const int64_t n = x.shape().back();
+  if (gamma) TP_CHECK(gamma->numel() == n, "rms_norm weight " + shape_string(gamma->shape()));
+  Tensor out = Tensor::uninitialized(dtype_of<T>(), x.shape());
+  const int64_t rows = x.numel() / n;
+  const T* px = x.data<T>();
+  T* po = out.data<T>();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    double ms = 0;
+    for (int64_t i = 0; i < n; ++i) ms += double(px[r * n + i]) * double(px[r * n + i]);
+    const double inv = 1.0 / std::sqrt(ms / double(n) + eps);
+    for (int64_t i = 0; i < n; ++i)
+      po[r * n + i] = T(double(px[r * n + i]) * inv * (gamma ? double(gamma->data<T>()[i]) : 1.0));
+  }
+  return out;
+}
+
+#define TP_INSTANTIATE(T)                                                                  \
+  template Tensor linear_last<T>(const Tensor&, const Tensor&, const Tensor*);             \
+  template Tensor multi_head_attention<T>(const Tensor&, const Tensor&, const Tensor&,     \
+                                          const Tensor*, const OpAttrs&);                  \
+  template Tensor layer_norm<T>(const Tensor&, const Tensor*, const Tensor*, int, double); \
+  template Tensor rms_norm<T>(const Tensor&, const Tensor*, double);
+TP_INSTANTIATE(float)
+TP_INSTANTIATE(double)
+#undef TP_INSTANTIATE
+
+}  // namespace tp::ref
