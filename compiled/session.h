@@ -51,7 +51,7 @@ class Session : public GraphExecutor {
   // Plans run on `backend`: the CPU emulation unless given another (make_cuda_backend()).
   explicit Session(SessionOptions options,
                    std::unique_ptr<Backend> backend = make_emulated_backend());
-  ~Session();
+  ~Session() override;
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
   const SessionOptions& options() const { return options_; }

@@ -115,7 +115,7 @@ inline hid_t string_type(std::size_t n) {
 
 inline void copy_string(char* dst, std::size_t n, const std::string& s) {
   std::memset(dst, 0, n);
-  std::memcpy(dst, s.data(), std::min(s.size(), n - 1));
+  s.copy(dst, std::min(s.size(), n - 1));  // the memset left the terminator
 }
 
 }  // namespace tp::h5

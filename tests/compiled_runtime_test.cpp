@@ -125,7 +125,7 @@ TEST_F(CompiledRuntimeTest, BucketedShapesCompileOnceAndEqualExactShapes) {
   Session exact(options("w=f16,a=f16")),
       bucketed(options("w=f16,a=f16", "", "bucket:64"));  // 16 latents
   for (auto [h, w] : {std::pair{8, 8}, {9, 13}, {16, 16}, {12, 7}}) {
-    const Tensor z = random_latent(h, w, uint64_t(h * 100 + w));
+    const Tensor z = random_latent(h, w, uint64_t(h) * 100 + uint64_t(w));
     EXPECT_TRUE(bitwise_equal(decode(bucketed, kl_, z), decode(exact, kl_, z))) << h << "x" << w;
   }
   EXPECT_EQ(bucketed.stats().compilations, 1);

@@ -57,7 +57,7 @@ std::vector<OpCase> op_cases() {
                 v = b.linear_last("to_v", x, d, d, false);
       const int m = mask ? b.input("mask") : -1;
       b.output("y", b.multi_head_attention("attn", q, k, v, heads,
-                                           1.0 / std::sqrt(double(d / heads)), m, frame_tokens));
+                                           1.0 / std::sqrt(double(d) / heads), m, frame_tokens));
     };
   };
   auto gelu = [](bool tanh) {

@@ -24,7 +24,7 @@ class SafetensorsTest : public ::testing::Test {
 
   // A file from a header text and a data buffer; `declared` overrides the length field.
   std::string write_raw(const std::string& header, const std::string& data, int64_t declared = -1) {
-    const std::string path = (dir_ / ("f" + std::to_string(count_++) + ".safetensors")).string();
+    std::string path = (dir_ / ("f" + std::to_string(count_++) + ".safetensors")).string();
     std::ofstream out(path, std::ios::binary);
     const uint64_t n = declared >= 0 ? uint64_t(declared) : header.size();
     out.write(reinterpret_cast<const char*>(&n), 8);

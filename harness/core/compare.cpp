@@ -33,7 +33,7 @@ Shape unflatten(int64_t flat, const Shape& shape) {
 
 double quantile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
-  const std::size_t k = std::min(v.size() - 1, std::size_t(q * double(v.size() - 1) + 0.5));
+  const std::size_t k = std::min(v.size() - 1, std::size_t(std::lround(q * double(v.size() - 1))));
   std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
   return v[k];
 }

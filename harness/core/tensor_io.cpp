@@ -72,7 +72,7 @@ Expected<Tensor> read_npy(const std::string& path) {
   std::stringstream dims(m[1].str());
   std::string item;
   while (std::getline(dims, item, ',')) {
-    if (item.find_first_not_of(" ") == std::string::npos) continue;
+    if (item.find_first_not_of(' ') == std::string::npos) continue;
     shape.push_back(std::stoll(item));
   }
   Tensor t = Tensor::uninitialized(dt, shape);

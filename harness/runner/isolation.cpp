@@ -74,7 +74,7 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
     auto isolated = run_compiled(alone, p.session.policy, true);
     if (!isolated.ok())
       return "the isolated run (without warm=) failed: " + isolated.error().message();
-    const std::string why =
+    std::string why =
         compare_runs(run, *isolated, "", "after warm=" + p.c.warm + " in the same session");
     if (!why.empty()) return why;
   }
@@ -85,7 +85,7 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
     encode.warm.reset();
     auto enc = run_compiled(encode, p.session.policy, true);
     if (!enc.ok()) return "the isolated encode failed: " + enc.error().message();
-    const std::string why = compare_runs(run, *enc, "encoder.", "encoder and decoder co-resident");
+    std::string why = compare_runs(run, *enc, "encoder.", "encoder and decoder co-resident");
     if (!why.empty()) return why;
     const Tensor* latents = find_tensor(
         enc->outputs, p.model->config.kind == VaeConfig::Kind::kKl ? "mean" : "latents");

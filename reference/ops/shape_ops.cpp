@@ -118,7 +118,7 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& order) {
   TP_CHECK(int(order.size()) == rank, "permute " + shape_string(x.shape()));
   Shape shape(static_cast<std::size_t>(rank)), in_strides(static_cast<std::size_t>(rank), 1);
   for (int i = rank - 2; i >= 0; --i)
-    in_strides[std::size_t(i)] = in_strides[std::size_t(i + 1)] * x.dim(i + 1);
+    in_strides[std::size_t(i)] = in_strides[std::size_t(i) + 1] * x.dim(i + 1);
   for (int i = 0; i < rank; ++i) shape[std::size_t(i)] = x.dim(int(order[std::size_t(i)]));
   Tensor out = Tensor::uninitialized(dtype_of<T>(), shape);
   const T* px = x.data<T>();
