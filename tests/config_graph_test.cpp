@@ -25,7 +25,7 @@ VaeConfig parse(const std::string& text) {
 
 VaeConfig builtin(const std::string& name) { return parse(builtin_config_text(name).value()); }
 
-// Lines "key   [a, b, c]" of shared/docs/reference/*-keys.txt (copied into tests/fixtures/keys).
+// Lines "key   [a, b, c]" of the key lists generated from diffusers (tests/fixtures/keys).
 std::vector<ParamSpec> read_key_listing(const std::string& file) {
   std::ifstream in(std::string(TWINPATH_SOURCE_DIR) + "/tests/fixtures/keys/" + file);
   std::vector<ParamSpec> specs;

@@ -2,7 +2,7 @@
 # Run on a build machine (Debian 12) before a GPU run: fetches the Debian packages the build
 # needs and unpacks them into .carry/root (git-ignored), so the GPU machine, which reaches no
 # package registry, can build from them. Then call the device tool with carry [".carry"] and
-# the command `bash tools/gpu-run.sh` (../shared/docs/gpu.md).
+# the command `bash tools/gpu-run.sh` (the README says how).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 carry="$root/.carry"

@@ -1,7 +1,7 @@
 // The safetensors format (huggingface/safetensors): an 8-byte little-endian header length N,
 // N bytes of UTF-8 JSON, then one byte buffer that the tensors tile exactly.
 // The reader memory-maps the file and enforces every rule of the reference Rust reader
-// (shared/docs/reference/vae-facts.md section 7), one clear error per violation.
+// (huggingface/safetensors), one clear error per violation.
 #pragma once
 
 #include <cstdint>
