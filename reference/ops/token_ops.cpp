@@ -4,6 +4,7 @@
 #include <Eigen/Dense>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "reference/ops/ops.h"
@@ -88,6 +89,33 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   return out;
 }
 
+namespace {
+
+// y = (x - center) * inv * gamma + beta over rows of the last n elements, with (center, inv)
+// from `stats` on each row (in double); gamma and beta optional.
+template <class T, class Stats>
+Tensor normalize_rows(const Tensor& x, int64_t n, const Tensor* gamma, const Tensor* beta,
+                      Stats stats) {
+  Tensor out = Tensor::uninitialized(dtype_of<T>(), x.shape());
+  const int64_t rows = x.numel() / n;
+  const T* px = x.data<T>();
+  T* po = out.data<T>();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = px + r * n;
+    const auto [center, inv] = stats(xr);
+    for (int64_t i = 0; i < n; ++i) {
+      double y = (double(xr[i]) - center) * inv;
+      if (gamma) y = y * double(gamma->data<T>()[i]);
+      if (beta) y = y + double(beta->data<T>()[i]);
+      po[r * n + i] = T(y);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 template <class T>
 Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, int norm_dims,
                   double eps) {
@@ -96,44 +124,24 @@ Tensor layer_norm(const Tensor& x, const Tensor* gamma, const Tensor* beta, int 
   int64_t n = 1;
   for (int i = x.rank() - norm_dims; i < x.rank(); ++i) n *= x.dim(i);
   if (gamma) TP_CHECK(gamma->numel() == n, "layer_norm weight " + shape_string(gamma->shape()));
-  Tensor out = Tensor::uninitialized(dtype_of<T>(), x.shape());
-  const int64_t rows = x.numel() / n;
-  const T* px = x.data<T>();
-  T* po = out.data<T>();
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = px + r * n;
+  return normalize_rows<T>(x, n, gamma, beta, [n, eps](const T* xr) {
     double mean = 0, var = 0;
     for (int64_t i = 0; i < n; ++i) mean += double(xr[i]);
     mean /= double(n);
     for (int64_t i = 0; i < n; ++i) var += (double(xr[i]) - mean) * (double(xr[i]) - mean);
-    const double inv = 1.0 / std::sqrt(var / double(n) + eps);
-    for (int64_t i = 0; i < n; ++i) {
-      double y = (double(xr[i]) - mean) * inv;
-      if (gamma) y = y * double(gamma->data<T>()[i]) + double(beta->data<T>()[i]);
-      po[r * n + i] = T(y);
-    }
-  }
-  return out;
+    return std::pair<double, double>{mean, 1.0 / std::sqrt(var / double(n) + eps)};
+  });
 }
 
 template <class T>
 Tensor rms_norm(const Tensor& x, const Tensor* gamma, double eps) {
   const int64_t n = x.shape().back();
   if (gamma) TP_CHECK(gamma->numel() == n, "rms_norm weight " + shape_string(gamma->shape()));
-  Tensor out = Tensor::uninitialized(dtype_of<T>(), x.shape());
-  const int64_t rows = x.numel() / n;
-  const T* px = x.data<T>();
-  T* po = out.data<T>();
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
+  return normalize_rows<T>(x, n, gamma, nullptr, [n, eps](const T* xr) {
     double ms = 0;
-    for (int64_t i = 0; i < n; ++i) ms += double(px[r * n + i]) * double(px[r * n + i]);
-    const double inv = 1.0 / std::sqrt(ms / double(n) + eps);
-    for (int64_t i = 0; i < n; ++i)
-      po[r * n + i] = T(double(px[r * n + i]) * inv * (gamma ? double(gamma->data<T>()[i]) : 1.0));
-  }
-  return out;
+    for (int64_t i = 0; i < n; ++i) ms += double(xr[i]) * double(xr[i]);
+    return std::pair<double, double>{0.0, 1.0 / std::sqrt(ms / double(n) + eps)};
+  });
 }
 
 #define TP_INSTANTIATE(T)                                                                  \
