@@ -7,6 +7,7 @@
 #include "harness/core/dtype.h"
 #include "harness/core/format.h"
 #include "harness/core/rng.h"
+#include "harness/models/family.h"
 
 namespace tp {
 namespace {
@@ -295,8 +296,8 @@ const std::vector<CaseOption>& case_options() { return kOptions; }
 std::string case_options_help() {
   std::size_t width = 0;
   for (const CaseOption& o : kOptions) width = std::max(width, o.syntax.size());
-  std::string s =
-      "PIPELINE (vae.encode | vae.decode | vae.roundtrip), then key=value options in any order:\n";
+  std::string s = "PIPELINE, then key=value options in any order. Pipelines:\n" + pipelines_help() +
+                  "Options:\n";
   for (const CaseOption& o : kOptions)
     s += "  " + std::string(o.syntax) + std::string(width + 2 - o.syntax.size(), ' ') +
          std::string(o.help) + "\n";
@@ -358,22 +359,25 @@ Status check_case(const Case& c) {
   return Status();
 }
 
-bool is_pipeline_name(std::string_view name) {
-  return name == "vae.encode" || name == "vae.decode" || name == "vae.roundtrip";
+std::string pipeline_choices() {
+  const std::vector<std::string> names = pipeline_names();
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  return s;
 }
 
 Expected<Case> parse_case(std::string_view line) {
   const std::vector<Token> tokens = split(line);
   if (tokens.empty())
-    return Error(
-        "empty case line; a case starts with its pipeline (vae.encode, vae.decode, vae.roundtrip)");
+    return Error("empty case line; a case starts with its pipeline (" + pipeline_choices() + ")");
   Case c;
   auto bad = [&](const Token& t, const std::string& what) {
     return Error("column " + std::to_string(t.column) + ": '" + std::string(t.text) + "': " + what);
   };
   const Token& first = tokens[0];
-  if (!is_pipeline_name(first.text))
-    return bad(first, "a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
+  if (!is_pipeline_name(std::string(first.text)))
+    return bad(first, "a case starts with its pipeline: " + pipeline_choices());
   c.pipeline = std::string(first.text);
   for (std::size_t i = 1; i < tokens.size(); ++i)
     if (Status s = apply_case_option(c, tokens[i].text); !s.ok())

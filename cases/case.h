@@ -91,7 +91,8 @@ Status check_case(const Case& c);
 // acc=, scale= and sat= options.
 Status apply_policy_text(Case& c, std::string_view policy);
 std::string resolution_text(int64_t height, int64_t width);  // "64x80"
-bool is_pipeline_name(std::string_view name);
+// "vae.encode, vae.decode or vae.roundtrip": every pipeline a family runs.
+std::string pipeline_choices();
 
 // The one-line repro of a case.
 std::string repro_command(const Case& c);

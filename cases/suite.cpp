@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cases/tiling_points.h"
+#include "harness/models/family.h"
 
 namespace tp {
 namespace {
@@ -58,8 +59,7 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
   if (first) {
     for (const auto& [p, off] : split_at(token, ','))
       if (!is_pipeline_name(p))
-        return Error("'" + p +
-                     "': a case starts with its pipeline: vae.encode, vae.decode or vae.roundtrip");
+        return Error("'" + p + "': a case starts with its pipeline: " + pipeline_choices());
       else
         alternatives.push_back(p);
     return alternatives;

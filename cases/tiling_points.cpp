@@ -12,23 +12,25 @@ namespace tp {
 namespace {
 
 // The case's model config: a built-in name (an @SEED suffix changes only the weights) or a folder.
-Expected<VaeConfig> case_config(const std::string& model) {
+Expected<std::shared_ptr<const ModelConfig>> case_config(const std::string& model) {
   const std::string name = model.substr(0, model.rfind('@'));
-  const auto& names = builtin_config_names();
+  const std::vector<std::string> names = builtin_config_names();
   if (std::find(names.begin(), names.end(), name) != names.end()) {
     TP_ASSIGN_OR_RETURN(std::string text, builtin_config_text(name));
-    return parse_vae_config(nlohmann::json::parse(text), name);
+    return parse_model_config(nlohmann::json::parse(text), name);
   }
-  return load_vae_config((std::filesystem::path(model) / "config.json").string());
+  return load_model_config((std::filesystem::path(model) / "config.json").string());
 }
 
 }  // namespace
 
 Expected<std::vector<std::pair<int64_t, int64_t>>> tiling_points(const Case& c) {
-  TP_ASSIGN_OR_RETURN(VaeConfig config, case_config(c.model));
+  TP_ASSIGN_OR_RETURN(std::shared_ptr<const ModelConfig> model, case_config(c.model));
+  const auto* config = dynamic_cast<const VaeConfig*>(model.get());
+  if (!config) return Error("res=tiling: " + model->family().class_name() + " has no tiling rule");
   TP_ASSIGN_OR_RETURN(TileGeometry g,
-                      tile_geometry(config, TilingOptions{true, c.tile_min, c.tile_stride}));
-  const int64_t q = config.downscale();                 // one latent pixel, in image pixels
+                      tile_geometry(*config, TilingOptions{true, c.tile_min, c.tile_stride}));
+  const int64_t q = config->downscale();                // one latent pixel, in image pixels
   std::vector<std::pair<int64_t, int64_t>> thresholds;  // (threshold, stride) in pixels, per stage
   if (c.pipeline != "vae.decode") thresholds.emplace_back(g.sample_min, g.encode_stride);
   if (c.pipeline != "vae.encode") thresholds.emplace_back(g.latent_min * q, g.decode_stride * q);

@@ -95,7 +95,8 @@ class PlannerTest : public ::testing::Test {
 };
 
 TEST_F(PlannerTest, EveryOpRunsInExactlyOneGroupAfterItsInputs) {
-  for (const Graph& g : {build_encoder_graph(model_.config), build_decoder_graph(model_.config)}) {
+  for (const Graph& g :
+       {build_encoder_graph(vae_config(model_)), build_decoder_graph(vae_config(model_))}) {
     const std::vector<Group> groups = partition_into_groups(g);
     std::vector<int> seen(g.ops.size(), 0);
     std::set<int> ready;
@@ -114,7 +115,7 @@ TEST_F(PlannerTest, EveryOpRunsInExactlyOneGroupAfterItsInputs) {
 }
 
 TEST_F(PlannerTest, FusesTheContractsGroups) {
-  const Graph dec = build_decoder_graph(model_.config);
+  const Graph dec = build_decoder_graph(vae_config(model_));
   const std::vector<Group> groups = partition_into_groups(dec);
   // GroupNorm + SiLU.
   const Group* gn = group_with_op(groups, dec, "decoder.up_blocks.0.resnets.0.norm1");
@@ -141,7 +142,7 @@ TEST_F(PlannerTest, FusesTheContractsGroups) {
   EXPECT_EQ(attn->checkpoints, std::vector<std::string>{"decoder.mid_block.attentions.0"});
 
   // The DiagonalGaussian tail: quant_conv, both slices and the logvar clamp, two outputs.
-  const Graph enc = build_encoder_graph(model_.config);
+  const Graph enc = build_encoder_graph(vae_config(model_));
   const std::vector<Group> eg = partition_into_groups(enc);
   const Group* tail = group_with_op(eg, enc, "quant_conv");
   ASSERT_NE(tail, nullptr);
@@ -153,7 +154,7 @@ TEST_F(PlannerTest, FusesTheContractsGroups) {
 
 TEST_F(PlannerTest, ArenaReusesDeadBuffersAndNeverOverlapsLiveOnes) {
   WeightStore store;
-  const Graph dec = build_decoder_graph(model_.config);
+  const Graph dec = build_decoder_graph(vae_config(model_));
   PlanRequest r{&dec,
                 &model_.weights,
                 weights_identity(model_.weights),
@@ -177,7 +178,7 @@ TEST_F(PlannerTest, ArenaReusesDeadBuffersAndNeverOverlapsLiveOnes) {
 
 TEST_F(PlannerTest, RefusesAnUnsupportedCombinationAtPlanTimeNamingTheFirstLayer) {
   WeightStore store;
-  const Graph dec = build_decoder_graph(model_.config);
+  const Graph dec = build_decoder_graph(vae_config(model_));
   PlanRequest r{&dec,
                 &model_.weights,
                 1,
@@ -198,7 +199,7 @@ TEST_F(PlannerTest, RefusesAnUnsupportedCombinationAtPlanTimeNamingTheFirstLayer
 
 TEST_F(PlannerTest, KeptLayersStoreFp32AndFp8WeightsCarryScales) {
   WeightStore store;
-  const Graph dec = build_decoder_graph(model_.config);
+  const Graph dec = build_decoder_graph(vae_config(model_));
   PlanRequest r{&dec,
                 &model_.weights,
                 7,

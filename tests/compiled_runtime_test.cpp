@@ -50,10 +50,11 @@ bool has_non_finite(const Tensor& t) {
 class CompiledRuntimeTest : public ::testing::Test {
  protected:
   Tensor decode(Session& s, const Model& m, const Tensor& latent) {
-    return only(s.run(build_decoder_graph(m.config), m.weights, {{"latents", latent}}), "sample");
+    return only(s.run(build_decoder_graph(vae_config(m)), m.weights, {{"latents", latent}}),
+                "sample");
   }
   Tensor encode_mean(Session& s, const Model& m, const Tensor& image) {
-    return only(s.run(build_encoder_graph(m.config), m.weights, {{"sample", image}}), "mean");
+    return only(s.run(build_encoder_graph(vae_config(m)), m.weights, {{"sample", image}}), "mean");
   }
   Model kl_ = testing::fixture_model("tiny-kl");
   Tensor image_ = testing::fixture_input("tiny-kl", "image");
@@ -62,7 +63,7 @@ class CompiledRuntimeTest : public ::testing::Test {
 
 TEST_F(CompiledRuntimeTest, CaptureDoesNotPerturb) {
   Session watched(options("w=f16,a=f16")), plain(options("w=f16,a=f16"));
-  const Graph dec = build_decoder_graph(kl_.config);
+  const Graph dec = build_decoder_graph(vae_config(kl_));
   std::vector<std::string> seen;
   auto observed = watched.run(dec, kl_.weights, {{"latents", latent_}},
                               [&](const Group&, const NamedTensors& cps) {
@@ -79,7 +80,7 @@ TEST_F(CompiledRuntimeTest, CaptureDoesNotPerturb) {
 // mis-shaped input is refused with its name.
 TEST_F(CompiledRuntimeTest, GroupAloneReproducesTheFullRun) {
   Session s(options("w=f8e4m3,a=bf16"));
-  const Graph dec = build_decoder_graph(kl_.config);
+  const Graph dec = build_decoder_graph(vae_config(kl_));
   std::map<int, Tensor> values{{dec.inputs[0].second, latent_}};
   ASSERT_TRUE(s.run(dec, kl_.weights, {{"latents", latent_}},
                     [&](const Group& g, const NamedTensors& stored) {
@@ -134,7 +135,8 @@ TEST_F(CompiledRuntimeTest, BucketedShapesCompileOnceAndEqualExactShapes) {
 }
 
 TEST_F(CompiledRuntimeTest, SharedModulesAreBitwiseEqualCoResidentInterleavedAndIsolated) {
-  const Graph enc = build_encoder_graph(kl_.config), dec = build_decoder_graph(kl_.config);
+  const Graph enc = build_encoder_graph(vae_config(kl_)),
+              dec = build_decoder_graph(vae_config(kl_));
   Tensor image2 = image_.to(DType::kF64);
   for (int64_t i = 0; i < image2.numel(); ++i) image2.data<double>()[i] *= -0.5;
   // Isolated: every plan in its own session.
@@ -172,8 +174,8 @@ TEST_F(CompiledRuntimeTest, RefusesAnArenaLargerThanMemoryBeforeAllocating) {
   SessionOptions o = options("w=f16,a=f16");
   o.memory_limit_bytes = 1 << 16;
   Session s(o);
-  auto out =
-      s.run(build_decoder_graph(kl_.config), kl_.weights, {{"latents", random_latent(32, 32, 1)}});
+  auto out = s.run(build_decoder_graph(vae_config(kl_)), kl_.weights,
+                   {{"latents", random_latent(32, 32, 1)}});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.error().message().find("needs 2.50 MiB of activation memory at input [1, 4, 32, "
                                        "32] but 64.00 KiB is the memory limit"),
@@ -241,7 +243,8 @@ TEST_F(CompiledRuntimeTest, FaultCacheKeyIgnoresWeightsReusesAnotherModelsPlan) 
 }
 
 TEST_F(CompiledRuntimeTest, FaultArenaAliasCorruptsTheEncoderOutputOfACoResidentRoundtrip) {
-  const Graph enc = build_encoder_graph(kl_.config), dec = build_decoder_graph(kl_.config);
+  const Graph enc = build_encoder_graph(vae_config(kl_)),
+              dec = build_decoder_graph(vae_config(kl_));
   Session alone(options("w=f16,a=f16"));
   const Tensor mean = encode_mean(alone, kl_, image_);
   Session faulty(options("w=f16,a=f16", "arena-alias"));
@@ -252,7 +255,7 @@ TEST_F(CompiledRuntimeTest, FaultArenaAliasCorruptsTheEncoderOutputOfACoResident
 TEST_F(CompiledRuntimeTest, TilingEngagesExactlyByTheConfigRuleAndRecordsTheGrid) {
   // tiny-kl: sample_size 32 -> latent tile min 8, stride 6. Latent widths 8 (= min) and 9 (> min).
   const TilingOptions on{true, 0, 0};
-  auto geometry = tile_geometry(kl_.config, on);
+  auto geometry = tile_geometry(vae_config(kl_), on);
   ASSERT_TRUE(geometry.ok());
   for (int64_t w : {7, 8, 9, 14}) {
     Session tiled(options("w=f16,a=f16")), plain(options("w=f16,a=f16"));

@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "harness/models/vae/model.h"
+#include "harness/models/model.h"
 #include "harness/models/vae/vae_graphs.h"
 
 namespace tp {

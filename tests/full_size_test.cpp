@@ -11,7 +11,7 @@
 #include "harness/core/rng.h"
 #include "harness/core/safetensors.h"
 #include "harness/core/tensor_io.h"
-#include "harness/models/vae/model.h"
+#include "harness/models/model.h"
 #include "harness/models/vae/pipeline.h"
 #include "reference/executor.h"
 #include "tests/support/compare.h"

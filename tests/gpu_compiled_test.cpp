@@ -116,20 +116,20 @@ class GpuCompiledTest : public ::testing::TestWithParam<GpuCase> {
   // emulation, non-square so rows and columns cannot be swapped unnoticed.
   static Tensor input_for(const Model& m, Pipeline p) {
     const int64_t h = std::string(GetParam().model) == "sd-kl" ? 64 : 32,
-                  w = h + 2 * m.config.downscale();
+                  w = h + 2 * vae_config(m).downscale();
     if (p == Pipeline::kDecode)
-      return random_input(
-          {1, m.config.latent_channels(), h / m.config.downscale(), w / m.config.downscale()},
-          "latent", 2);
-    return random_input({1, m.config.image_channels(), h, w}, "image", 1);
+      return random_input({1, vae_config(m).latent_channels(), h / vae_config(m).downscale(),
+                           w / vae_config(m).downscale()},
+                          "latent", 2);
+    return random_input({1, vae_config(m).image_channels(), h, w}, "image", 1);
   }
 };
 
 TEST_P(GpuCompiledTest, EveryGroupMatchesTheEmulationOnTheSameInputs) {
   const Model& m = model_for(GetParam().model);
   for (Pipeline p : {Pipeline::kEncode, Pipeline::kDecode}) {
-    const Graph graph =
-        p == Pipeline::kEncode ? build_encoder_graph(m.config) : build_decoder_graph(m.config);
+    const Graph graph = p == Pipeline::kEncode ? build_encoder_graph(vae_config(m))
+                                               : build_decoder_graph(vae_config(m));
     const Tensor input = input_for(m, p);
     Session emulated(options(GetParam().policy)), device(options(GetParam().policy), cuda());
     auto plan = emulated.plan_for(graph, m.weights, input.shape());

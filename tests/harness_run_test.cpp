@@ -9,6 +9,7 @@
 #include "harness/core/compare.h"
 #include "harness/core/tensor_io.h"
 #include "harness/models/vae/procedural_image.h"
+#include "harness/models/vae/tiling.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "harness/runner/case_runner.h"
 #include "harness/runner/runs.h"
@@ -53,11 +54,11 @@ PreparedCase prepared(const std::string& line, ModelCache& models) {
   p.c = case_of(line);
   p.model = *models.get(p.c.model);
   if (!p.c.warm.empty()) p.warm = *models.get(p.c.warm);
-  p.pipeline = *parse_pipeline(p.c.pipeline);
-  const bool decode = p.pipeline == Pipeline::kDecode;
-  const int ds = decode ? p.model->config.downscale() : 1;
-  p.input = Tensor(DType::kF32, {1, decode ? p.model->config.latent_channels() : 3, p.c.height / ds,
-                                 p.c.width / ds});
+  p.pipeline = p.c.pipeline;
+  const bool decode = p.pipeline == "vae.decode";
+  const int ds = decode ? vae_config(*p.model).downscale() : 1;
+  p.input = Tensor(DType::kF32, {1, decode ? vae_config(*p.model).latent_channels() : 3,
+                                 p.c.height / ds, p.c.width / ds});
   for (int64_t i = 0; i < p.input.numel(); ++i)
     p.input.data<float>()[i] = float(std::sin(double(i) * 0.37));
   p.session.policy.base = p.c.policy;
@@ -101,10 +102,9 @@ TEST(HarnessRun, SharedRuntimesMustEqualIsolatedRunsBitwise) {
   auto run = run_compiled(aliased, aliased.session.policy, true);
   ASSERT_TRUE(run.ok());
   const std::string why = check_isolation(aliased, *run);
-  EXPECT_NE(
-      why.find(
-          "encoder and decoder co-resident: output encoder.mean differs from the isolated run"),
-      std::string::npos)
+  EXPECT_NE(why.find("vae.encoder and vae.decoder co-resident: output encoder.mean differs from "
+                     "the isolated run"),
+            std::string::npos)
       << why;
   const PreparedCase stale = prepared(
       "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 warm=tiny-kl@1 "
@@ -261,8 +261,8 @@ TEST(HarnessRun, ReferenceNoiseFloorIsBelowTheTolerances) {
   ModelCache models;
   for (const char* name : {"tiny-kl", "tiny-taesd"}) {
     const Model& m = **models.get(name);
-    const Graph g = build_decoder_graph(m.config);
-    Tensor z(DType::kF32, {1, m.config.latent_channels(), 16, 16});
+    const Graph g = build_decoder_graph(vae_config(m));
+    Tensor z(DType::kF32, {1, vae_config(m).latent_channels(), 16, 16});
     for (int64_t i = 0; i < z.numel(); ++i)
       z.data<float>()[i] = float(std::cos(double(i) * 0.71) * 1.5);
     std::map<int, Tensor> f32, f64;
@@ -357,7 +357,7 @@ TEST(HarnessRun, TilingEngageDecisionIsCheckedAgainstTheConfigRule) {
 TEST(HarnessRun, SeamBandsFollowTheTileGrid) {
   ModelCache models;
   const auto model = *models.get("tiny-kl");
-  const TileGeometry g = *tile_geometry(model->config, TilingOptions{true, 0, 0});
+  const TileGeometry g = *tile_geometry(vae_config(*model), TilingOptions{true, 0, 0});
   const SeamBands b = seam_bands(g, Pipeline::kDecode, {1, 4, 8, 9});
   ASSERT_EQ(b.rows.size(), 32u);
   ASSERT_EQ(b.cols.size(), 36u);

@@ -7,9 +7,20 @@
 #include "harness/core/tensor_io.h"
 
 namespace tp {
+namespace {
+
+// How many tensors the pipeline returns: its last graph's outputs.
+std::size_t output_count(const Model& model, const std::string& pipeline) {
+  auto stages = model.family().stages(model, pipeline, {});
+  return stages.ok() && !stages->empty() ? stages->back().graph.outputs.size() : 1;
+}
+
+}  // namespace
 
 Status exec_command(const ExecOptions& o) {
-  TP_ASSIGN_OR_RETURN(Pipeline pipeline, parse_pipeline(o.pipeline));
+  const std::string& pipeline = o.pipeline;
+  if (!is_pipeline_name(pipeline))
+    return Error("unknown pipeline '" + pipeline + "'; twinpath runs:\n" + pipelines_help());
   const CompiledOptions defaults;
   if (!is_compiled_path(o.path) &&
       (o.compiled.policy != defaults.policy || !o.compiled.keep_fp32.empty() ||
@@ -28,20 +39,21 @@ Status exec_command(const ExecOptions& o) {
   const TilingOptions tiling{o.tiling == "on", o.tile_min, o.tile_stride};
   TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled, tiling));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
+  TP_RETURN_IF_ERROR(check_family_runs(model, pipeline));
+  if (tiling.enabled && !model.family().tiles())
+    return Error("--tiling on: " + model.family().class_name() + " has no tiling rule");
   // Refuse an output the results cannot be written to before spending time on the run.
-  const bool two_outputs =
-      pipeline == Pipeline::kEncode && model.config.kind == VaeConfig::Kind::kKl;
-  TP_RETURN_IF_ERROR(check_output_path(o.output, two_outputs ? 2 : 1));
+  TP_RETURN_IF_ERROR(check_output_path(o.output, output_count(model, pipeline)));
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
-  TP_ASSIGN_OR_RETURN(Tensor input, select_pipeline_input(pipeline, file, o.input));
+  TP_ASSIGN_OR_RETURN(Tensor input, model.family().select_input(pipeline, file, o.input));
   const auto start = std::chrono::steady_clock::now();
   TP_ASSIGN_OR_RETURN(NamedTensors outputs, path.run(model, pipeline, input));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   TP_RETURN_IF_ERROR(write_tensor_file(o.output, outputs));
 
-  std::cout << pipeline_name(pipeline) << " on " << path.description << ", "
-            << model.config.class_name() << " from " << o.model_dir << "\n";
+  std::cout << pipeline << " on " << path.description << ", " << model.family().class_name()
+            << " from " << o.model_dir << "\n";
   std::cout << "  input  " << shape_string(input.shape()) << " " << dtype_name(input.dtype())
             << "\n";
   for (const auto& [name, t] : outputs)

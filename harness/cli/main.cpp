@@ -29,9 +29,9 @@ int main(int argc, char** argv) {
   CLI::App* init = model->add_subcommand("init", "Write a model folder with seeded random weights");
   std::string config, out_dir;
   uint64_t seed = 0;
-  init->add_option("--config", config,
-                   "tiny-kl | tiny-taesd | sd-kl | sdxl-kl | path/to/config.json")
-      ->required();
+  std::string builtins;
+  for (const std::string& name : tp::builtin_config_names()) builtins += name + " | ";
+  init->add_option("--config", config, builtins + "path/to/config.json")->required();
   init->add_option("--seed", seed, "seed for the weights (same seed, same weights)")
       ->capture_default_str();
   std::string scale_layer;
@@ -45,8 +45,8 @@ int main(int argc, char** argv) {
   CLI::App* exec = app.add_subcommand("exec", "Run one pipeline on one path and write its output");
   tp::ExecOptions ex;
   exec->add_option("--model", ex.model_dir, "diffusers model folder")->required();
-  exec->add_option("--pipeline", ex.pipeline, "vae.encode | vae.decode | vae.roundtrip")
-      ->required();
+  const std::string pipelines = tp::pipeline_choices();
+  exec->add_option("--pipeline", ex.pipeline, pipelines)->required();
   exec->add_option("--path", ex.path,
                    "reference | reference:fp64 | torch | torch:fp64 | compiled:cpu | compiled:cuda")
       ->capture_default_str();
@@ -128,8 +128,7 @@ int main(int argc, char** argv) {
       "triage", "Find where a user's NaN comes from, why, and which layers to keep in fp32");
   tp::TriageOptions to;
   triage->add_option("--model", to.model_dir, "the user's diffusers model folder")->required();
-  triage->add_option("--pipeline", to.pipeline, "vae.encode | vae.decode | vae.roundtrip")
-      ->required();
+  triage->add_option("--pipeline", to.pipeline, pipelines)->required();
   triage->add_option("--input", to.input, "the user's input: .png, .safetensors or .npy")
       ->required();
   triage->add_option("--policy", to.policy, "the user's dtype policy (as exec --policy)")
@@ -161,8 +160,7 @@ int main(int argc, char** argv) {
       ->add_option("--model", tr.model,
                    "built-in name (tiny-kl, sd-kl, ...) or diffusers model folder")
       ->required();
-  tradeoff->add_option("--pipeline", tr.pipeline, "vae.encode | vae.decode | vae.roundtrip")
-      ->capture_default_str();
+  tradeoff->add_option("--pipeline", tr.pipeline, pipelines)->capture_default_str();
   tradeoff->add_option(
       "--policy", tr.policies,
       "a dtype policy (repeatable), e.g. 'w=f16,a=f16,acc=f32'; default: every supported one");

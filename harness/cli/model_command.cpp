@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "harness/cli/commands.h"
-#include "harness/models/vae/model.h"
+#include "harness/models/model.h"
 
 namespace tp {
 

@@ -4,7 +4,6 @@
 
 #include "compiled/describe_session.h"
 #include "compiled/plan_file.h"
-#include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
 #ifdef TWINPATH_HAVE_TORCH
 #include "reference/torch/torch_path.h"
@@ -14,8 +13,8 @@ namespace tp {
 namespace {
 
 PathChoice graph_path(GraphRunner runner, std::string description, const TilingOptions& tiling) {
-  return PathChoice{[runner, tiling](const Model& m, Pipeline p, const Tensor& in) {
-                      return run_pipeline(m, p, in, runner, tiling);
+  return PathChoice{[runner, tiling](const Model& m, const std::string& p, const Tensor& in) {
+                      return run_model(m, p, in, runner, {tiling, false});
                     },
                     std::move(description),
                     {}};
@@ -38,11 +37,12 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
   description += so.policy.to_string() + ", shapes " + so.shapes.to_string();
   if (!so.faults.empty()) description += ", INJECTED FAULTS " + so.faults.to_string();
   return PathChoice{
-      [session, o, tiling](const Model& m, Pipeline p, const Tensor& in) -> Expected<NamedTensors> {
+      [session, o, tiling](const Model& m, const std::string& p,
+                           const Tensor& in) -> Expected<NamedTensors> {
         if (!o.load_plan.empty() && session->stats().loaded == 0)
           TP_RETURN_IF_ERROR(compiled::load_plans(
-              *session, {model_graphs(m.config), &m.weights, m.dir}, o.load_plan));
-        TP_ASSIGN_OR_RETURN(NamedTensors out, run_pipeline(m, p, in, *session, tiling));
+              *session, {m.family().graphs(*m.config), &m.weights, m.dir}, o.load_plan));
+        TP_ASSIGN_OR_RETURN(NamedTensors out, run_model(m, p, in, *session, {tiling, false}));
         if (!o.save_plan.empty()) TP_RETURN_IF_ERROR(compiled::save_plans(*session, o.save_plan));
         return out;
       },

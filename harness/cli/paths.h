@@ -4,8 +4,7 @@
 #include <functional>
 #include <string>
 
-#include "harness/models/vae/pipeline.h"
-#include "harness/models/vae/tiling.h"
+#include "harness/models/model.h"
 
 namespace tp {
 
@@ -20,7 +19,7 @@ struct CompiledOptions {
 };
 
 struct PathChoice {
-  std::function<Expected<NamedTensors>(const Model&, Pipeline, const Tensor&)> run;
+  std::function<Expected<NamedTensors>(const Model&, const std::string&, const Tensor&)> run;
   std::string description;               // "reference (f64)"
   std::function<std::string()> details;  // printed after a run (plan statistics); may be empty
 };

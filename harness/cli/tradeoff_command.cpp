@@ -21,9 +21,8 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
   t.policies = o.policies;
   t.repeats = o.repeats;
   TP_ASSIGN_OR_RETURN(t.device, compiled::parse_device(o.device));
-  if (o.pipeline != "vae.encode" && o.pipeline != "vae.decode" && o.pipeline != "vae.roundtrip")
-    return Error("--pipeline " + o.pipeline +
-                 " is unknown; use vae.encode, vae.decode or vae.roundtrip");
+  if (!is_pipeline_name(o.pipeline))
+    return Error("--pipeline " + o.pipeline + " is unknown; use " + pipeline_choices());
   t.resolutions.clear();
   for (const std::string& r : split_list(o.resolutions, ',')) {
     Case c;

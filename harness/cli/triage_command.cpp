@@ -18,16 +18,17 @@ namespace {
 // The user's configuration as a case line (the input file's shape gives the resolution).
 Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   Case c;
-  TP_ASSIGN_OR_RETURN(Pipeline p, parse_pipeline(o.pipeline));
-  c.pipeline = pipeline_name(p);
+  TP_RETURN_IF_ERROR(check_family_runs(model, o.pipeline));
+  c.pipeline = o.pipeline;
   c.model = o.model_dir;
   c.input = o.input;
+  const Family& family = model.family();
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
-  TP_ASSIGN_OR_RETURN(Tensor input, select_pipeline_input(p, file, o.input));
-  TP_RETURN_IF_ERROR(check_pipeline_input(model, p, input));
-  const int64_t scale = p == Pipeline::kDecode ? model.config.downscale() : 1;
-  c.height = input.dim(2) * scale;
-  c.width = input.dim(3) * scale;
+  TP_ASSIGN_OR_RETURN(Tensor input, family.select_input(o.pipeline, file, o.input));
+  TP_RETURN_IF_ERROR(family.check_input(model, o.pipeline, input));
+  const int64_t scale = family.input_scale(*model.config, o.pipeline);
+  c.height = input.dim(input.rank() - 2) * scale;
+  c.width = input.dim(input.rank() - 1) * scale;
   // The policy flag's fields become the case's.
   if (Status s = apply_policy_text(c, o.policy); !s.ok())
     return Error("--policy " + s.error().message());

@@ -8,8 +8,6 @@
 #include "harness/core/format.h"
 #include "harness/core/rng.h"
 #include "harness/core/tensor_io.h"
-#include "harness/models/vae/procedural_image.h"
-#include "harness/models/vae/vae_graphs.h"
 #include "harness/runner/group_repro.h"
 #include "harness/runner/runs.h"
 #include "reference/executor.h"
@@ -20,58 +18,31 @@ namespace {
 // A model is seeded from its name: every case on `tiny-kl` shares its weights.
 uint64_t model_seed(const std::string& name) { return hash_name("model:" + name); }
 
-// Seeded inputs: decode latents ~ N(0, sigma^2); encode images ~ U(-1, 1) * sigma (already in
-// the image processor's [-1, 1]).
-Tensor generated_input(const Case& c, const VaeConfig& config, Pipeline p, double sigma) {
-  const bool latents = p == Pipeline::kDecode;
-  const int64_t ds = latents ? config.downscale() : 1;
-  const Shape shape{1, latents ? config.latent_channels() : config.image_channels(), c.height / ds,
-                    c.width / ds};
-  Tensor t(DType::kF32, shape);
-  Rng rng(c.seed(), "input");
-  float* d = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    if (latents) {
-      const double u1 = 1 - rng.uniform(), u2 = rng.uniform();  // Box-Muller, u1 in (0, 1]
-      d[i] = float(sigma * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
-    } else {
-      d[i] = float(sigma * rng.uniform(-1, 1));
-    }
-  }
-  return t;
-}
-
-// A procedural picture; a decoder gets the reference encoder's latents of it (the KL mean).
-Expected<Tensor> image_input(const Case& c, const Model& m, Pipeline p) {
-  Tensor image = procedural_image(c.seed(), m.config.image_channels(), c.height, c.width);
-  if (p != Pipeline::kDecode) return image;
-  const Graph encoder = build_encoder_graph(m.config);
-  TP_ASSIGN_OR_RETURN(
-      NamedTensors z,
-      ref::run_graph(encoder, m.weights, {{encoder.inputs[0].first, image}}, DType::kF32));
-  return z[0].second.to(DType::kF32);
-}
-
-Expected<Tensor> case_input(const Case& c, const Model& m, Pipeline p) {
-  const int64_t ds = m.config.downscale();
+Expected<Tensor> case_input(const Case& c, const Model& m, const std::string& pipeline) {
+  const Family& family = m.family();
   const bool generated =
       c.input == "normal" || c.input == "image" || c.input.rfind("normal*", 0) == 0;
-  if (generated && p == Pipeline::kDecode && (c.height % ds || c.width % ds))
-    return Error("res=" + resolution_text(c.height, c.width) +
-                 " is not a multiple of the model's " + std::to_string(ds) +
-                 "x downscale, so it has no latent size; use a multiple of " + std::to_string(ds));
-  if (c.input == "image") return image_input(c, m, p);
   if (generated) {
-    const double sigma = c.input == "normal" ? 1.0 : std::stod(c.input.substr(7));
-    return generated_input(c, m.config, p, sigma);
+    InputRequest r;
+    r.pipeline = pipeline;
+    r.height = c.height;
+    r.width = c.width;
+    r.seed = c.seed();
+    r.image = c.input == "image";
+    r.sigma = c.input.rfind("normal*", 0) == 0 ? std::stod(c.input.substr(7)) : 1.0;
+    return family.generate_input(m, r,
+                                 [](const Graph& g, const Weights& w, const NamedTensors& in) {
+                                   return ref::run_graph(g, w, in, DType::kF32);
+                                 });
   }
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(c.input));
-  TP_ASSIGN_OR_RETURN(Tensor t, select_pipeline_input(p, file, c.input));
-  const int64_t scale = p == Pipeline::kDecode ? ds : 1;
-  if (t.rank() != 4 || t.dim(2) * scale != c.height || t.dim(3) * scale != c.width)
+  TP_ASSIGN_OR_RETURN(Tensor t, family.select_input(pipeline, file, c.input));
+  TP_ASSIGN_OR_RETURN(Shape want, family.input_shape(*m.config, pipeline, c.height, c.width));
+  if (t.rank() != int(want.size()) ||
+      !std::equal(want.begin() + 1, want.end(), t.shape().begin() + 1))
     return Error(c.input + " holds " + shape_string(t.shape()) +
                  ", not res=" + std::to_string(c.height) + "x" + std::to_string(c.width) +
-                 "; give the case the input's resolution");
+                 " (which takes " + shape_string(want) + "); give the case the input's resolution");
   return t.to(DType::kF32);
 }
 
@@ -79,7 +50,7 @@ Expected<Tensor> case_input(const Case& c, const Model& m, Pipeline p) {
 // still runs when every layer with a weight matrix is kept.
 bool every_weighted_layer_kept(const Case& c, const Model& m) {
   if (c.keep_fp32.empty()) return false;
-  for (const Graph& g : {build_encoder_graph(m.config), build_decoder_graph(m.config)})
+  for (const Graph& g : m.family().graphs(*m.config))
     for (const Op& op : g.ops) {
       if (op.kind != OpKind::kConv2d && op.kind != OpKind::kLinear) continue;
       bool kept = false;
@@ -158,8 +129,11 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   p.c = c;
   p.device = o.device;
   refusal = Outcome::kError;
-  TP_ASSIGN_OR_RETURN(p.pipeline, parse_pipeline(c.pipeline));
+  p.pipeline = c.pipeline;
   TP_ASSIGN_OR_RETURN(p.model, models.get(c.model));
+  TP_RETURN_IF_ERROR(check_family_runs(*p.model, p.pipeline));
+  if (c.tiling && !p.model->family().tiles())
+    return Error("tiling=on: " + p.model->family().class_name() + " has no tiling rule");
   if (!c.boost_layer.empty()) {
     Model m = *p.model;
     TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
@@ -168,6 +142,7 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   TP_ASSIGN_OR_RETURN(p.input, case_input(c, *p.model, p.pipeline));
   if (!c.warm.empty()) {
     TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
+    TP_RETURN_IF_ERROR(check_family_runs(*p.warm, p.pipeline));
   }
   p.reference = c.reference;
   p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};

@@ -8,7 +8,7 @@
 
 #include "cases/case.h"
 #include "compiled/backend.h"
-#include "harness/models/vae/model.h"
+#include "harness/models/model.h"
 #include "reports/result.h"
 
 namespace tp {

@@ -195,7 +195,7 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
   for (const auto& [name, got] : run.outputs) {
     CheckpointRecord rec;
     rec.name = "output:" + name;
-    rec.graph = pipeline_name(p.pipeline);
+    rec.graph = p.pipeline;
     rec.op_class = op_class_name(OpClass::kOutput);
     rec.dtype = dtype_name(got.dtype());
     set_tolerance(rec, out_tol);

@@ -6,10 +6,11 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "compiled/backend.h"
 #include "harness/core/format.h"
-#include "harness/models/vae/vae_graphs.h"
+#include "harness/models/model.h"
 
 namespace tp {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 constexpr const char* kReproVersion = "1";
 
 Expected<std::string> config_text(const Model& m) {
-  const auto& names = builtin_config_names();
+  const std::vector<std::string> names = builtin_config_names();
   if (std::find(names.begin(), names.end(), m.dir) != names.end())
     return builtin_config_text(m.dir);
   std::ifstream in(std::filesystem::path(m.dir) / "config.json");
@@ -89,12 +90,16 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::De
   nlohmann::json cj = nlohmann::json::parse(meta(m, "config"), nullptr, false);
   if (cj.is_discarded())
     return Error(path + ": its config metadata is not JSON; the file is damaged");
-  TP_ASSIGN_OR_RETURN(VaeConfig config, parse_vae_config(cj, path + " (config)"));
+  TP_ASSIGN_OR_RETURN(std::shared_ptr<const ModelConfig> config,
+                      parse_model_config(cj, path + " (config)"));
   const std::string graph_name = meta(m, "graph");
-  if (graph_name != "vae.encoder" && graph_name != "vae.decoder")
-    return Error(path + ": unknown graph '" + graph_name + "'");
-  const Graph graph =
-      graph_name == "vae.encoder" ? build_encoder_graph(config) : build_decoder_graph(config);
+  std::optional<Graph> found;
+  for (Graph& g : config->family().graphs(*config))
+    if (g.name == graph_name) found = std::move(g);
+  if (!found)
+    return Error(path + ": unknown graph '" + graph_name + "' for a " +
+                 config->family().class_name());
+  const Graph& graph = *found;
   // Weights the group does not read are zeros: only the group runs.
   Weights weights;
   for (const ParamSpec& s : graph.params) weights.emplace(s.key, Tensor(DType::kF32, s.shape));

@@ -10,8 +10,6 @@
 
 #include "compiled/describe_session.h"
 #include "compiled/plan_file.h"
-#include "harness/models/vae/pipeline.h"
-#include "harness/models/vae/vae_graphs.h"
 #include "harness/runner/runs.h"
 
 namespace tp {
@@ -55,8 +53,8 @@ std::string compare_runs(const CompiledRun& shared, const CompiledRun& isolated,
     const Tensor* s = find_tensor(shared.outputs, prefix + name);
     if (!s || same_bits(*s, t)) continue;
     std::string first;
-    for (const std::string graph : {"vae.encoder", "vae.decoder"})
-      if (first.empty()) first = first_differing_checkpoint(shared, isolated, graph);
+    for (const GroupCapture& g : isolated.groups)
+      if (first.empty()) first = first_differing_checkpoint(shared, isolated, g.plan->graph->name);
     return what + ": output " + prefix + name + " differs from the isolated run in " +
            std::to_string(differing(*s, t)) + " of " + std::to_string(t.numel()) + " elements" +
            (first.empty() ? "" : "; first checkpoint that differs: " + first);
@@ -78,70 +76,71 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
         compare_runs(run, *isolated, "", "after warm=" + p.c.warm + " in the same session");
     if (!why.empty()) return why;
   }
-  if (p.pipeline == Pipeline::kRoundtrip) {
-    // The encoder alone, then the decoder alone on its latents, each in a session of its own.
-    PreparedCase encode = p;
-    encode.pipeline = Pipeline::kEncode;
-    encode.warm.reset();
-    auto enc = run_compiled(encode, p.session.policy, true);
-    if (!enc.ok()) return "the isolated encode failed: " + enc.error().message();
-    std::string why = compare_runs(run, *enc, "encoder.", "encoder and decoder co-resident");
+  if (const std::optional<Handoff> chain = p.model->family().handoff(p.pipeline)) {
+    // The first graph alone, then the second alone on its output, each in a session of its own.
+    PreparedCase first = p;
+    first.pipeline = chain->first_pipeline;
+    first.warm.reset();
+    auto one = run_compiled(first, p.session.policy, true);
+    if (!one.ok()) return "the isolated " + first.pipeline + " failed: " + one.error().message();
+    const std::string together = chain->first + " and " + chain->second + " co-resident";
+    std::string why = compare_runs(run, *one, chain->prefix, together);
     if (!why.empty()) return why;
-    const Tensor* latents = find_tensor(
-        enc->outputs, p.model->config.kind == VaeConfig::Kind::kKl ? "mean" : "latents");
-    if (!latents) return "";
-    PreparedCase decode = encode;
-    decode.pipeline = Pipeline::kDecode;
-    decode.input = latents->to(DType::kF32);
-    auto dec = run_compiled(decode, p.session.policy, true);
-    if (!dec.ok()) return "the isolated decode failed: " + dec.error().message();
-    return compare_runs(run, *dec, "", "encoder and decoder co-resident");
+    const Tensor* handoff = find_tensor(one->outputs, chain->output);
+    if (!handoff) return "";
+    PreparedCase second = first;
+    second.pipeline = chain->second_pipeline;
+    second.input = handoff->to(DType::kF32);
+    auto two = run_compiled(second, p.session.policy, true);
+    if (!two.ok()) return "the isolated " + second.pipeline + " failed: " + two.error().message();
+    return compare_runs(run, *two, "", together);
   }
   return "";
 }
 
 std::string check_interleaved(const PreparedCase& p, CompiledRun& run) {
-  const std::string latents_name =
-      p.model->config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
+  const std::optional<Handoff> chain = p.model->family().handoff(p.pipeline);
+  if (!chain) return "interleave=on needs a chained pipeline (vae.roundtrip)";
+  const std::string &first = chain->first_pipeline, &second = chain->second_pipeline;
   // Each call in a session of its own.
-  auto alone = [&](Pipeline stage, const Tensor& input) -> Expected<Tensor> {
+  auto alone = [&](const std::string& stage, const Tensor& input) -> Expected<Tensor> {
     PreparedCase q = p;
     q.warm.reset();
     q.pipeline = stage;
     q.input = input;
     TP_ASSIGN_OR_RETURN(CompiledRun r, run_compiled(q, p.session.policy, false));
-    return r.outputs.front().second;
+    const Tensor* t = stage == first ? find_tensor(r.outputs, chain->output) : nullptr;
+    return t ? *t : r.outputs.front().second;
   };
-  auto encoded = alone(Pipeline::kEncode, p.input);
-  if (!encoded.ok()) return "the isolated encode failed: " + encoded.error().message();
+  auto encoded = alone(first, p.input);
+  if (!encoded.ok()) return "the isolated " + first + " failed: " + encoded.error().message();
   const Tensor z = encoded->to(DType::kF32);
   Tensor other = encoded->to(DType::kF32);  // a second latent, as another request brings
   for (int64_t i = 0; i < other.numel(); ++i) other.data<float>()[i] *= -0.5f;
-  auto decoded = alone(Pipeline::kDecode, z), decoded_other = alone(Pipeline::kDecode, other);
+  auto decoded = alone(second, z), decoded_other = alone(second, other);
   if (!decoded.ok() || !decoded_other.ok())
-    return "the isolated decode failed: " +
-           (decoded.ok() ? decoded_other : decoded).error().message();
-  // One session, one VAE's weights, both pipelines called in turn after the roundtrip.
+    return "the isolated " + second +
+           " failed: " + (decoded.ok() ? decoded_other : decoded).error().message();
+  // One session, one model's weights, both pipelines called in turn after the chained one.
   struct Call {
-    Pipeline stage;
+    const std::string& stage;
     const Tensor& input;
     const Tensor& want;
   };
-  const Call calls[] = {{Pipeline::kDecode, other, *decoded_other},
-                        {Pipeline::kEncode, p.input, *encoded},
-                        {Pipeline::kDecode, z, *decoded},
-                        {Pipeline::kEncode, p.input, *encoded},
-                        {Pipeline::kDecode, other, *decoded_other}};
+  const Call calls[] = {{second, other, *decoded_other},
+                        {first, p.input, *encoded},
+                        {second, z, *decoded},
+                        {first, p.input, *encoded},
+                        {second, other, *decoded_other}};
   for (std::size_t i = 0; i < std::size(calls); ++i) {
-    auto out = run_pipeline(*p.model, calls[i].stage, calls[i].input, *run.session);
+    auto out = run_model(*p.model, calls[i].stage, calls[i].input, *run.session);
     if (!out.ok())
       return "interleaved call " + std::to_string(i + 1) + " failed: " + out.error().message();
-    const Tensor* got = calls[i].stage == Pipeline::kEncode ? find_tensor(*out, latents_name)
-                                                            : &out->front().second;
+    const Tensor* got =
+        calls[i].stage == first ? find_tensor(*out, chain->output) : &out->front().second;
     if (!got || !same_bits(*got, calls[i].want))
       return "interleaved calls in one session: call " + std::to_string(i + 1) + " (" +
-             pipeline_name(calls[i].stage) +
-             ") differs from the same call in a session of its own" +
+             calls[i].stage + ") differs from the same call in a session of its own" +
              (got ? " in " + std::to_string(differing(*got, calls[i].want)) + " of " +
                         std::to_string(got->numel()) + " elements"
                   : "");
@@ -168,10 +167,11 @@ std::string check_plan_reload(const PreparedCase& p) {
   if (!made.ok()) return made.error().message();
   compiled::Session& loaded = **made;
   if (Status s = compiled::load_plans(
-          loaded, {model_graphs(p.model->config), &p.model->weights, p.model->dir}, file);
+          loaded, {p.model->family().graphs(*p.model->config), &p.model->weights, p.model->dir},
+          file);
       !s.ok())
     return "loading the saved plans failed: " + s.error().message();
-  auto again = run_pipeline(*p.model, p.pipeline, p.input, loaded, p.tiling);
+  auto again = run_model(*p.model, p.pipeline, p.input, loaded, {p.tiling, false});
   if (!again.ok()) return "running the loaded plans failed: " + again.error().message();
   if (loaded.stats().compilations != 0)
     return "the loaded plans were not used: the fresh session compiled " +

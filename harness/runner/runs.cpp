@@ -4,8 +4,6 @@
 #include <set>
 
 #include "compiled/describe_session.h"
-#include "harness/models/vae/pipeline.h"
-#include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
 
 namespace tp {
@@ -33,14 +31,19 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p,
     });
   };
   const auto start = std::chrono::steady_clock::now();
-  TP_ASSIGN_OR_RETURN(r.outputs, run_pipeline(*p.model, p.pipeline, p.input, runner, p.tiling));
+  TP_ASSIGN_OR_RETURN(r.outputs,
+                      run_model(*p.model, p.pipeline, p.input, runner, {p.tiling, false}));
   r.seconds = seconds_since(start);
-  // A roundtrip's encoder outputs, as the compiled side reports them (run_compiled with capture).
-  if (p.pipeline == Pipeline::kRoundtrip && !p.tiling.enabled)
-    if (auto values = r.values.find("vae.encoder"); values != r.values.end())
-      for (const auto& [name, id] : build_encoder_graph(p.model->config).outputs)
-        if (auto v = values->second.find(id); v != values->second.end())
-          r.outputs.emplace_back("encoder." + name, v->second);
+  // A chained pipeline's first-graph outputs, as the compiled side reports them (run_compiled
+  // with capture).
+  const std::optional<Handoff> handoff = p.model->family().handoff(p.pipeline);
+  if (handoff && !p.tiling.enabled)
+    if (auto values = r.values.find(handoff->first); values != r.values.end())
+      for (const Graph& g : p.model->family().graphs(*p.model->config))
+        if (g.name == handoff->first)
+          for (const auto& [name, id] : g.outputs)
+            if (auto v = values->second.find(id); v != values->second.end())
+              r.outputs.emplace_back(handoff->prefix + name, v->second);
   return r;
 }
 
@@ -61,7 +64,7 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
     TP_ASSIGN_OR_RETURN(run.session, new_compiled_session(p, options));
   }
   if (p.warm) {
-    auto warm = run_pipeline(*p.warm, p.pipeline, p.input, *run.session, p.tiling);
+    auto warm = run_model(*p.warm, p.pipeline, p.input, *run.session, {p.tiling, false});
     if (!warm.ok()) return Error("warm=" + p.c.warm + ": " + warm.error().message());
   }
   auto captured = std::make_shared<std::vector<GroupCapture>>();
@@ -71,7 +74,7 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
           captured->push_back(GroupCapture{&plan, group, stored});
         });
   const auto start = std::chrono::steady_clock::now();
-  auto outputs = run_pipeline(*p.model, p.pipeline, p.input, *run.session, p.tiling, capture);
+  auto outputs = run_model(*p.model, p.pipeline, p.input, *run.session, {p.tiling, capture});
   run.seconds = seconds_since(start);
   run.session->watch({});
   if (!outputs.ok()) return outputs.error();
@@ -80,20 +83,24 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
   return run;
 }
 
-Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m, Pipeline pipeline,
-                                         const Shape& input) {
-  const Graph encoder = build_encoder_graph(m.config), decoder = build_decoder_graph(m.config);
-  if (pipeline == Pipeline::kDecode) {
-    TP_ASSIGN_OR_RETURN(const compiled::Plan* d, s.plan_for(decoder, m.weights, input));
-    return d->stats.arena_bytes;
+Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m,
+                                         const std::string& pipeline, const Shape& input) {
+  TP_ASSIGN_OR_RETURN(std::vector<Stage> stages, m.family().stages(m, pipeline, input));
+  int64_t bytes = 0;  // the stages are co-resident
+  std::vector<Shape> previous;
+  const Graph* previous_graph = nullptr;
+  for (const Stage& stage : stages) {
+    Shape shape = stage.input;
+    if (!stage.from.empty()) {
+      for (const auto& [name, id] : previous_graph->outputs)
+        if (name == stage.from) shape = previous[std::size_t(id)];
+    }
+    TP_ASSIGN_OR_RETURN(const compiled::Plan* plan, s.plan_for(stage.graph, m.weights, shape));
+    bytes += plan->stats.arena_bytes;
+    TP_ASSIGN_OR_RETURN(previous, compiled::infer_shapes(stage.graph, shape));
+    previous_graph = &stage.graph;
   }
-  TP_ASSIGN_OR_RETURN(const compiled::Plan* e, s.plan_for(encoder, m.weights, input));
-  if (pipeline == Pipeline::kEncode) return e->stats.arena_bytes;
-  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, compiled::infer_shapes(encoder, input));
-  TP_ASSIGN_OR_RETURN(
-      const compiled::Plan* d,
-      s.plan_for(decoder, m.weights, shapes[std::size_t(encoder.outputs[0].second)]));
-  return e->stats.arena_bytes + d->stats.arena_bytes;
+  return bytes;
 }
 
 std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session) {
@@ -130,14 +137,15 @@ std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const Compile
       values[v] = *t;
       continue;
     }
-    // The graph's input: the pipeline input, or in a roundtrip the decoder's latents, which the
-    // encoder plan stored.
+    // The graph's input: the pipeline input, or in a chained pipeline (a roundtrip) the second
+    // graph's input, which the first graph's plan stored.
     const Tensor* handoff = nullptr;
-    if (p.pipeline == Pipeline::kRoundtrip && plan.graph->name == "vae.decoder")
+    const std::optional<Handoff> chain = p.model->family().handoff(p.pipeline);
+    if (chain && plan.graph->name == chain->second)
       for (const GroupCapture& c : run.groups)
-        if (c.plan->graph->name == "vae.encoder")
+        if (c.plan->graph->name == chain->first)
           for (const auto& [name, id] : c.plan->graph->outputs)
-            if (name == "mean" || name == "latents")
+            if (name == chain->output)
               if (const Tensor* t = stored(c.plan, id, nullptr)) handoff = t;
     values[v] = handoff ? *handoff : p.input;
   }

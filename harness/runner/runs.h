@@ -10,9 +10,7 @@
 
 #include "cases/case.h"
 #include "compiled/session.h"
-#include "harness/models/vae/model.h"
-#include "harness/models/vae/pipeline.h"
-#include "harness/models/vae/tiling.h"
+#include "harness/models/model.h"
 #include "harness/runner/case_runner.h"
 #include "reports/result.h"
 
@@ -22,8 +20,8 @@ struct PreparedCase {
   Case c;
   std::shared_ptr<const Model> model;  // boosted when the case says so
   std::shared_ptr<const Model> warm;   // run first in the same session (case option warm=)
-  Pipeline pipeline = Pipeline::kDecode;
-  Tensor input;  // NCHW f32
+  std::string pipeline;                // one the model's family runs
+  Tensor input;                        // f32
   TilingOptions tiling;
   DType reference = DType::kF32;
   compiled::SessionOptions session;
@@ -84,7 +82,7 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
 // Compiles (or finds) the plans `pipeline` runs at `input` in `session`, allocating nothing, and
 // returns the arena bytes they hold at once (a roundtrip's encoder and decoder are co-resident).
 Expected<int64_t> compile_pipeline_plans(compiled::Session& session, const Model& m,
-                                         Pipeline pipeline, const Shape& input);
+                                         const std::string& pipeline, const Shape& input);
 // The values each graph's plans read or store: what the reference must capture.
 std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session);
 

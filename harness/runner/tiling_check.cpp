@@ -2,6 +2,7 @@
 // (field report 4: a threshold taken from the stride tiles inputs that fit one tile), and the
 // tiled output against the untiled reference with the blend bands measured apart from the tile
 // interiors: seams are where tiling changes the picture, so they are reported, not judged.
+#include "harness/models/vae/tiling.h"
 #include "harness/runner/runs.h"
 
 namespace tp {
@@ -27,14 +28,21 @@ std::string stage_name(bool decode) { return decode ? "decode" : "encode"; }
 
 TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run) {
   TilingCheck check;
-  auto geometry = tile_geometry(p.model->config, p.tiling);
+  // Tiling rules are the VAE families' (prepare_case refuses tiling=on on a family without).
+  const auto* vae = dynamic_cast<const VaeConfig*>(p.model->config.get());
+  auto pipeline = parse_pipeline(p.pipeline);
+  if (!vae || !pipeline.ok()) {
+    check.failure = "tiling: " + p.model->family().class_name() + " has no tiling rule";
+    return check;
+  }
+  auto geometry = tile_geometry(*vae, p.tiling);
   if (!geometry.ok()) {
     check.failure = geometry.error().message();
     return check;
   }
   // The case's own stages are the session's last decisions (a warm= model ran first).
   const std::vector<TilingDecision>& all = run.session->tiling();
-  const std::size_t stages = p.pipeline == Pipeline::kRoundtrip ? 2 : 1;
+  const std::size_t stages = *pipeline == Pipeline::kRoundtrip ? 2 : 1;
   for (std::size_t i = all.size() < stages ? 0 : all.size() - stages; i < all.size(); ++i) {
     const TilingDecision& d = all[i];
     const bool rule =
@@ -56,7 +64,7 @@ TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run) {
     if (check.failure.empty()) check.failure = "untiled reference: " + ref.error().message();
     return check;
   }
-  const SeamBands bands = seam_bands(*geometry, p.pipeline, p.input.shape());
+  const SeamBands bands = seam_bands(*geometry, *pipeline, p.input.shape());
   const auto& [name, got] = run.outputs.front();
   const Tensor* want = find_tensor(ref->outputs, name);
   if (!want || want->shape() != got.shape() || int64_t(bands.rows.size()) != got.dim(2) ||
@@ -69,7 +77,7 @@ TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run) {
     if (!m.ok()) continue;
     CheckpointRecord rec;
     rec.name = std::string(seams ? "seam:" : "interior:") + name;
-    rec.graph = pipeline_name(p.pipeline);
+    rec.graph = p.pipeline;
     rec.op_class = seams ? "seam" : "interior";
     rec.dtype = dtype_name(got.dtype());
     rec.accumulated = std::move(m).value();

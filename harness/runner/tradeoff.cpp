@@ -7,7 +7,6 @@
 
 #include "compiled/describe_session.h"
 #include "harness/core/format.h"
-#include "harness/models/vae/pipeline.h"
 #include "harness/runner/runs.h"
 
 namespace tp {
@@ -53,7 +52,7 @@ Status time_policy(compiled::Session& s, const PreparedCase& p, int repeats, Pol
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    auto out = run_pipeline(*p.model, p.pipeline, p.input, s);
+    auto out = run_model(*p.model, p.pipeline, p.input, s);
     if (!out.ok()) return out.error();
     times.push_back(seconds_since(start));
   }
@@ -66,11 +65,11 @@ Status time_policy(compiled::Session& s, const PreparedCase& p, int repeats, Pol
 // A peer: warm-up, then timed runs of the same pipeline; output error against the reference.
 Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const ReferenceRun& ref,
                     int repeats, PolicyPoint& point) {
-  TP_ASSIGN_OR_RETURN(NamedTensors out, run_pipeline(*p.model, p.pipeline, p.input, peer.run));
+  TP_ASSIGN_OR_RETURN(NamedTensors out, run_model(*p.model, p.pipeline, p.input, peer.run));
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    TP_ASSIGN_OR_RETURN(out, run_pipeline(*p.model, p.pipeline, p.input, peer.run));
+    TP_ASSIGN_OR_RETURN(out, run_model(*p.model, p.pipeline, p.input, peer.run));
     times.push_back(seconds_since(start));
   }
   set_times(point, times);
@@ -81,7 +80,8 @@ Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const Refer
   point.rel_l2 = m.rel_l2;
   point.max_abs = m.max_abs;
   point.non_finite = m.non_finite_new;
-  point.psnr_db = p.pipeline == Pipeline::kEncode ? 0 : psnr_8bit(out.front().second, *want);
+  point.psnr_db =
+      !p.model->family().image_output(p.pipeline) ? 0 : psnr_8bit(out.front().second, *want);
   return Status();
 }
 
@@ -120,8 +120,9 @@ void score(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run,
     point.worst_layers.push_back(ranked[i].second + " (" + format_number(ranked[i].first) +
                                  "x tol)");
   const Tensor* want = find_tensor(ref.outputs, run.outputs.front().first);
-  point.psnr_db =
-      p.pipeline == Pipeline::kEncode || !want ? 0 : psnr_8bit(run.outputs.front().second, *want);
+  point.psnr_db = !p.model->family().image_output(p.pipeline) || !want
+                      ? 0
+                      : psnr_8bit(run.outputs.front().second, *want);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/models/vae/pipeline.h"
+#include "harness/models/model.h"
 #include "harness/runner/case_runner.h"
 #include "reports/tradeoff_result.h"
 

@@ -13,7 +13,7 @@
 
 #include "compiled/describe_session.h"
 #include "harness/core/rng.h"
-#include "harness/models/vae/model.h"
+#include "harness/models/model.h"
 #include "harness/models/vae/vae_graphs.h"
 
 namespace tp::bench {
@@ -89,7 +89,7 @@ inline void conv_group_bench(benchmark::State& state,
   const ConvShape& s = kShapes[state.range(0)];
   const Model& m = sd_kl();
   const bool encoder = std::string(s.where).rfind("encoder", 0) == 0;
-  const Graph g = encoder ? build_encoder_graph(m.config) : build_decoder_graph(m.config);
+  const Graph g = encoder ? build_encoder_graph(vae_config(m)) : build_decoder_graph(vae_config(m));
   const Shape in = encoder ? Shape{1, 3, 256, 256} : Shape{1, 4, 32, 32};
   compiled::SessionOptions o;
   o.policy.base = compiled::parse_layer_policy("w=f16,a=f16,acc=f32").value();

@@ -34,7 +34,7 @@ Expected<Tensor> fp32_output(int image) {
   if (it != cache.end()) return it->second;
   TP_ASSIGN_OR_RETURN(std::unique_ptr<torch_path::Runner> runner,
                       torch_path::Runner::create(sd_kl().weights, DType::kF32, true));
-  TP_ASSIGN_OR_RETURN(NamedTensors out, runner->run(build_decoder_graph(sd_kl().config),
+  TP_ASSIGN_OR_RETURN(NamedTensors out, runner->run(build_decoder_graph(vae_config(sd_kl())),
                                                     {{"latents", latent_for(image)}}));
   return cache[image] = out[0].second;
 }
@@ -89,7 +89,7 @@ void BM_DecodeSdKlTorchCuda(benchmark::State& state) {
   const DType dt = state.range(1) == 0 ? DType::kF16 : DType::kBF16;
   auto runner = torch_path::Runner::create(sd_kl().weights, dt, true);
   if (!runner.ok()) return state.SkipWithError(runner.error().message().c_str());
-  const Graph decoder = build_decoder_graph(sd_kl().config);
+  const Graph decoder = build_decoder_graph(vae_config(sd_kl()));
   const NamedTensors in = {{"latents", latent_for(image)}};
   auto out = runner.value()->run(decoder, in);  // uploads weights, warms cuDNN
   if (!out.ok()) return state.SkipWithError(out.error().message().c_str());

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "harness/core/safetensors.h"
-#include "harness/models/vae/model.h"
+#include "harness/models/model.h"
 
 namespace tp::testing {
 

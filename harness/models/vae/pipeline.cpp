@@ -44,7 +44,7 @@ Expected<Tensor> select_pipeline_input(Pipeline p, const NamedTensors& tensors,
 
 Status check_pipeline_input(const Model& m, Pipeline p, const Tensor& input) {
   const bool latent = p == Pipeline::kDecode;
-  const int channels = latent ? m.config.latent_channels() : m.config.image_channels();
+  const int channels = latent ? vae_config(m).latent_channels() : vae_config(m).image_channels();
   const std::string what = latent ? "latent" : "image";
   if (input.rank() != 4 || input.dim(1) != channels)
     return Error(std::string(pipeline_name(p)) + " takes a " + what + " of shape [batch, " +
@@ -64,12 +64,13 @@ Expected<NamedTensors> run_pipeline(const Model& model, Pipeline p, const Tensor
                                     : run_plain_tiled(model, p, input, executor, tiling);
   TP_RETURN_IF_ERROR(check_pipeline_input(model, p, input));
   if (p == Pipeline::kDecode)
-    return executor.run(build_decoder_graph(model.config), model.weights, {{"latents", input}});
-  const Graph encoder = build_encoder_graph(model.config);
+    return executor.run(build_decoder_graph(vae_config(model)), model.weights,
+                        {{"latents", input}});
+  const Graph encoder = build_encoder_graph(vae_config(model));
   if (p == Pipeline::kEncode) return executor.run(encoder, model.weights, {{"sample", input}});
-  const std::string latents = model.config.kind == VaeConfig::Kind::kKl ? "mean" : "latents";
+  const std::string latents = vae_config(model).kind == VaeConfig::Kind::kKl ? "mean" : "latents";
   TP_ASSIGN_OR_RETURN(NamedTensors both,
-                      executor.run_chained(encoder, build_decoder_graph(model.config),
+                      executor.run_chained(encoder, build_decoder_graph(vae_config(model)),
                                            model.weights, {{"sample", input}}, latents));
   if (!encoder_outputs)
     return NamedTensors{both[0]};  // the decoded sample; the encoder's outputs follow it

@@ -8,7 +8,8 @@
 
 #include "harness/core/executor.h"
 #include "harness/core/safetensors.h"
-#include "harness/models/vae/model.h"
+#include "harness/models/model.h"
+#include "harness/models/vae/vae_config.h"
 
 namespace tp {
 
@@ -17,14 +18,8 @@ enum class Pipeline { kEncode, kDecode, kRoundtrip };
 Expected<Pipeline> parse_pipeline(std::string_view name);
 const char* pipeline_name(Pipeline p);
 
-// Tile sizes in image pixels. Zero means diffusers' default: AutoencoderKL min = the config's
-// sample_size and overlap factor 0.25; AutoencoderTiny min 512 and overlap factor 0.125.
-// A stride expresses video-VAE style (min, stride) pairs: the blend is min - stride.
-struct TilingOptions {
-  bool enabled = false;
-  int64_t sample_min = 0;
-  int64_t sample_stride = 0;
-};
+// Tiling (TilingOptions, family.h): zero sizes mean diffusers' defaults: AutoencoderKL min = the
+// config's sample_size and overlap factor 0.25; AutoencoderTiny min 512 and overlap factor 0.125.
 
 // Picks the pipeline's input among a file's tensors: the only tensor, or by name
 // (encode: "sample"/"image"; decode: "latents"/"latent"/"z", else "mean" = posterior mode).

@@ -191,7 +191,7 @@ Expected<Tensor> tiny_tiles(GraphExecutor& s, const Graph& g, const Weights& w, 
 
 Expected<NamedTensors> tiled_stage(GraphExecutor& s, const Model& m, Pipeline stage,
                                    const Tensor& input, const Layout& l) {
-  const VaeConfig& c = m.config;
+  const VaeConfig& c = vae_config(m);
   const Tensor x = input.to(DType::kF32);
   const bool dec = stage == Pipeline::kDecode;
   const bool engage =
@@ -256,7 +256,8 @@ Expected<NamedTensors> tiled_stage(GraphExecutor& s, const Model& m, Pipeline st
 Expected<NamedTensors> run_streamed_tiled(const Model& m, Pipeline p, const Tensor& input,
                                           GraphExecutor& s, const TilingOptions& o) {
   TP_RETURN_IF_ERROR(check_pipeline_input(m, p, input));
-  TP_ASSIGN_OR_RETURN(Layout l, layout_for(m.config, o, s.injects("tile-threshold-from-stride")));
+  TP_ASSIGN_OR_RETURN(Layout l,
+                      layout_for(vae_config(m), o, s.injects("tile-threshold-from-stride")));
   if (p != Pipeline::kRoundtrip) return tiled_stage(s, m, p, input, l);
   TP_ASSIGN_OR_RETURN(NamedTensors enc, tiled_stage(s, m, Pipeline::kEncode, input, l));
   TP_ASSIGN_OR_RETURN(NamedTensors dec, tiled_stage(s, m, Pipeline::kDecode, enc[0].second, l));

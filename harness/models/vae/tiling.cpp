@@ -125,7 +125,7 @@ Expected<Tensor> tiny_tiled(const Tensor& x, const Graph& g, const Weights& w,
 
 Expected<NamedTensors> tiled_stage(const Model& m, Pipeline stage, const Tensor& input,
                                    const GraphRunner& run, const TileGeometry& g) {
-  const VaeConfig& c = m.config;
+  const VaeConfig& c = vae_config(m);
   const Tensor x = input.to(DType::kF64);
   if (!tiling_engages(g, stage, x.shape())) {
     const Graph graph =
@@ -279,7 +279,7 @@ SeamBands seam_bands(const TileGeometry& g, Pipeline p, const Shape& s) {
 Expected<NamedTensors> run_plain_tiled(const Model& m, Pipeline p, const Tensor& input,
                                        GraphExecutor& executor, const TilingOptions& o) {
   TP_RETURN_IF_ERROR(check_pipeline_input(m, p, input));
-  TP_ASSIGN_OR_RETURN(TileGeometry g, tile_geometry(m.config, o));
+  TP_ASSIGN_OR_RETURN(TileGeometry g, tile_geometry(vae_config(m), o));
   const GraphRunner run = [&executor](const Graph& graph, const Weights& w,
                                       const NamedTensors& in) {
     return executor.run(graph, w, in);

@@ -1,9 +1,10 @@
 #include "harness/models/vae/vae_config.h"
 
-#include <fstream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "harness/models/autoencoder_kl/family.h"
+#include "harness/models/autoencoder_tiny/family.h"
 
 namespace tp {
 namespace {
@@ -121,37 +122,6 @@ Expected<TinyConfig> parse_tiny(const json& j, const std::string& src) {
   return c;
 }
 
-const std::map<std::string, std::string>& builtin_configs() {
-  // sd-kl: runwayml/stable-diffusion-v1-5 vae/config.json. sdxl-kl: SDXL base 1.0
-  // vae/config.json. tiny-*: small models of the same architectures, for fast CI.
-  static const std::map<std::string, std::string> kConfigs = {
-      {"tiny-kl", R"({"_class_name": "AutoencoderKL", "act_fn": "silu",
- "block_out_channels": [16, 32, 32], "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],
- "up_block_types": ["UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"],
- "in_channels": 3, "out_channels": 3, "latent_channels": 4, "layers_per_block": 1,
- "norm_num_groups": 8, "sample_size": 32, "scaling_factor": 0.18215})"},
-      {"tiny-taesd", R"({"_class_name": "AutoencoderTiny", "act_fn": "relu",
- "encoder_block_out_channels": [16, 16, 16, 16], "decoder_block_out_channels": [16, 16, 16, 16],
- "num_encoder_blocks": [1, 1, 1, 1], "num_decoder_blocks": [1, 1, 1, 1],
- "in_channels": 3, "out_channels": 3, "latent_channels": 4, "latent_magnitude": 3, "latent_shift": 0.5,
- "scaling_factor": 1.0, "shift_factor": 0.0, "upsample_fn": "nearest", "upsampling_scaling_factor": 2})"},
-      {"sd-kl", R"({"_class_name": "AutoencoderKL", "_diffusers_version": "0.6.0", "act_fn": "silu",
- "block_out_channels": [128, 256, 512, 512],
- "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],
- "up_block_types": ["UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"],
- "in_channels": 3, "out_channels": 3, "latent_channels": 4, "layers_per_block": 2,
- "norm_num_groups": 32, "sample_size": 512, "scaling_factor": 0.18215})"},
-      {"sdxl-kl",
-       R"({"_class_name": "AutoencoderKL", "_diffusers_version": "0.20.0.dev0", "act_fn": "silu",
- "block_out_channels": [128, 256, 512, 512],
- "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],
- "up_block_types": ["UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D", "UpDecoderBlock2D"],
- "in_channels": 3, "out_channels": 3, "latent_channels": 4, "layers_per_block": 2,
- "norm_num_groups": 32, "sample_size": 1024, "scaling_factor": 0.13025, "force_upcast": true})"},
-  };
-  return kConfigs;
-}
-
 }  // namespace
 
 Expected<VaeConfig> parse_vae_config(const json& j, const std::string& source) {
@@ -176,30 +146,12 @@ Expected<VaeConfig> parse_vae_config(const json& j, const std::string& source) {
   return cfg;
 }
 
-Expected<VaeConfig> load_vae_config(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
-    return Error(path +
-                 ": cannot open the model config (a diffusers model folder holds config.json)");
-  json j = json::parse(in, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
-  if (j.is_discarded()) return Error(path + ": not valid JSON");
-  return parse_vae_config(j, path);
+const Family& VaeConfig::family() const {
+  return kind == Kind::kKl ? autoencoder_kl_family() : autoencoder_tiny_family();
 }
 
-Expected<std::string> builtin_config_text(const std::string& name) {
-  auto it = builtin_configs().find(name);
-  if (it == builtin_configs().end()) {
-    std::string names;
-    for (const auto& n : builtin_config_names()) names += (names.empty() ? "" : ", ") + n;
-    return Error("unknown built-in config '" + name + "'; use one of " + names +
-                 " or a config.json path");
-  }
-  return it->second;
-}
-
-const std::vector<std::string>& builtin_config_names() {
-  static const std::vector<std::string> kNames = {"tiny-kl", "tiny-taesd", "sd-kl", "sdxl-kl"};
-  return kNames;
+const VaeConfig& vae_config(const Model& model) {
+  return dynamic_cast<const VaeConfig&>(*model.config);
 }
 
 }  // namespace tp

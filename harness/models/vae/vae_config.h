@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/core/status.h"
+#include "harness/models/family.h"
 
 namespace tp {
 
@@ -45,7 +46,7 @@ struct TinyConfig {  // diffusers AutoencoderTiny
   int downscale() const { return 1 << (int(num_encoder_blocks.size()) - 1); }
 };
 
-struct VaeConfig {
+struct VaeConfig : ModelConfig {
   enum class Kind { kKl, kTiny };
   Kind kind = Kind::kKl;
   KlConfig kl;
@@ -57,15 +58,14 @@ struct VaeConfig {
   }
   int image_channels() const { return kind == Kind::kKl ? kl.in_channels : tiny.in_channels; }
   int downscale() const { return kind == Kind::kKl ? kl.downscale() : tiny.downscale(); }
+  const Family& family() const override;
 };
 
-// `source` names the file in error messages.
-Expected<VaeConfig> parse_vae_config(const nlohmann::json& json, const std::string& source);
-Expected<VaeConfig> load_vae_config(const std::string& path);
+// The VAE config of a model of either VAE family (a model of another family is a bug here).
+const VaeConfig& vae_config(const Model& model);
 
-// Built-in configurations: tiny-kl, tiny-taesd (small, for CI), sd-kl (SD 1.5's VAE),
-// sdxl-kl (SDXL base's VAE). Returns the config.json text.
-Expected<std::string> builtin_config_text(const std::string& name);
-const std::vector<std::string>& builtin_config_names();
+// `source` names the file in error messages. The class is _class_name, or without it the
+// fields (AutoencoderTiny has encoder_block_out_channels).
+Expected<VaeConfig> parse_vae_config(const nlohmann::json& json, const std::string& source);
 
 }  // namespace tp

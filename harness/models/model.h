@@ -1,21 +1,17 @@
-// A model: a diffusers-layout folder with config.json and diffusion_pytorch_model.safetensors.
+// Models of any family: loaded from a diffusers-layout folder (config.json +
+// diffusion_pytorch_model.safetensors) or made from a config with seeded weights.
 #pragma once
 
 #include <string>
 
 #include "harness/core/checkpoint.h"
-#include "harness/models/vae/vae_config.h"
+#include "harness/models/family.h"
 
 namespace tp {
 
-struct Model {
-  std::string dir;
-  VaeConfig config;
-  Weights weights;
-};
-
-// Loads config.json and the weights (diffusion_pytorch_model.safetensors, or the .fp16 variant
-// when only that is present), checked against the config.
+// Loads config.json (its family found by the registry) and the weights
+// (diffusion_pytorch_model.safetensors, or the .fp16 variant when only that is present), checked
+// against the config.
 Expected<Model> load_model(const std::string& dir);
 
 // Writes a model folder with seeded random weights for a built-in config name or a

@@ -1,4 +1,4 @@
-#include "harness/models/vae/model.h"
+#include "harness/models/model.h"
 
 #include <sys/stat.h>
 
@@ -10,7 +10,6 @@
 
 #include "harness/core/atomic_file.h"
 #include "harness/core/rng.h"
-#include "harness/models/vae/vae_graphs.h"
 
 namespace tp {
 namespace fs = std::filesystem;
@@ -22,7 +21,7 @@ Expected<Model> load_model(const std::string& dir) {
                  "diffusion_pytorch_model.safetensors), or make one with `twinpath model init`");
   Model m;
   m.dir = dir;
-  TP_ASSIGN_OR_RETURN(m.config, load_vae_config((fs::path(dir) / "config.json").string()));
+  TP_ASSIGN_OR_RETURN(m.config, load_model_config((fs::path(dir) / "config.json").string()));
   fs::path weights = fs::path(dir) / "diffusion_pytorch_model.safetensors";
   if (!fs::exists(weights) &&
       fs::exists(fs::path(dir) / "diffusion_pytorch_model.fp16.safetensors"))
@@ -33,7 +32,8 @@ Expected<Model> load_model(const std::string& dir) {
                            : "";
     return Error(weights.string() + ": missing model weights" + hint);
   }
-  TP_ASSIGN_OR_RETURN(m.weights, load_checkpoint(weights.string(), model_param_specs(m.config)));
+  TP_ASSIGN_OR_RETURN(m.weights,
+                      load_checkpoint(weights.string(), m.family().param_specs(*m.config)));
   return m;
 }
 
@@ -65,7 +65,8 @@ Tensor random_param(const ParamSpec& spec, const std::vector<ParamSpec>& all, ui
 }
 
 // The config.json of a built-in name or a file, parsed.
-Expected<std::pair<nlohmann::json, VaeConfig>> read_config(const std::string& config_name_or_path) {
+Expected<std::pair<nlohmann::json, std::shared_ptr<const ModelConfig>>> read_config(
+    const std::string& config_name_or_path) {
   std::string text;
   if (fs::exists(config_name_or_path) && !fs::is_directory(config_name_or_path)) {
     std::ifstream in(config_name_or_path);
@@ -75,16 +76,17 @@ Expected<std::pair<nlohmann::json, VaeConfig>> read_config(const std::string& co
   }
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false, true);
   if (j.is_discarded()) return Error(config_name_or_path + ": not valid JSON");
-  TP_ASSIGN_OR_RETURN(VaeConfig config, parse_vae_config(j, config_name_or_path));
-  j["_class_name"] = config.class_name();
+  TP_ASSIGN_OR_RETURN(auto config, parse_model_config(j, config_name_or_path));
+  j["_class_name"] = config->family().class_name();
   return std::make_pair(std::move(j), std::move(config));
 }
 
-Model seeded_model(const std::string& name, VaeConfig config, uint64_t seed) {
+Model seeded_model(const std::string& name, std::shared_ptr<const ModelConfig> config,
+                   uint64_t seed) {
   Model m;
   m.dir = name;
   m.config = std::move(config);
-  const std::vector<ParamSpec> specs = model_param_specs(m.config);
+  const std::vector<ParamSpec> specs = m.family().param_specs(*m.config);
   for (const ParamSpec& s : specs) m.weights.emplace(s.key, random_param(s, specs, seed));
   return m;
 }
@@ -131,7 +133,7 @@ Status init_model(const std::string& config_name_or_path, uint64_t seed, const s
   fs::create_directories(out_dir, ec);
   if (ec) return Error("cannot create " + out_dir + ": " + ec.message());
   NamedTensors tensors;
-  for (const ParamSpec& s : model_param_specs(m.config))
+  for (const ParamSpec& s : m.family().param_specs(*m.config))
     tensors.emplace_back(s.key, m.weights.at(s.key));
   TP_RETURN_IF_ERROR(
       write_safetensors((fs::path(out_dir) / "diffusion_pytorch_model.safetensors").string(),

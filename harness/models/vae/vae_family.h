@@ -1,0 +1,51 @@
+// What AutoencoderKL and AutoencoderTiny share as families: the pipelines vae.encode,
+// vae.decode and vae.roundtrip, their inputs, and tiling. Each family's folder makes one with its
+// built-in configs.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "harness/models/family.h"
+#include "harness/models/vae/vae_config.h"
+
+namespace tp {
+
+class VaeFamily : public Family {
+ public:
+  VaeFamily(VaeConfig::Kind kind, std::vector<std::pair<std::string, std::string>> builtins)
+      : kind_(kind), builtins_(std::move(builtins)) {}
+
+  std::string class_name() const override;
+  bool claims(const nlohmann::json& config) const override;
+  Expected<std::shared_ptr<const ModelConfig>> parse_config(
+      const nlohmann::json& config, const std::string& source) const override;
+  std::vector<std::string> builtin_names() const override;
+  std::string builtin_text(const std::string& name) const override;
+  std::vector<Graph> graphs(const ModelConfig& config) const override;
+  std::vector<ParamSpec> param_specs(const ModelConfig& config) const override;
+  std::vector<std::pair<std::string, std::string>> pipelines() const override;
+  Expected<Shape> input_shape(const ModelConfig& config, const std::string& pipeline,
+                              int64_t height, int64_t width) const override;
+  int64_t input_scale(const ModelConfig& config, const std::string& pipeline) const override;
+  Expected<Tensor> select_input(const std::string& pipeline, const NamedTensors& tensors,
+                                const std::string& source) const override;
+  Status check_input(const Model& model, const std::string& pipeline,
+                     const Tensor& input) const override;
+  Expected<Tensor> generate_input(const Model& model, const InputRequest& request,
+                                  const GraphRunner& reference) const override;
+  Expected<NamedTensors> run(const Model& model, const std::string& pipeline, const Tensor& input,
+                             GraphExecutor& executor,
+                             const PipelineOptions& options) const override;
+  Expected<std::vector<Stage>> stages(const Model& model, const std::string& pipeline,
+                                      const Shape& input) const override;
+  std::optional<Handoff> handoff(const std::string& pipeline) const override;
+  bool image_output(const std::string& pipeline) const override;
+  bool tiles() const override { return true; }
+
+ private:
+  VaeConfig::Kind kind_;
+  std::vector<std::pair<std::string, std::string>> builtins_;  // name, config.json
+};
+
+}  // namespace tp

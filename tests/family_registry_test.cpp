@@ -1,0 +1,100 @@
+// The model-family registry: a family defined inside tests/ (tests/toy_family) runs end to end
+// through `twinpath run` (in process) with one registration line, and the built-in families are
+// found through the registry alone.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "harness/cli/commands.h"
+#include "harness/models/model.h"
+#include "reports/h5_report.h"
+#include "tests/toy_family/toy_family.h"
+
+namespace tp {
+namespace {
+
+class FamilyRegistry : public ::testing::Test {
+ protected:
+  void SetUp() override { register_family(testing::toy_family()); }  // the one line
+};
+
+TEST_F(FamilyRegistry, AToyFamilyRunsThroughTwinpathRun) {
+  const std::string dir = ::testing::TempDir() + "/family_registry";
+  std::filesystem::create_directories(dir);
+  RunCommandOptions o;
+  o.cases = {"toy.forward model=tiny-toy res=16x16 w=f16 a=f16 acc=f32",
+             "toy.forward model=tiny-toy res=24x20 w=f16 a=f16 acc=f32",
+             "toy.forward model=tiny-toy res=16x16 w=bf16 a=bf16 acc=f32 keep=conv_out"};
+  o.report = dir + "/toy.h5";
+  o.junit = dir + "/toy.xml";
+  auto code = run_command(o, "twinpath run (family_registry_test)");
+  ASSERT_TRUE(code.ok()) << code.error().message();
+  EXPECT_EQ(*code, 0);
+  auto report = read_h5_report(o.report);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  ASSERT_EQ(report->cases.size(), 3u);
+  for (const CaseResult& r : report->cases) {
+    EXPECT_EQ(r.outcome, Outcome::kPassed) << r.id << ": " << r.reason;
+    // Every fused group of the toy graph is a checkpoint, named by its module path, with local
+    // error; the pipeline output comes last.
+    bool conv_in = false, block = false;
+    for (const CheckpointRecord& c : r.checkpoints) {
+      conv_in = conv_in || (c.name == "conv_in" && c.graph == "toy.net" && c.has_local);
+      block = block || c.name.rfind("block", 0) == 0;
+    }
+    EXPECT_TRUE(conv_in && block) << r.id;
+    ASSERT_FALSE(r.checkpoints.empty());
+    EXPECT_EQ(r.checkpoints.back().name, "output:sample");
+    EXPECT_GT(r.checkpoints.back().accumulated.rel_l2, 0) << r.id << ": f16 must differ";
+  }
+}
+
+TEST_F(FamilyRegistry, AToyOverflowIsCaughtAndTracedToItsLayer) {
+  RunCommandOptions o;
+  o.cases = {"toy.forward model=tiny-toy res=16x16 w=f16 a=f16 acc=f32 boost=conv_in*1e6"};
+  o.report = ::testing::TempDir() + "/family_registry_fault.h5";
+  auto code = run_command(o, "twinpath run (family_registry_test)");
+  ASSERT_TRUE(code.ok()) << code.error().message();
+  EXPECT_EQ(*code, 1);
+  auto report = read_h5_report(o.report);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  ASSERT_EQ(report->cases.size(), 1u);
+  const CaseResult& r = report->cases[0];
+  EXPECT_EQ(r.outcome, Outcome::kFailed) << r.reason;
+  EXPECT_TRUE(r.provenance.found) << r.reason;
+  EXPECT_EQ(r.provenance.checkpoint.rfind("conv_in", 0), 0u) << r.provenance.checkpoint;
+}
+
+TEST_F(FamilyRegistry, TheRegistryFindsEveryFamily) {
+  EXPECT_TRUE(is_pipeline_name("toy.forward"));
+  EXPECT_TRUE(is_pipeline_name("vae.decode"));
+  auto toy = make_model("tiny-toy", 1);
+  ASSERT_TRUE(toy.ok()) << toy.error().message();
+  EXPECT_EQ(toy->family().class_name(), "ToyConvNet");
+  auto kl = make_model("tiny-kl", 1);
+  ASSERT_TRUE(kl.ok());
+  EXPECT_EQ(kl->family().class_name(), "AutoencoderKL");
+  // A pipeline of another family is refused naming the ones the model runs.
+  const Status wrong = check_family_runs(*toy, "vae.decode");
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.error().message().find("which runs toy.forward, not vae.decode"),
+            std::string::npos)
+      << wrong.error().message();
+  // `model init` writes a toy model folder that loads back through the registry.
+  const std::string dir = ::testing::TempDir() + "/toy_model";
+  ASSERT_TRUE(init_model("tiny-toy", 3, dir).ok());
+  auto loaded = load_model(dir);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  EXPECT_EQ(loaded->family().class_name(), "ToyConvNet");
+  EXPECT_EQ(loaded->weights.size(), toy->weights.size());
+  // An unknown class is refused naming every family.
+  auto unknown = parse_model_config(nlohmann::json::parse(R"({"_class_name": "Nope"})"), "c.json");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message().find("AutoencoderKL, AutoencoderTiny, ToyConvNet"),
+            std::string::npos)
+      << unknown.error().message();
+}
+
+}  // namespace
+}  // namespace tp
