@@ -1,6 +1,7 @@
 #include "compiled/executor.h"
 
 #include <cstring>
+#include <set>
 
 #include "compiled/kernels/emulated/kernels.h"
 
@@ -31,6 +32,20 @@ class GroupRun {
     const FaultSet& f = faults_;
     for (int o : grp.ops) {
       const Op& op = g_.ops[std::size_t(o)];
+      if (op.kind >= OpKind::kConv) {
+        std::vector<const Tensor*> in;
+        for (int v : op.inputs) in.push_back(&value(v));
+        local_[op.output] = em::nd_op<float>(
+            op, in, [this](const std::string& key) { return &param(key); },
+            shapes_[std::size_t(op.output)]);
+        continue;
+      }
+      // In a row-major plan the [B,C,H,W] kinds whose kernels index channels run on
+      // channels-last copies (pointwise ops and adds do not care).
+      const bool relayout = plan_.row_major && channels_matter(op.kind);
+      const std::set<int> reads(op.inputs.begin(), op.inputs.end());
+      if (relayout)
+        for (int v : reads) to_channels_last(v);
       Tensor out;
       switch (op.kind) {
         case OpKind::kUpsampleNearest2x:
@@ -70,6 +85,10 @@ class GroupRun {
           out = em::pointwise(op.kind, op.attrs, value(op.inputs[0]));
           break;
       }
+      if (relayout) {
+        for (int v : reads) to_row_major(v);
+        out = relaid(out, shapes_[std::size_t(op.output)], false);
+      }
       local_[op.output] = std::move(out);
     }
     for (int v : grp.outputs) {
@@ -80,10 +99,28 @@ class GroupRun {
   }
 
  private:
+  static bool channels_matter(OpKind k) {
+    return k == OpKind::kConv2d || k == OpKind::kLinear || k == OpKind::kGroupNorm ||
+           k == OpKind::kAttention || k == OpKind::kUpsampleNearest2x ||
+           k == OpKind::kSliceChannels;
+  }
+  // An fp32 [B,C,H,W] tensor as channels-last (`to_last`) or back, at logical shape `shape`.
+  static Tensor relaid(const Tensor& t, const Shape& shape, bool to_last) {
+    Tensor out = Tensor::uninitialized(DType::kF32, to_last ? nhwc(shape) : shape);
+    transpose_channels(t.raw(), out.raw(), shape, sizeof(float), to_last);
+    return out;
+  }
+  void to_channels_last(int v) {
+    const Tensor& t = value(v);
+    local_[v] = relaid(t, shapes_[std::size_t(v)], true);
+  }
+  void to_row_major(int v) { local_[v] = relaid(local_.at(v), shapes_[std::size_t(v)], false); }
+
   const Tensor& value(int v) {
     auto it = local_.find(v);
     if (it != local_.end()) return it->second;
-    Tensor t = Tensor::uninitialized(DType::kF32, nhwc(shapes_[std::size_t(v)]));
+    const Shape& logical = shapes_[std::size_t(v)];
+    Tensor t = Tensor::uninitialized(DType::kF32, plan_.row_major ? logical : nhwc(logical));
     auto view = views_.find(v);
     if (view != views_.end()) {
       em::load_f32(view->second.data, view->second.dtype, t.numel(), t.data<float>());
@@ -124,15 +161,24 @@ void transpose_channels(const std::byte* src, std::byte* dst, const Shape& s, st
 Expected<BoundInputs> bind_inputs(const Plan& plan, const std::vector<PlanInput>& inputs) {
   const Graph& g = *plan.graph;
   TP_CHECK(inputs.size() == g.inputs.size(), "plan inputs");
-  const PlanInput& first = inputs[0];
-  const Shape in_shape = first.tensor ? first.tensor->shape() : first.view.shape;
+  auto shape_of = [](const PlanInput& in) {
+    return in.tensor ? in.tensor->shape() : in.view.shape;
+  };
+  const Shape in_shape = shape_of(inputs[0]);
   const Shape& cap = plan.capacity_shape;
-  if (in_shape.size() != 4 || in_shape[0] != cap[0] || in_shape[1] != cap[1] ||
-      in_shape[2] > cap[2] || in_shape[3] > cap[3])
+  const bool fits = plan.row_major
+                        ? in_shape == cap
+                        : in_shape.size() == 4 && in_shape[0] == cap[0] && in_shape[1] == cap[1] &&
+                              in_shape[2] <= cap[2] && in_shape[3] <= cap[3];
+  if (!fits)
     return Error("input " + shape_string(in_shape) + " does not fit the plan compiled for " +
                  shape_string(cap));
+  for (std::size_t i = 1; i < inputs.size(); ++i)
+    if (shape_of(inputs[i]) != plan.other_inputs[i - 1])
+      return Error("input " + inputs[i].name + " " + shape_string(shape_of(inputs[i])) +
+                   " does not fit the plan compiled for " + shape_string(plan.other_inputs[i - 1]));
   BoundInputs bound;
-  TP_ASSIGN_OR_RETURN(bound.shapes, infer_shapes(g, in_shape));
+  TP_ASSIGN_OR_RETURN(bound.shapes, plan_shapes(plan, in_shape));
   for (const PlanInput& in : inputs) {
     int v = -1;
     for (const auto& [name, id] : g.inputs)
@@ -150,7 +196,7 @@ Expected<std::vector<Shape>> bind_group_inputs(const Plan& plan, int index,
                                                const Shape& input_shape,
                                                const std::map<int, Tensor>& values) {
   TP_CHECK(index >= 0 && index < int(plan.groups.size()), "group index");
-  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(*plan.graph, input_shape));
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, plan_shapes(plan, input_shape));
   for (int v : plan.groups[std::size_t(index)].inputs) {
     auto it = values.find(v);
     const std::string& name = plan.graph->value_names[std::size_t(v)];
@@ -164,9 +210,12 @@ Expected<std::vector<Shape>> bind_group_inputs(const Plan& plan, int index,
   return shapes;
 }
 
-void stage_input(const Tensor& t, DType dtype, std::byte* dst) {
+void stage_input(const Plan& plan, const Tensor& t, DType dtype, std::byte* dst) {
   const Tensor rounded = t.to(dtype);
-  transpose_channels(rounded.raw(), dst, rounded.shape(), dtype_size(dtype), true);
+  if (plan.row_major)
+    std::memcpy(dst, rounded.raw(), rounded.nbytes());
+  else
+    transpose_channels(rounded.raw(), dst, rounded.shape(), dtype_size(dtype), true);
 }
 
 Expected<std::vector<Tensor>> execute_group(const Plan& plan, std::byte* arena, int index,
@@ -177,7 +226,7 @@ Expected<std::vector<Tensor>> execute_group(const Plan& plan, std::byte* arena, 
   const Group& grp = plan.groups[std::size_t(index)];
   for (int v : grp.inputs) {
     const Buffer& b = plan.buffers.at(v);
-    stage_input(values.at(v), b.dtype, arena + b.offset);
+    stage_input(plan, values.at(v), b.dtype, arena + b.offset);
   }
   const std::map<int, BufferView> no_views;
   GroupRun(plan, arena, shapes, no_views).run(grp);
@@ -194,12 +243,13 @@ Expected<GroupReplay> replay_group(const Plan& plan, int index, const Shape& inp
   std::vector<std::byte> arena(std::size_t(plan.stats.arena_bytes));
   for (int v : grp.inputs) {
     const Buffer& b = plan.buffers.at(v);
-    stage_input(values.at(v), b.dtype, arena.data() + b.offset);
+    stage_input(plan, values.at(v), b.dtype, arena.data() + b.offset);
   }
   const std::map<int, BufferView> no_views;
   GroupRun run(plan, arena.data(), shapes, no_views, &faults);
   run.run(grp);
   auto to_nchw = [&](int v) {
+    if (plan.row_major) return run.values().at(v);
     Tensor out = Tensor::uninitialized(DType::kF32, shapes[std::size_t(v)]);
     transpose_channels(run.values().at(v).raw(), out.raw(), out.shape(), sizeof(float), false);
     return out;
@@ -219,7 +269,10 @@ Expected<GroupReplay> replay_group(const Plan& plan, int index, const Shape& inp
 Tensor read_value(const Plan& plan, const std::byte* arena, int value, const Shape& shape) {
   const Buffer& b = plan.buffers.at(value);
   Tensor out = Tensor::uninitialized(b.dtype, shape);
-  transpose_channels(arena + b.offset, out.raw(), shape, dtype_size(b.dtype), false);
+  if (plan.row_major)
+    std::memcpy(out.raw(), arena + b.offset, out.nbytes());
+  else
+    transpose_channels(arena + b.offset, out.raw(), shape, dtype_size(b.dtype), false);
   return out;
 }
 
@@ -233,8 +286,7 @@ Status execute(const Plan& plan, std::byte* arena, const std::vector<PlanInput>&
   TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
   for (const auto& [v, t] : bound.uploads) {
     const Buffer& b = plan.buffers.at(v);
-    stage_input(*t, b.dtype,
-                arena + b.offset);  // one rounding from the file's dtype, then channels-last
+    stage_input(plan, *t, b.dtype, arena + b.offset);  // one rounding from the file's dtype
   }
   GroupRun run(plan, arena, bound.shapes, bound.views);
   for (const Group& grp : plan.groups) {

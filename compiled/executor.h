@@ -39,8 +39,9 @@ struct BoundInputs {
   std::vector<std::pair<int, const Tensor*>> uploads;  // value id, tensor
 };
 Expected<BoundInputs> bind_inputs(const Plan& plan, const std::vector<PlanInput>& inputs);
-// `t` rounded once into `dtype` and written channels-last at `dst`.
-void stage_input(const Tensor& t, DType dtype, std::byte* dst);
+// `t` rounded once into `dtype` and written at `dst` in the plan's layout (channels-last, or
+// row-major in a plan of N-dimensional ops).
+void stage_input(const Plan& plan, const Tensor& t, DType dtype, std::byte* dst);
 
 // Checks a lone group run (execute_group): value shapes at `input_shape`, and every input value
 // of group `index` given in `values` at its shape.

@@ -23,6 +23,7 @@ enum class GroupKind : uint8_t {
   kAttention,    // to_q/to_k/to_v + softmax(q k^T * scale) v + to_out [+ residual add]
   kElementwise,  // a standalone pointwise op (and its pointwise successors)
   kUpsample,     // a standalone nearest upsample (its consumer is not a conv)
+  kTensor,       // one N-dimensional op (graph.h, kConv onwards) [+ pointwise epilogue]
 };
 const char* group_kind_name(GroupKind kind);
 
@@ -37,7 +38,8 @@ struct Group {
   std::string label() const;  // "conv+add+relu" etc., from the ops
 };
 
-// Where a value lives: NHWC in the arena, in its group's activation dtype.
+// Where a value lives: in the arena, in its group's activation dtype; NHWC, or row-major in its
+// logical shape in a plan of N-dimensional ops (Plan::row_major).
 struct Buffer {
   int value = -1;
   DType dtype = DType::kF16;
@@ -63,6 +65,11 @@ struct Plan {
   uint64_t graph_hash = 0;
   uint64_t weights_identity = 0;
   Shape capacity_shape;  // input shape the arena is sized for (>= actual shapes under bucketing)
+  // The graph's other inputs (cross-attention context, masks ...), at exactly these shapes.
+  std::vector<Shape> other_inputs;
+  // A graph with N-dimensional ops: every buffer row-major in its logical shape (the [B,C,H,W]
+  // kinds read and write through channels-last copies); else every buffer NHWC.
+  bool row_major = false;
   DTypePolicy policy;
   FaultSet faults;
   std::string device;             // the backend it runs on: "cpu-emulated" or "cuda"
@@ -72,7 +79,11 @@ struct Plan {
   PlanStats stats;
 };
 
-// Value shapes (NCHW) for a given graph input shape; empty shape for values never computed.
-Expected<std::vector<Shape>> infer_shapes(const Graph& graph, const Shape& input_shape);
+// Value shapes (logical, NCHW for images) for the graph's first input at `input_shape` and its
+// other inputs at `other_inputs` (in graph.inputs order); empty for values never computed.
+Expected<std::vector<Shape>> infer_shapes(const Graph& graph, const Shape& input_shape,
+                                          const std::vector<Shape>& other_inputs = {});
+// The same for a plan's graph, its other inputs at the plan's shapes.
+Expected<std::vector<Shape>> plan_shapes(const Plan& plan, const Shape& input_shape);
 
 }  // namespace tp::compiled

@@ -43,17 +43,19 @@ json plan_to_json(const Plan& p) {
                        {"bytes", b.bytes},
                        {"first_group", b.first_group},
                        {"last_group", b.last_group}});
-  return {{"key", p.key},
-          {"graph", p.graph->name},
-          {"graph_hash", hex(p.graph_hash)},
-          {"weights_identity", hex(p.weights_identity)},
-          {"capacity_shape", p.capacity_shape},
-          {"groups", groups},
-          {"buffers", buffers},
-          {"stats",
-           {{"arena_bytes", p.stats.arena_bytes},
-            {"unshared_bytes", p.stats.unshared_bytes},
-            {"compile_seconds", p.stats.compile_seconds}}}};
+  json out = {{"key", p.key},
+              {"graph", p.graph->name},
+              {"graph_hash", hex(p.graph_hash)},
+              {"weights_identity", hex(p.weights_identity)},
+              {"capacity_shape", p.capacity_shape},
+              {"groups", groups},
+              {"buffers", buffers},
+              {"stats",
+               {{"arena_bytes", p.stats.arena_bytes},
+                {"unshared_bytes", p.stats.unshared_bytes},
+                {"compile_seconds", p.stats.compile_seconds}}}};
+  if (!p.other_inputs.empty()) out["other_inputs"] = p.other_inputs;  // multi-input graphs only
+  return out;
 }
 
 // Rebuilds one plan from its JSON, checking every index against the graph, so a damaged file
@@ -87,6 +89,9 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
   plan->graph_hash = graph.hash();
   plan->weights_identity = identity;
   plan->capacity_shape = j.at("capacity_shape").get<Shape>();
+  if (j.contains("other_inputs"))
+    plan->other_inputs = j.at("other_inputs").get<std::vector<Shape>>();
+  plan->row_major = graph.has_nd_ops();
   plan->policy = session.options().policy;
   plan->faults = session.options().faults;
   plan->device = session.backend().device();
@@ -94,12 +99,14 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
   auto bad = [&](const std::string& what) {
     return Error(file + ": is corrupt (" + what + "); make a new plan file with --save-plan");
   };
-  if (plan->capacity_shape.size() != 4) return bad("capacity shape");
+  const std::size_t rank = plan->capacity_shape.size();
+  if (plan->row_major ? rank < 1 || rank > 5 : rank != 4) return bad("capacity shape");
+  if (plan->other_inputs.size() + 1 != graph.inputs.size()) return bad("input count");
   std::vector<int> op_seen(std::size_t(n_ops), 0);
   for (const json& jg : j.at("groups")) {
     Group g;
     const int kind = jg.at("kind");
-    if (kind < 0 || kind > int(GroupKind::kUpsample)) return bad("group kind");
+    if (kind < 0 || kind > int(GroupKind::kTensor)) return bad("group kind");
     g.kind = GroupKind(kind);
     g.ops = jg.at("ops").get<std::vector<int>>();
     g.inputs = jg.at("inputs").get<std::vector<int>>();
@@ -146,7 +153,9 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
                                                     [&](auto& in) { return in.second == v; }))
           return bad("a group reads or writes a value without a buffer");
   // Shapes the file claims must be what this graph gives at the capacity shape.
-  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(graph, plan->capacity_shape));
+  auto inferred = infer_shapes(graph, plan->capacity_shape, plan->other_inputs);
+  if (!inferred.ok()) return bad("input shapes: " + inferred.error().message());
+  const std::vector<Shape>& shapes = *inferred;
   for (const auto& [v, b] : plan->buffers)
     if (b.shape != shapes[std::size_t(v)]) return bad("buffer shape");
   TP_RETURN_IF_ERROR(session.prepare_params(*plan, *model.weights));

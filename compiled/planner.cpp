@@ -81,7 +81,13 @@ void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vecto
   }
 }
 
+bool is_matrix(OpKind k) {
+  return k == OpKind::kConv2d || k == OpKind::kLinear || k == OpKind::kConv ||
+         k == OpKind::kLinearLast;
+}
+
 GroupKind kind_of(OpKind k) {
+  if (k >= OpKind::kConv) return GroupKind::kTensor;
   switch (k) {
     case OpKind::kConv2d:
       return GroupKind::kConv;
@@ -197,13 +203,16 @@ Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
   for (const Group& grp : plan.groups)
     for (int o : grp.ops) {
       const Op& op = g.ops[std::size_t(o)];
-      if (op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear)
-        TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
+      if (is_matrix(op.kind)) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
+      if (op.kind >= OpKind::kConv && grp.policy.accumulation != DType::kF32)
+        return Error(op.name + ": the compiled path's " + op_kind_name(op.kind) +
+                     " accumulates in f32 only, not " + dtype_name(grp.policy.accumulation) +
+                     "; use acc=f32 or keep the layer in fp32 (keep=" + op.name + ")");
     }
   for (const Group& grp : plan.groups)
     for (int o : grp.ops) {
       const Op& op = g.ops[std::size_t(o)];
-      const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear;
+      const bool matrix = is_matrix(op.kind);
       for (const std::string* key : {&op.weight, &op.bias})
         if (!key->empty())
           plan.params[*key] = store.get(weights, plan.weights_identity, *key, grp.policy,
@@ -244,21 +253,18 @@ int64_t assign_offsets(std::map<int, Buffer>& buffers) {
 Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& store) {
   const auto start = std::chrono::steady_clock::now();
   const Graph& g = *r.graph;
-  for (const Op& op :
-       g.ops)  // the N-dimensional ops run on the reference and torch paths only, so far
-    if (op.kind >= OpKind::kConv)
-      return Error(op.name + ": the compiled path has no kernels for " + op_kind_name(op.kind) +
-                   " yet; run this graph on the reference or torch path");
   auto plan = std::make_unique<Plan>();
   plan->graph = std::make_shared<const Graph>(g);
   plan->graph_hash = g.hash();
   plan->weights_identity = r.weights_identity;
   plan->capacity_shape = r.capacity_shape;
+  plan->other_inputs = r.other_inputs;
+  plan->row_major = g.has_nd_ops();
   plan->policy = r.policy;
   plan->faults = r.faults;
   plan->device = r.device;
   plan->groups = partition_into_groups(g);
-  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(g, r.capacity_shape));
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(g, r.capacity_shape, r.other_inputs));
 
   for (Group& grp : plan->groups) {
     // A group runs in fp32 when any of its ops is kept (a kept layer's epilogue stays with it).

@@ -11,10 +11,11 @@ struct PlanRequest {
   const Graph* graph = nullptr;
   const Weights* weights = nullptr;
   uint64_t weights_identity = 0;
-  Shape capacity_shape;  // the input shape the arena is sized for
+  Shape capacity_shape;  // the first input's shape the arena is sized for
   DTypePolicy policy;
   FaultSet faults;
   std::string device = "cpu-emulated";  // the backend the plan will run on (Backend::device())
+  std::vector<Shape> other_inputs;      // the other inputs' shapes (exact)
 };
 
 // Groups the ops, assigns each group its layer policy (refusing unsupported combinations by

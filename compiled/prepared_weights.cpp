@@ -47,17 +47,16 @@ DType param_storage(const LayerPolicy& policy, bool matrix) {
 
 namespace {
 
-// [Cout][Cin][kh][kw] -> [Cout][kh][kw][Cin]: a conv's GEMM rows for channels-last patches.
+// [Cout][Cin][*K] -> [Cout][*K][Cin] (1 to 3 kernel axes): a conv's GEMM rows for
+// channels-last patches. Linear weights (rank 2) stay as they are.
 std::vector<double> to_channels_last(const std::vector<double>& w, const Shape& s) {
-  if (s.size() != 4) return w;
-  const int64_t co = s[0], ci = s[1], kh = s[2], kw = s[3];
+  if (s.size() < 3) return w;
+  const int64_t co = s[0], ci = s[1], taps = shape_numel(s) / (co * ci);
   std::vector<double> out(w.size());
   for (int64_t o = 0; o < co; ++o)
     for (int64_t c = 0; c < ci; ++c)
-      for (int64_t y = 0; y < kh; ++y)
-        for (int64_t x = 0; x < kw; ++x)
-          out[std::size_t(((o * kh + y) * kw + x) * ci + c)] =
-              w[std::size_t(((o * ci + c) * kh + y) * kw + x)];
+      for (int64_t t = 0; t < taps; ++t)
+        out[std::size_t((o * taps + t) * ci + c)] = w[std::size_t((o * ci + c) * taps + t)];
   return out;
 }
 

@@ -21,7 +21,7 @@ struct PreparedParam {
   std::string key;
   DType storage = DType::kF32;
   Shape shape;                // as in the checkpoint
-  std::vector<float> values;  // decoded stored values, unscaled; conv weights [Cout][ky][kx][Cin]
+  std::vector<float> values;  // decoded stored values, unscaled; conv weights [Cout][*K][Cin]
   std::vector<float> scales;  // fp8: per output channel (per-tensor repeats one value); else empty
   int64_t storage_bytes() const;
 };

@@ -46,12 +46,13 @@ uint64_t Session::identity_of(const Weights& weights) {
 }
 
 Shape Session::capacity_for(const Graph& graph, const Shape& s) const {
-  if (options_.shapes.bucket == 0 || s.size() != 4) return s;
+  if (options_.shapes.bucket == 0 || s.size() != 4 || graph.has_nd_ops()) return s;
   const int64_t n = (options_.shapes.bucket + graph.input_pixel - 1) / graph.input_pixel;
   return {s[0], s[1], (s[2] + n - 1) / n * n, (s[3] + n - 1) / n * n};
 }
 
-std::string Session::key_for(const Graph& graph, uint64_t identity, const Shape& capacity) const {
+std::string Session::key_for(const Graph& graph, uint64_t identity, const Shape& capacity,
+                             const std::vector<Shape>& other_inputs) const {
   char hashes[64];
   std::snprintf(hashes, sizeof hashes, "graph=%016llx",
                 static_cast<unsigned long long>(graph.hash()));
@@ -61,22 +62,25 @@ std::string Session::key_for(const Graph& graph, uint64_t identity, const Shape&
                   static_cast<unsigned long long>(identity));
     key += hashes;
   }
-  return key + " shape=" + shape_string(capacity) + " policy=" + options_.policy.to_string() +
-         " faults=" + options_.faults.to_string() + " device=" + backend_->device();
+  key += " shape=" + shape_string(capacity);
+  for (const Shape& other : other_inputs) key += "+" + shape_string(other);
+  return key + " policy=" + options_.policy.to_string() + " faults=" + options_.faults.to_string() +
+         " device=" + backend_->device();
 }
 
 Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weights,
-                                        const Shape& input_shape) {
+                                        const Shape& input_shape,
+                                        const std::vector<Shape>& other_inputs) {
   const uint64_t identity = identity_of(weights);
   const Shape capacity = capacity_for(graph, input_shape);
-  const std::string key = key_for(graph, identity, capacity);
+  const std::string key = key_for(graph, identity, capacity, other_inputs);
   auto it = cache_.find(key);
   if (it != cache_.end()) {
     ++stats_.hits;
     return it->second.get();
   }
-  PlanRequest request{&graph,          &weights,        identity,          capacity,
-                      options_.policy, options_.faults, backend_->device()};
+  PlanRequest request{&graph,          &weights,        identity,           capacity,
+                      options_.policy, options_.faults, backend_->device(), other_inputs};
   TP_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compile_plan(request, store_));
   plan->key = key;
   ++stats_.compilations;
@@ -156,7 +160,7 @@ Expected<NamedTensors> Session::run_plan(const Plan& plan, const std::vector<Pla
   TP_ASSIGN_OR_RETURN(std::byte * arena, arena_for(plan));
   TP_RETURN_IF_ERROR(backend_->execute(plan, arena, inputs, observer_for(plan, observe)));
   const Shape in = inputs[0].tensor ? inputs[0].tensor->shape() : inputs[0].view.shape;
-  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(*plan.graph, in));
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, plan_shapes(plan, in));
   NamedTensors out;
   for (const auto& [name, v] : plan.graph->outputs) {
     TP_ASSIGN_OR_RETURN(Tensor t, backend_->read(plan, arena, v, shapes[std::size_t(v)]));
@@ -174,9 +178,17 @@ Expected<std::vector<Tensor>> Session::run_group(const Plan& plan, int index,
 
 Expected<NamedTensors> Session::run(const Graph& graph, const Weights& weights,
                                     const NamedTensors& inputs, const GroupObserver& observe) {
-  TP_CHECK(inputs.size() == 1 && graph.inputs.size() == 1, "VAE graphs take one input");
-  TP_ASSIGN_OR_RETURN(const Plan* plan, plan_for(graph, weights, inputs[0].second.shape()));
-  return run_plan(*plan, {PlanInput{graph.inputs[0].first, &inputs[0].second, {}}}, observe);
+  // The graph's inputs in its order: the first sizes the plan, the others are exact shapes.
+  std::vector<PlanInput> bound;
+  std::vector<Shape> others;
+  for (const auto& [name, id] : graph.inputs) {
+    const Tensor* t = find_tensor(inputs, name);
+    if (!t) return Error(graph.name + " takes an input named " + name + ", which was not given");
+    bound.push_back(PlanInput{name, t, {}});
+    if (bound.size() > 1) others.push_back(t->shape());
+  }
+  TP_ASSIGN_OR_RETURN(const Plan* plan, plan_for(graph, weights, bound[0].tensor->shape(), others));
+  return run_plan(*plan, bound, observe);
 }
 
 Expected<NamedTensors> Session::run_chained(const Graph& first, const Graph& second,

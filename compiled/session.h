@@ -61,8 +61,10 @@ class Session : public GraphExecutor {
   // allocates nothing; running a plan allocates its arena, refused before allocating when the
   // arena alone exceeds the memory limit. Arenas of idle plans are released (evictions) to make
   // room for a new one within the limit.
+  // `other_inputs`: the shapes of the graph's inputs after the first (exact).
   Expected<const Plan*> plan_for(const Graph& graph, const Weights& weights,
-                                 const Shape& input_shape);
+                                 const Shape& input_shape,
+                                 const std::vector<Shape>& other_inputs = {});
 
   // Runs a graph; outputs as NCHW tensors in their storage (activation) dtypes.
   Expected<NamedTensors> run(const Graph& graph, const Weights& weights, const NamedTensors& inputs,
@@ -103,7 +105,8 @@ class Session : public GraphExecutor {
   const std::vector<TilingDecision>& tiling() const { return tiling_; }
 
  private:
-  std::string key_for(const Graph& graph, uint64_t identity, const Shape& capacity) const;
+  std::string key_for(const Graph& graph, uint64_t identity, const Shape& capacity,
+                      const std::vector<Shape>& other_inputs) const;
   Shape capacity_for(const Graph& graph, const Shape& input_shape) const;
   // `plan`'s arena, allocated now if it has none; `keep`'s is never evicted to make room.
   Expected<std::byte*> arena_for(const Plan& plan, const Plan* keep = nullptr);

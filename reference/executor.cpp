@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "harness/core/shapes.h"
 #include "reference/ops/ops.h"
 
 namespace tp::ref {
@@ -102,36 +103,11 @@ Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights,
 
 }  // namespace
 
-Status check_input_fits(const Graph& graph, const Shape& input_shape) {
-  // Spatial sizes per value, propagated through the ops that change them. Graphs of the
-  // N-dimensional ops check their shapes as they run.
-  if (input_shape.size() != 4 || graph.has_nd_ops()) return Status();
-  std::vector<std::pair<int64_t, int64_t>> hw(graph.value_names.size(), {0, 0});
-  for (const auto& [name, id] : graph.inputs)
-    hw[std::size_t(id)] = {input_shape[2], input_shape[3]};
-  std::map<std::string, Shape> param_shapes;
-  for (const ParamSpec& p : graph.params) param_shapes[p.key] = p.shape;
-  for (const Op& op : graph.ops) {
-    auto [h, w] = hw[std::size_t(op.inputs[0])];
-    if (op.kind == OpKind::kConv2d) {
-      const Shape& ws = param_shapes[op.weight];
-      const int64_t ho =
-          conv_out_size(h, op.attrs.pad_top, op.attrs.pad_bottom, ws[2], op.attrs.stride);
-      const int64_t wo =
-          conv_out_size(w, op.attrs.pad_left, op.attrs.pad_right, ws[3], op.attrs.stride);
-      if (ho <= 0 || wo <= 0)
-        return Error("the input " + shape_string(input_shape) + " is too small: at " + op.name +
-                     " the activation is " + std::to_string(h) + "x" + std::to_string(w) +
-                     ", smaller than its " + std::to_string(ws[2]) + "x" + std::to_string(ws[3]) +
-                     " kernel; use a larger image or latent");
-      h = ho;
-      w = wo;
-    } else if (op.kind == OpKind::kUpsampleNearest2x) {
-      h *= 2;
-      w *= 2;
-    }
-    hw[std::size_t(op.output)] = {h, w};
-  }
+Status check_inputs_fit(const Graph& graph, const NamedTensors& inputs) {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, t] : inputs) shapes[name] = t.shape();
+  auto all = infer_value_shapes(graph, shapes);
+  if (!all.ok()) return all.error();
   return Status();
 }
 
@@ -148,8 +124,8 @@ Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
     if (t.rank() != 4)
       return Error("input '" + name + "' must be [batch, channels, height, width], got " +
                    shape_string(t.shape()));
-    TP_RETURN_IF_ERROR(check_input_fits(graph, t.shape()));
   }
+  TP_RETURN_IF_ERROR(check_inputs_fit(graph, inputs));
   if (compute == DType::kF32) return run_typed<float>(graph, weights, inputs, observe);
   if (compute == DType::kF64) return run_typed<double>(graph, weights, inputs, observe);
   return Error(std::string("the reference path computes in f32 or f64, not ") +

@@ -19,8 +19,8 @@ Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
                                  const NamedTensors& inputs, DType compute,
                                  const ValueObserver& observe = {});
 
-// Checks, before anything runs, that every op's input is large enough for it (convs need
-// H + pads >= kernel) and returns the first op that is not, as an error naming it.
-Status check_input_fits(const Graph& graph, const Shape& input_shape);
+// Checks every input against the graph before anything runs (core shape inference): an input
+// too small for a kernel, or shapes the ops cannot take, is an error naming the op.
+Status check_inputs_fit(const Graph& graph, const NamedTensors& inputs);
 
 }  // namespace tp::ref

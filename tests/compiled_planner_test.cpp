@@ -224,19 +224,43 @@ TEST_F(PlannerTest, KeptLayersStoreFp32AndFp8WeightsCarryScales) {
 
 // Graphs of the N-dimensional ops have no compiled kernels yet: refused with the op and the
 // paths that do run them, never a crash inside the planner.
-TEST(PlannerNd, RefusesOpsWithoutKernelsNamingThePathsThatRunThem) {
+TEST(PlannerNd, PlansNdGraphsRowMajorOneOpPerGroupAndRefusesF16Accumulation) {
   GraphBuilder b("dit.block");
   const int x = b.input("hidden_states");
-  b.output("y", b.gelu("ff.net.0", b.layer_norm("norm1", x, {8}, 1e-6, false), true));
+  const int ctx = b.input("encoder_hidden_states");
+  const int h = b.layer_norm("norm1", x, {8}, 1e-6, false);
+  const int q = b.linear_last("attn2.to_q", h, 8, 8, false);
+  const int k = b.linear_last("attn2.to_k", ctx, 6, 8, false);
+  const int v = b.linear_last("attn2.to_v", ctx, 6, 8, false);
+  const int a = b.multi_head_attention("attn2", q, k, v, 2, 0.5);
+  b.output("y", b.gelu("ff.net.0", b.unary("act", OpKind::kSilu, a), true));
   const Graph g = b.finish();
-  const Weights w;
+  Weights w;
+  for (const ParamSpec& p : g.params) w.emplace(p.key, Tensor(DType::kF32, p.shape));
   WeightStore store;
-  PlanRequest r{&g, &w, 1, {1, 4, 8}, {}, {}};
+  PlanRequest r{&g, &w, 1, {1, 4, 8}, {*parse_layer_policy("w=f16,a=f16,acc=f32"), {}}, {}};
+  r.other_inputs = {{1, 3, 6}};
   auto plan = compile_plan(r, store);
-  ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.error().message(),
-            "norm1: the compiled path has no kernels for layer_norm yet; run this graph on the "
-            "reference or torch path");
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_TRUE((*plan)->row_major);
+  // One group per N-d op; the SiLU after the attention is its epilogue.
+  ASSERT_EQ((*plan)->groups.size(), 6u);
+  for (const Group& grp : (*plan)->groups) EXPECT_EQ(grp.kind, GroupKind::kTensor);
+  EXPECT_EQ((*plan)->buffers.at(ctx).shape, (Shape{1, 3, 6}));
+  // A plan of N-d ops for a missing second input shape is refused, not guessed.
+  PlanRequest missing = r;
+  missing.other_inputs.clear();
+  auto refused = compile_plan(missing, store);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(), "dit.block takes 2 inputs, given 1");
+  PlanRequest f16_acc = r;
+  f16_acc.policy.base = *parse_layer_policy("w=f16,a=f16,acc=f16");
+  auto acc = compile_plan(f16_acc, store);
+  ASSERT_FALSE(acc.ok());
+  EXPECT_NE(acc.error().message().find("norm1: the compiled path's layer_norm accumulates in f32 "
+                                       "only, not f16"),
+            std::string::npos)
+      << acc.error().message();
 }
 
 }  // namespace

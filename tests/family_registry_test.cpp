@@ -25,7 +25,10 @@ TEST_F(FamilyRegistry, AToyFamilyRunsThroughTwinpathRun) {
   RunCommandOptions o;
   o.cases = {"toy.forward model=tiny-toy res=16x16 w=f16 a=f16 acc=f32",
              "toy.forward model=tiny-toy res=24x20 w=f16 a=f16 acc=f32",
-             "toy.forward model=tiny-toy res=16x16 w=bf16 a=bf16 acc=f32 keep=conv_out"};
+             "toy.forward model=tiny-toy res=16x16 w=bf16 a=bf16 acc=f32 keep=conv_out",
+             "toy.tokens model=tiny-toy res=6x5 w=f16 a=f16 acc=f32",
+             "toy.tokens model=tiny-toy res=4x4 w=bf16 a=bf16 acc=f32 keep=attn1*",
+             "toy.tokens model=tiny-toy res=4x6 w=f16 a=f16 acc=f32 reload=on shapes=bucket:8"};
   o.report = dir + "/toy.h5";
   o.junit = dir + "/toy.xml";
   auto code = run_command(o, "twinpath run (family_registry_test)");
@@ -33,19 +36,22 @@ TEST_F(FamilyRegistry, AToyFamilyRunsThroughTwinpathRun) {
   EXPECT_EQ(*code, 0);
   auto report = read_h5_report(o.report);
   ASSERT_TRUE(report.ok()) << report.error().message();
-  ASSERT_EQ(report->cases.size(), 3u);
+  ASSERT_EQ(report->cases.size(), 6u);
   for (const CaseResult& r : report->cases) {
     EXPECT_EQ(r.outcome, Outcome::kPassed) << r.id << ": " << r.reason;
-    // Every fused group of the toy graph is a checkpoint, named by its module path, with local
+    // Every fused group of the toy graphs is a checkpoint, named by its module path, with local
     // error; the pipeline output comes last.
-    bool conv_in = false, block = false;
+    const bool tokens = r.id.rfind("toy.tokens", 0) == 0;
+    const std::string first = tokens ? "proj_in" : "conv_in",
+                      graph = tokens ? "toy.transformer" : "toy.net";
+    bool found = false, block = false;
     for (const CheckpointRecord& c : r.checkpoints) {
-      conv_in = conv_in || (c.name == "conv_in" && c.graph == "toy.net" && c.has_local);
+      found = found || (c.name == first && c.graph == graph && c.has_local);
       block = block || c.name.rfind("block", 0) == 0;
     }
-    EXPECT_TRUE(conv_in && block) << r.id;
+    EXPECT_TRUE(found && block) << r.id;
     ASSERT_FALSE(r.checkpoints.empty());
-    EXPECT_EQ(r.checkpoints.back().name, "output:sample");
+    EXPECT_EQ(r.checkpoints.back().name, tokens ? "output:tokens" : "output:sample");
     EXPECT_GT(r.checkpoints.back().accumulated.rel_l2, 0) << r.id << ": f16 must differ";
   }
 }
@@ -66,6 +72,23 @@ TEST_F(FamilyRegistry, AToyOverflowIsCaughtAndTracedToItsLayer) {
   EXPECT_EQ(r.provenance.checkpoint.rfind("conv_in", 0), 0u) << r.provenance.checkpoint;
 }
 
+// The same on the N-d ops: an f16 overflow in the transformer's first projection is traced to
+// that layer by replaying its group op by op.
+TEST_F(FamilyRegistry, AnNdOverflowIsTracedToItsLayer) {
+  RunCommandOptions o;
+  o.cases = {"toy.tokens model=tiny-toy res=4x4 w=f16 a=f16 acc=f32 boost=proj_in*1e6"};
+  o.report = ::testing::TempDir() + "/family_registry_nd_fault.h5";
+  auto code = run_command(o, "twinpath run (family_registry_test)");
+  ASSERT_TRUE(code.ok()) << code.error().message();
+  EXPECT_EQ(*code, 1);
+  auto report = read_h5_report(o.report);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  const CaseResult& r = report->cases.at(0);
+  EXPECT_EQ(r.outcome, Outcome::kFailed) << r.reason;
+  EXPECT_TRUE(r.provenance.found) << r.reason;
+  EXPECT_EQ(r.provenance.checkpoint, "proj_in") << r.reason;
+}
+
 TEST_F(FamilyRegistry, TheRegistryFindsEveryFamily) {
   EXPECT_TRUE(is_pipeline_name("toy.forward"));
   EXPECT_TRUE(is_pipeline_name("vae.decode"));
@@ -78,7 +101,7 @@ TEST_F(FamilyRegistry, TheRegistryFindsEveryFamily) {
   // A pipeline of another family is refused naming the ones the model runs.
   const Status wrong = check_family_runs(*toy, "vae.decode");
   ASSERT_FALSE(wrong.ok());
-  EXPECT_NE(wrong.error().message().find("which runs toy.forward, not vae.decode"),
+  EXPECT_NE(wrong.error().message().find("which runs toy.forward, toy.tokens, not vae.decode"),
             std::string::npos)
       << wrong.error().message();
   // `model init` writes a toy model folder that loads back through the registry.

@@ -1,10 +1,16 @@
 // Every reference op against LibTorch's own op on random inputs: fp64 agreement to ~1e-12
-// relative, fp32 to a few float ulps. Each case is a one-op graph run through both paths.
+// relative, fp32 to a few float ulps. Each case is a one-op graph run through both paths. The
+// N-dimensional ops also run on the compiled path's emulation: its kernels in fp64 to ~1e-12,
+// and through a compiled session (fp32 by contract) to the fp32 bound.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 
+#include "compiled/kernels/emulated/kernels.h"
+#include "compiled/session.h"
 #include "harness/core/rng.h"
+#include "harness/core/shapes.h"
 #include "reference/executor.h"
 #include "reference/torch/torch_path.h"
 #include "tests/support/compare.h"
@@ -237,6 +243,115 @@ TEST_P(ReferenceVsTorch, Agrees) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ReferenceVsTorch, ::testing::ValuesIn(op_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// A case's graph, weights and inputs; `f32_operands` rounds weights and inputs to fp32 first, so
+// every path sees the operands the compiled path stores at w=f32,a=f32.
+struct Prepared {
+  Graph graph;
+  Weights weights;
+  NamedTensors inputs;
+};
+Prepared prepare(const OpCase& c, bool f32_operands) {
+  GraphBuilder builder("op." + c.name);
+  const int x = builder.input("x");
+  c.build(builder, x);
+  Prepared p{builder.finish(), {}, {}};
+  const uint64_t seed = hash_name(c.name);  // seeds come from the case id
+  auto round = [&](Tensor t) { return f32_operands ? t.to(DType::kF32).to(DType::kF64) : t; };
+  for (const ParamSpec& ps : p.graph.params)
+    p.weights.emplace(ps.key, round(random_tensor(ps.shape, seed, ps.key, -0.5, 0.5)));
+  p.inputs = {{"x", round(random_tensor(c.input, seed, "x"))}};
+  for (const auto& [name, shape] : c.extra)
+    p.inputs.emplace_back(name, round(random_tensor(shape, seed, name)));
+  return p;
+}
+
+std::vector<OpCase> nd_cases() {
+  std::vector<OpCase> out;
+  for (const OpCase& c : op_cases())
+    if (c.name.rfind("nd_", 0) == 0) out.push_back(c);
+  return out;
+}
+
+class CompiledNdVsTorch : public ::testing::TestWithParam<OpCase> {};
+
+// The emulated kernels instantiated in fp64, op by op over the graph, on fp32-stored weights:
+// the kernels' arithmetic against LibTorch's fp64 without fp32 rounding in between.
+TEST_P(CompiledNdVsTorch, KernelsInFp64Agree) {
+  const Prepared p = prepare(GetParam(), true);
+  const Graph& g = p.graph;
+  std::map<std::string, Shape> input_shapes;
+  for (const auto& [name, t] : p.inputs) input_shapes[name] = t.shape();
+  auto shapes = infer_value_shapes(g, input_shapes);
+  ASSERT_TRUE(shapes.ok()) << shapes.error().message();
+  compiled::WeightStore store;
+  auto f32 = compiled::parse_layer_policy("w=f32,a=f32,acc=f32");
+  ASSERT_TRUE(f32.ok());
+  const compiled::emulated::ParamLookup param = [&](const std::string& key) {
+    bool matrix = false;
+    for (const Op& op : g.ops)
+      if (op.weight == key && (op.kind == OpKind::kConv || op.kind == OpKind::kLinearLast))
+        matrix = true;
+    return store.get(p.weights, 1, key, *f32, matrix, {}).get();
+  };
+  std::map<int, Tensor> values;
+  for (const auto& [name, v] : g.inputs) values[v] = *find_tensor(p.inputs, name);
+  for (const Op& op : g.ops) {
+    std::vector<const Tensor*> in;
+    for (int v : op.inputs) in.push_back(&values.at(v));
+    if (op.kind == OpKind::kAffine) {  // the one [B,C,H,W]-kind op these graphs hold
+      Tensor y = values.at(op.inputs[0]);
+      for (int64_t i = 0; i < y.numel(); ++i)
+        y.data<double>()[i] = y.data<double>()[i] * op.attrs.scale + op.attrs.shift;
+      values[op.output] = y;
+      continue;
+    }
+    ASSERT_GE(op.kind, OpKind::kConv) << op.name;
+    values[op.output] =
+        compiled::emulated::nd_op<double>(op, in, param, (*shapes)[std::size_t(op.output)]);
+  }
+  auto theirs = torch_path::run_graph(g, p.weights, p.inputs, DType::kF64);
+  ASSERT_TRUE(theirs.ok()) << theirs.error().message();
+  const Tensor& want = theirs->front().second;
+  const Tensor& got = values.at(g.outputs[0].second);
+  ASSERT_EQ(got.shape(), want.shape());
+  const double err = testing::relative_l2(got, want);
+  EXPECT_LE(err, 1e-12) << GetParam().name;
+  char figure[32];
+  std::snprintf(figure, sizeof figure, "%.3e", err);
+  RecordProperty("rel_l2", figure);
+}
+
+// Through a compiled session on the emulation: at w=f32,a=f32 within the fp32 bound of LibTorch's
+// fp64; at w=f16,a=f16 rounded (non-zero error) but within f16's bound.
+TEST_P(CompiledNdVsTorch, SessionAgreesWithinTheStorageDtype) {
+  const Prepared p = prepare(GetParam(), true);
+  auto theirs = torch_path::run_graph(p.graph, p.weights, p.inputs, DType::kF64);
+  ASSERT_TRUE(theirs.ok()) << theirs.error().message();
+  const Tensor& want = theirs->front().second;
+  for (const char* policy : {"w=f32,a=f32,acc=f32", "w=f16,a=f16,acc=f32"}) {
+    compiled::SessionOptions options;
+    options.policy.base = *compiled::parse_layer_policy(policy);
+    compiled::Session session(options);
+    auto ours = session.run(p.graph, p.weights, p.inputs);
+    ASSERT_TRUE(ours.ok()) << policy << ": " << ours.error().message();
+    const Tensor got = ours->front().second.to(DType::kF64);
+    ASSERT_EQ(got.shape(), want.shape());
+    const double err = testing::relative_l2(got, want);
+    const bool f32 = std::string(policy).find("a=f32") != std::string::npos;
+    EXPECT_LE(err, f32 ? 2e-6 : 1e-2) << GetParam().name << " " << policy;
+    if (!f32) EXPECT_GT(err, 1e-6) << GetParam().name << ": f16 storage must round";
+    char figure[32];
+    std::snprintf(figure, sizeof figure, "%.3e", err);
+    RecordProperty(f32 ? "rel_l2_f32" : "rel_l2_f16", figure);
+    // Every group a single N-d op (or an op with its pointwise epilogue), checkpointed.
+    ASSERT_EQ(session.plans().size(), 1u);
+    EXPECT_TRUE(session.plans()[0]->row_major);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CompiledNdVsTorch, ::testing::ValuesIn(nd_cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(ReferenceExecutor, RefusesTooSmallInputsBeforeRunning) {

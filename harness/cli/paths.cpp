@@ -67,7 +67,7 @@ Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& c
     return graph_path(
         [dt](const Graph& g, const Weights& w, const NamedTensors& in) -> Expected<NamedTensors> {
           // The torch path has no size checks of its own; share the reference's.
-          for (const auto& [n, t] : in) TP_RETURN_IF_ERROR(ref::check_input_fits(g, t.shape()));
+          TP_RETURN_IF_ERROR(ref::check_inputs_fit(g, in));
           return torch_path::run_graph(g, w, in, dt);
         },
         std::string("torch (") + dtype_name(dt) + ", LibTorch CPU ops)", tiling);

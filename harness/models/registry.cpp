@@ -130,9 +130,10 @@ bool is_pipeline_name(const std::string& name) {
 std::string pipelines_help() {
   std::vector<std::pair<std::string, std::string>> lines;
   for (const Family* f : families())
-    for (auto& [name, help] : f->pipelines())
-      if (std::none_of(lines.begin(), lines.end(), [&](const auto& l) { return l.first == name; }))
-        lines.emplace_back(name, help);
+    for (auto& line : f->pipelines())
+      if (std::none_of(lines.begin(), lines.end(),
+                       [&](const auto& l) { return l.first == line.first; }))
+        lines.push_back(std::move(line));
   std::size_t width = 0;
   for (const auto& l : lines) width = std::max(width, l.first.size());
   std::string s;

@@ -58,7 +58,5 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 
 // Shape rules shared by the executors: numpy broadcasting, and a reshape's target (0 keeps the
 // input's dim, one -1 is inferred).
-Expected<Shape> broadcast_shape(const Shape& a, const Shape& b);
-Expected<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& dims);
 
 }  // namespace tp::ref

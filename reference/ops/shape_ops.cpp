@@ -3,6 +3,7 @@
 // combined in double and rounded once to T.
 #include <cstring>
 
+#include "harness/core/shapes.h"
 #include "reference/ops/ops.h"
 
 namespace tp::ref {
@@ -22,48 +23,6 @@ AxisSplit split_at(const Shape& s, int axis) {
 }
 
 }  // namespace
-
-Expected<Shape> broadcast_shape(const Shape& a, const Shape& b) {
-  const std::size_t rank = std::max(a.size(), b.size());
-  Shape out(rank, 1);
-  for (std::size_t i = 0; i < rank; ++i) {
-    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return Error("shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
-    out[i] = da == 1 ? db : da;
-  }
-  return out;
-}
-
-Expected<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& dims) {
-  Shape out;
-  int64_t known = 1, infer = -1;
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    int64_t d = dims[i];
-    if (d == 0) {
-      if (i >= in.size())
-        return Error("reshape: dim 0 at " + std::to_string(i) + " has no input dim");
-      d = in[i];
-    }
-    if (d == -1) {
-      if (infer >= 0) return Error("reshape: more than one -1");
-      infer = int64_t(i);
-      out.push_back(1);
-      continue;
-    }
-    known *= d;
-    out.push_back(d);
-  }
-  const int64_t n = shape_numel(in);
-  if (infer >= 0) {
-    if (known == 0 || n % known) return Error("reshape " + shape_string(in) + ": cannot infer -1");
-    out[std::size_t(infer)] = n / known;
-  }
-  if (shape_numel(out) != n)
-    return Error("reshape " + shape_string(in) + " to " + shape_string(out) + ": sizes differ");
-  return out;
-}
 
 template <class T>
 Tensor concat(const std::vector<const Tensor*>& xs, int axis) {

@@ -1,5 +1,6 @@
 #include "tests/toy_family/toy_family.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "harness/core/rng.h"
@@ -30,6 +31,30 @@ Graph toy_graph(const ToyConfig& c) {
   return b.finish();
 }
 
+// toy.tokens: the image as tokens [1, H*W, C] through one transformer block of the N-d ops
+// (projection, LayerNorm, 2-head self-attention with a residual, GELU, projection back).
+Graph toy_transformer_graph(const ToyConfig& c) {
+  GraphBuilder b("toy.transformer");
+  const int x = b.input("sample");
+  int h = b.permute("tokens", b.reshape("tokens.flatten", x, {0, c.channels, -1}), {0, 2, 1});
+  h = b.linear_last("proj_in", h, c.channels, c.hidden);
+  const int n = b.layer_norm("norm1", h, {c.hidden}, 1e-5, true);
+  const int q = b.linear_last("attn1.to_q", n, c.hidden, c.hidden, false),
+            k = b.linear_last("attn1.to_k", n, c.hidden, c.hidden, false),
+            v = b.linear_last("attn1.to_v", n, c.hidden, c.hidden, false);
+  const int a = b.multi_head_attention("attn1", q, k, v, 2, 1.0 / std::sqrt(c.hidden / 2.0));
+  h = b.binary("attn1.residual", BinaryOp::kAdd, h, a);
+  b.module("block", h);
+  h = b.gelu("ff.act", h, false);
+  h = b.linear_last("proj_out", h, c.hidden, c.channels);
+  b.output("tokens", h);
+  return b.finish();
+}
+
+Graph graph_of(const ToyConfig& c, const std::string& pipeline) {
+  return pipeline == "toy.tokens" ? toy_transformer_graph(c) : toy_graph(c);
+}
+
 class ToyFamily : public Family {
  public:
   std::string class_name() const override { return "ToyConvNet"; }
@@ -51,9 +76,12 @@ class ToyFamily : public Family {
   std::string builtin_text(const std::string&) const override {
     return R"({"_class_name": "ToyConvNet", "channels": 3, "hidden": 8, "groups": 4})";
   }
-  std::vector<Graph> graphs(const ModelConfig& c) const override { return {toy_graph(toy(c))}; }
+  std::vector<Graph> graphs(const ModelConfig& c) const override {
+    return {toy_graph(toy(c)), toy_transformer_graph(toy(c))};
+  }
   std::vector<std::pair<std::string, std::string>> pipelines() const override {
-    return {{"toy.forward", "image -> ToyConvNet -> image (a test's toy family)"}};
+    return {{"toy.forward", "image -> ToyConvNet -> image (a test's toy family)"},
+            {"toy.tokens", "image as tokens -> one transformer block -> tokens (N-d ops)"}};
   }
   Expected<Shape> input_shape(const ModelConfig& c, const std::string&, int64_t height,
                               int64_t width) const override {
@@ -83,13 +111,15 @@ class ToyFamily : public Family {
   Expected<NamedTensors> run(const Model& m, const std::string& pipeline, const Tensor& input,
                              GraphExecutor& executor, const PipelineOptions&) const override {
     TP_RETURN_IF_ERROR(check_input(m, pipeline, input));
-    return executor.run(toy_graph(toy(*m.config)), m.weights, {{"sample", input}});
+    return executor.run(graph_of(toy(*m.config), pipeline), m.weights, {{"sample", input}});
   }
-  Expected<std::vector<Stage>> stages(const Model& m, const std::string&,
+  Expected<std::vector<Stage>> stages(const Model& m, const std::string& pipeline,
                                       const Shape& input) const override {
-    return std::vector<Stage>{{toy_graph(toy(*m.config)), input, ""}};
+    return std::vector<Stage>{{graph_of(toy(*m.config), pipeline), input, ""}};
   }
-  bool image_output(const std::string&) const override { return true; }
+  bool image_output(const std::string& pipeline) const override {
+    return pipeline == "toy.forward";
+  }
 };
 
 }  // namespace

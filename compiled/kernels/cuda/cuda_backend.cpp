@@ -520,15 +520,26 @@ class GroupRun {
 Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t) {
   const Buffer& b = plan.buffers.at(value);
   std::vector<std::byte> staged(std::size_t(t.numel()) * dtype_size(b.dtype));
-  stage_input(t, b.dtype, staged.data());
+  stage_input(plan, t, b.dtype, staged.data());
   TP_CUDA(cudaMemcpy(arena + b.offset, staged.data(), staged.size(), cudaMemcpyHostToDevice),
           "uploading " + plan.graph->value_names[std::size_t(value)] + " to the GPU");
+  return Status();
+}
+
+// The CUDA kernels of the N-dimensional ops come with the model families that first need them.
+Status check_cuda_kernels(const Plan& plan) {
+  if (!plan.row_major) return Status();
+  for (const Op& op : plan.graph->ops)
+    if (op.kind >= OpKind::kConv)
+      return Error(op.name + ": the CUDA path has no kernel for " + op_kind_name(op.kind) +
+                   " yet; run this graph on the CPU emulation (--device cpu)");
   return Status();
 }
 
 Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte* arena, int index,
                                                      const Shape& input_shape,
                                                      const std::map<int, Tensor>& values) {
+  TP_RETURN_IF_ERROR(check_cuda_kernels(plan));
   BoundInputs bound;
   TP_ASSIGN_OR_RETURN(bound.shapes, bind_group_inputs(plan, index, input_shape, values));
   const Group& grp = plan.groups[std::size_t(index)];
@@ -544,6 +555,7 @@ Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte
 
 Status CudaBackend::execute(const Plan& plan, std::byte* arena,
                             const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
+  TP_RETURN_IF_ERROR(check_cuda_kernels(plan));
   TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
   for (const auto& [v, t] : bound.uploads) TP_RETURN_IF_ERROR(upload(plan, arena, v, *t));
   GroupRun run(*this, plan, arena, bound);

@@ -4,6 +4,9 @@
 // Activations inside a group are fp32 channels-last tensors [B, H, W, C].
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "compiled/prepared_weights.h"
 #include "harness/core/graph.h"
 #include "harness/core/tensor.h"
@@ -36,6 +39,15 @@ Tensor upsample_nearest2x(const Tensor& x);
 Tensor pointwise(OpKind kind, const OpAttrs& attrs, Tensor x);  // unary ops, in place on x
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor slice_channels(const Tensor& x, int begin, int end);
+
+// The N-dimensional ops (kConv onwards), one op per group, on row-major tensors in their logical
+// shapes, computing in T (float on the compiled path; double in the tests against LibTorch's fp64).
+// `in` holds the op's inputs (dtype_of<T>); `param` finds a prepared parameter by key;
+// `out_shape` is the op's output shape (harness/core/shapes.h).
+using ParamLookup = std::function<const PreparedParam*(const std::string& key)>;
+template <class T>
+Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLookup& param,
+             const Shape& out_shape);
 
 // Rounds n fp32 values into `dt` storage (f32, f16, bf16), and reads them back.
 void store_rounded(const float* src, int64_t n, DType dt, void* dst);

@@ -1,0 +1,342 @@
+// The N-dimensional ops on the compiled path's emulation: one op per group, on row-major
+// tensors in their logical shapes, computing in T (fp32 under the numerics contract; the tests
+// also run them in fp64 against LibTorch). Weights are read as stored (decoded exactly, fp8
+// scales applied to the accumulator); statistics of the norms are taken in double, as the
+// emulated GroupNorm does. An implementation of its own: it shares no code with the reference.
+#include <cmath>
+#include <limits>
+
+#include "compiled/kernels/emulated/kernels.h"
+
+namespace tp::compiled::emulated {
+namespace {
+
+constexpr int64_t kParallelWork = 1
+                                  << 15;  // below this, a parallel region costs more than it saves
+
+template <class T>
+T at_or_zero(const PreparedParam* p, int64_t i) {
+  return p ? T(p->values[std::size_t(i)]) : T(0);
+}
+
+// Scale (fp8) and bias of output channel `o`, applied to an accumulated dot product.
+template <class T>
+T finish(T acc, const PreparedParam& w, const PreparedParam* bias, int64_t o) {
+  if (!w.scales.empty()) acc = acc * T(w.scales[std::size_t(o)]);
+  return bias ? acc + T(bias->values[std::size_t(o)]) : acc;
+}
+
+// x [B, Cin, *S] (1 to 3 spatial axes), weight stored [Cout][*K][Cin/groups].
+template <class T>
+Tensor conv_nd(const Tensor& x, const PreparedParam& w, const PreparedParam* bias, const OpAttrs& a,
+               const Shape& out_shape) {
+  const int spatial = int(x.rank()) - 2;
+  const int64_t batch = x.dim(0), cin = x.dim(1), cout = w.shape[0];
+  const int64_t cin_g = cin / a.conv_groups, cout_g = cout / a.conv_groups;
+  // Spatial extents padded to three axes with leading ones.
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, lo[3] = {0, 0, 0};
+  for (int i = 0; i < spatial; ++i) {
+    const int d = 3 - spatial + i;
+    in[d] = x.dim(2 + i);
+    out[d] = out_shape[std::size_t(i) + 2];
+    k[d] = w.shape[std::size_t(i) + 2];
+    stride[d] = a.strides[std::size_t(i)];
+    dil[d] = a.dilations[std::size_t(i)];
+    lo[d] = a.pads_lo[std::size_t(i)];
+  }
+  const bool replicate = a.pad_mode == PadMode::kReplicate;
+  const int64_t in_plane = in[0] * in[1] * in[2], out_plane = out[0] * out[1] * out[2];
+  const int64_t taps = k[0] * k[1] * k[2];
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
+  const T* px = x.data<T>();
+  T* po = result.data<T>();
+  const int64_t work = batch * cout * out_plane * taps * cin_g;
+#pragma omp parallel for collapse(2) schedule(static) if (work > kParallelWork)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t o = 0; o < cout; ++o) {
+      const int64_t c0 = o / cout_g * cin_g;
+      const float* wo = w.values.data() + o * taps * cin_g;
+      for (int64_t p = 0; p < out_plane; ++p) {
+        const int64_t oz = p / (out[1] * out[2]), oy = p / out[2] % out[1], ox = p % out[2];
+        T acc = 0;
+        for (int64_t t = 0; t < taps; ++t) {
+          int64_t iz = oz * stride[0] + t / (k[1] * k[2]) * dil[0] - lo[0];
+          int64_t iy = oy * stride[1] + t / k[2] % k[1] * dil[1] - lo[1];
+          int64_t ix = ox * stride[2] + t % k[2] * dil[2] - lo[2];
+          const bool inside =
+              iz >= 0 && iz < in[0] && iy >= 0 && iy < in[1] && ix >= 0 && ix < in[2];
+          if (!inside) {
+            if (!replicate) continue;  // zeros
+            iz = std::min(std::max(iz, int64_t(0)), in[0] - 1);
+            iy = std::min(std::max(iy, int64_t(0)), in[1] - 1);
+            ix = std::min(std::max(ix, int64_t(0)), in[2] - 1);
+          }
+          const T* xs = px + (b * cin + c0) * in_plane + (iz * in[1] + iy) * in[2] + ix;
+          const float* wt = wo + t * cin_g;
+          for (int64_t c = 0; c < cin_g; ++c) acc += xs[c * in_plane] * T(wt[c]);
+        }
+        po[(b * cout + o) * out_plane + p] = finish(acc, w, bias, o);
+      }
+    }
+  return result;
+}
+
+// Over the last axis: out[r, o] = sum_i x[r, i] w[o, i] (+ bias).
+template <class T>
+Tensor linear_last(const Tensor& x, const PreparedParam& w, const PreparedParam* bias,
+                   const Shape& out_shape) {
+  const int64_t din = w.shape[1], dout = w.shape[0], rows = x.numel() / din;
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
+  const T* px = x.data<T>();
+  T* po = result.data<T>();
+#pragma omp parallel for schedule(static) if (rows * din * dout > kParallelWork)
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < dout; ++o) {
+      const float* wo = w.values.data() + o * din;
+      T acc = 0;
+      for (int64_t i = 0; i < din; ++i) acc += px[r * din + i] * T(wo[i]);
+      po[r * dout + o] = finish(acc, w, bias, o);
+    }
+  return result;
+}
+
+// softmax(q_h k_h^T * scale + mask) v_h per batch and head, the row max subtracted; a query of
+// frame f sees keys of frames <= f when frame_tokens > 0.
+template <class T>
+Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                            const OpAttrs& a) {
+  const int64_t batch = q.dim(0), lq = q.dim(1), lk = k.dim(1), heads = a.heads;
+  const int64_t dq = q.dim(2), dvall = v.dim(2), dh = dq / heads, dv = dvall / heads;
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), {batch, lq, dvall});
+  const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
+  const T* pm = mask ? mask->data<T>() : nullptr;
+  const int64_t mask_batch = mask && mask->rank() == 3 ? lq * lk : 0;
+  T* po = result.data<T>();
+  const T scale = T(a.scale);
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (batch * heads * lq * lk * dh > kParallelWork)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      std::vector<T> p(static_cast<std::size_t>(lk));
+      for (int64_t i = 0; i < lq; ++i) {
+        const T* qi = pq + (b * lq + i) * dq + h * dh;
+        T max = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j < lk; ++j) {
+          T s = -std::numeric_limits<T>::infinity();
+          if (a.frame_tokens <= 0 || j / a.frame_tokens <= i / a.frame_tokens) {
+            const T* kj = pk + (b * lk + j) * dq + h * dh;
+            T dot = 0;
+            for (int64_t d = 0; d < dh; ++d) dot += qi[d] * kj[d];
+            s = dot * scale;
+            if (pm) s += pm[b * mask_batch + i * lk + j];
+          }
+          p[std::size_t(j)] = s;
+          max = std::max(max, s);
+        }
+        T sum = 0;
+        for (T& s : p) sum += (s = std::exp(s - max));
+        T* oi = po + (b * lq + i) * dvall + h * dv;
+        for (int64_t d = 0; d < dv; ++d) oi[d] = 0;
+        for (int64_t j = 0; j < lk; ++j) {
+          const T w = p[std::size_t(j)] / sum;
+          const T* vj = pv + (b * lk + j) * dvall + h * dv;
+          for (int64_t d = 0; d < dv; ++d) oi[d] += w * vj[d];
+        }
+      }
+    }
+  return result;
+}
+
+// LayerNorm over the last `n` elements of each row (rms: RMSNorm, no centering), statistics in
+// double, two passes.
+template <class T>
+Tensor normalize(const Tensor& x, int64_t n, const PreparedParam* gamma, const PreparedParam* beta,
+                 double eps, bool rms) {
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), x.shape());
+  const T* px = x.data<T>();
+  T* po = result.data<T>();
+  const int64_t rows = x.numel() / n;
+#pragma omp parallel for schedule(static) if (x.numel() > kParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = px + r * n;
+    double mean = 0, var = 0;
+    if (!rms) {
+      for (int64_t i = 0; i < n; ++i) mean += double(xr[i]);
+      mean /= double(n);
+    }
+    for (int64_t i = 0; i < n; ++i) var += (double(xr[i]) - mean) * (double(xr[i]) - mean);
+    const double inv = 1.0 / std::sqrt(var / double(n) + eps);
+    for (int64_t i = 0; i < n; ++i) {
+      T y = T((double(xr[i]) - mean) * inv);
+      if (gamma) y = y * at_or_zero<T>(gamma, i) + at_or_zero<T>(beta, i);
+      po[r * n + i] = y;
+    }
+  }
+  return result;
+}
+
+template <class T>
+Tensor gelu(const Tensor& x, bool tanh_approximation) {
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), x.shape());
+  const T* px = x.data<T>();
+  T* po = result.data<T>();
+  const T half = T(0.5), one = T(1), inv_sqrt2 = T(1 / std::sqrt(2.0)),
+          sqrt_2_over_pi = T(std::sqrt(2 / M_PI)), cubic = T(0.044715);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const T v = px[i];
+    po[i] = tanh_approximation
+                ? half * v * (one + std::tanh(sqrt_2_over_pi * (v + cubic * v * v * v)))
+                : half * v * (one + std::erf(v * inv_sqrt2));
+  }
+  return result;
+}
+
+// Row-major strides of `shape`, with 0 where a broadcast operand has extent 1 (or no axis).
+std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  int64_t s = 1;
+  for (std::size_t i = 0; i < operand.size(); ++i) {
+    const std::size_t axis = operand.size() - 1 - i, o = out.size() - 1 - i;
+    strides[o] = operand[axis] == 1 ? 0 : s;
+    s *= operand[axis];
+  }
+  return strides;
+}
+
+template <class T>
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const Shape& out_shape) {
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
+  const std::vector<int64_t> sa = broadcast_strides(a.shape(), out_shape),
+                             sb = broadcast_strides(b.shape(), out_shape);
+  const T *pa = a.data<T>(), *pb = b.data<T>();
+  T* po = result.data<T>();
+  const int rank = int(out_shape.size());
+  std::vector<int64_t> index(out_shape.size(), 0);
+  for (int64_t i = 0; i < result.numel(); ++i) {
+    int64_t ia = 0, ib = 0;
+    for (int d = 0; d < rank; ++d) {
+      ia += index[std::size_t(d)] * sa[std::size_t(d)];
+      ib += index[std::size_t(d)] * sb[std::size_t(d)];
+    }
+    const T x = pa[ia], y = pb[ib];
+    po[i] = op == BinaryOp::kAdd   ? x + y
+            : op == BinaryOp::kSub ? x - y
+            : op == BinaryOp::kMul ? x * y
+                                   : x / y;
+    for (int d = rank - 1; d >= 0 && ++index[std::size_t(d)] == out_shape[std::size_t(d)]; --d)
+      index[std::size_t(d)] = 0;
+  }
+  return result;
+}
+
+// Elements before, along and after `axis` of `shape`.
+void split_at(const Shape& shape, int axis, int64_t& outer, int64_t& along, int64_t& inner) {
+  outer = along = inner = 1;
+  for (int i = 0; i < int(shape.size()); ++i)
+    (i < axis ? outer : i == axis ? along : inner) *= shape[std::size_t(i)];
+}
+
+int axis_of(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+template <class T>
+Tensor concat(const std::vector<const Tensor*>& xs, int axis, const Shape& out_shape) {
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
+  axis = axis_of(axis, int(out_shape.size()));
+  int64_t outer, along, inner;
+  split_at(out_shape, axis, outer, along, inner);
+  T* po = result.data<T>();
+  int64_t offset = 0;  // along the axis
+  for (const Tensor* x : xs) {
+    const int64_t n = x->dim(axis) * inner;
+    for (int64_t o = 0; o < outer; ++o)
+      std::copy(x->data<T>() + o * n, x->data<T>() + (o + 1) * n,
+                po + o * along * inner + offset * inner);
+    offset += x->dim(axis);
+  }
+  return result;
+}
+
+template <class T>
+Tensor slice(const Tensor& x, int axis, int begin, const Shape& out_shape) {
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
+  axis = axis_of(axis, x.rank());
+  int64_t outer, along, inner;
+  split_at(x.shape(), axis, outer, along, inner);
+  const int64_t n = out_shape[std::size_t(axis)] * inner;
+  for (int64_t o = 0; o < outer; ++o)
+    std::copy(x.data<T>() + (o * along + begin) * inner,
+              x.data<T>() + (o * along + begin) * inner + n, result.data<T>() + o * n);
+  return result;
+}
+
+template <class T>
+Tensor permute(const Tensor& x, const std::vector<int64_t>& order, const Shape& out_shape) {
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
+  const int rank = x.rank();
+  std::vector<int64_t> in_strides(std::size_t(rank), 1);
+  for (int d = rank - 2; d >= 0; --d)
+    in_strides[std::size_t(d)] = in_strides[std::size_t(d) + 1] * x.dim(d + 1);
+  std::vector<int64_t> index(std::size_t(rank), 0);
+  const T* px = x.data<T>();
+  T* po = result.data<T>();
+  for (int64_t i = 0; i < result.numel(); ++i) {
+    int64_t src = 0;
+    for (int d = 0; d < rank; ++d)
+      src += index[std::size_t(d)] * in_strides[std::size_t(order[std::size_t(d)])];
+    po[i] = px[src];
+    for (int d = rank - 1; d >= 0 && ++index[std::size_t(d)] == out_shape[std::size_t(d)]; --d)
+      index[std::size_t(d)] = 0;
+  }
+  return result;
+}
+
+}  // namespace
+
+template <class T>
+Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLookup& param,
+             const Shape& out_shape) {
+  const OpAttrs& a = op.attrs;
+  const Tensor& x = *in[0];
+  auto optional = [&](const std::string& key) { return key.empty() ? nullptr : param(key); };
+  switch (op.kind) {
+    case OpKind::kConv:
+      return conv_nd<T>(x, *param(op.weight), optional(op.bias), a, out_shape);
+    case OpKind::kLinearLast:
+      return linear_last<T>(x, *param(op.weight), optional(op.bias), out_shape);
+    case OpKind::kMultiHeadAttention:
+      return multi_head_attention<T>(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a);
+    case OpKind::kLayerNorm: {
+      int64_t n = 1;
+      for (int i = x.rank() - a.norm_dims; i < x.rank(); ++i) n *= x.dim(i);
+      return normalize<T>(x, n, optional(op.weight), optional(op.bias), a.eps, false);
+    }
+    case OpKind::kRmsNorm:
+      return normalize<T>(x, x.shape().back(), optional(op.weight), nullptr, a.eps, true);
+    case OpKind::kGelu:
+      return gelu<T>(x, a.tanh_approximation);
+    case OpKind::kConcat:
+      return concat<T>(in, a.axis, out_shape);
+    case OpKind::kSlice:
+      return slice<T>(x, a.axis, a.begin, out_shape);
+    case OpKind::kReshape: {
+      Tensor result = x;  // row-major: the same elements in the same order
+      return result.reshaped(out_shape);
+    }
+    case OpKind::kPermute:
+      return permute<T>(x, a.dims, out_shape);
+    case OpKind::kBinary:
+      return binary<T>(a.binary, x, *in[1], out_shape);
+    default:
+      break;
+  }
+  TP_CHECK(false, std::string("not an N-dimensional op: ") + op_kind_name(op.kind));
+  return Tensor();
+}
+
+template Tensor nd_op<float>(const Op&, const std::vector<const Tensor*>&, const ParamLookup&,
+                             const Shape&);
+template Tensor nd_op<double>(const Op&, const std::vector<const Tensor*>&, const ParamLookup&,
+                              const Shape&);
+
+}  // namespace tp::compiled::emulated

@@ -1,0 +1,241 @@
+#include "harness/core/shapes.h"
+
+namespace tp {
+namespace {
+
+std::string at(const Op& op) { return op.name + " (" + op_kind_name(op.kind) + "): "; }
+
+int normalized_axis(int axis, std::size_t rank) { return axis < 0 ? axis + int(rank) : axis; }
+
+// Output shape of one op from its input shapes and parameter shapes.
+Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
+                         const std::map<std::string, Shape>& params) {
+  const OpAttrs& a = op.attrs;
+  const Shape& x = *in[0];
+  auto param = [&](const std::string& key) -> const Shape& { return params.at(key); };
+  auto bad = [&](const std::string& why) { return Error(at(op) + why); };
+  switch (op.kind) {
+    case OpKind::kConv2d: {
+      const Shape& w = param(op.weight);
+      if (x.size() != 4 || x[1] != w[1])
+        return bad("input " + shape_string(x) + " does not fit weight " + shape_string(w));
+      const int64_t h = x[2] + a.pad_top + a.pad_bottom - w[2],
+                    wd = x[3] + a.pad_left + a.pad_right - w[3];
+      if (h < 0 || wd < 0)
+        return Error("the input is too small: at " + op.name + " the activation is " +
+                     std::to_string(x[2]) + "x" + std::to_string(x[3]) + ", smaller than its " +
+                     std::to_string(w[2]) + "x" + std::to_string(w[3]) +
+                     " kernel; use a larger image or latent");
+      return Shape{x[0], w[0], h / a.stride + 1, wd / a.stride + 1};
+    }
+    case OpKind::kLinear: {
+      const Shape& w = param(op.weight);
+      if (x.size() != 4 || x[1] != w[1])
+        return bad("input " + shape_string(x) + " does not fit weight " + shape_string(w));
+      return Shape{x[0], w[0], x[2], x[3]};
+    }
+    case OpKind::kUpsampleNearest2x:
+      if (x.size() != 4) return bad("takes [B,C,H,W], not " + shape_string(x));
+      return Shape{x[0], x[1], 2 * x[2], 2 * x[3]};
+    case OpKind::kSliceChannels:
+      if (x.size() != 4 || a.begin < 0 || a.end > x[1] || a.begin >= a.end)
+        return bad("channels [" + std::to_string(a.begin) + ", " + std::to_string(a.end) + ") of " +
+                   shape_string(x));
+      return Shape{x[0], a.end - a.begin, x[2], x[3]};
+    case OpKind::kGroupNorm:
+      if (x.size() < 2 || a.groups <= 0 || x[1] % a.groups)
+        return bad(std::to_string(a.groups) + " groups do not divide the channels of " +
+                   shape_string(x));
+      return x;
+    case OpKind::kAttention:
+    case OpKind::kAdd:
+      for (const Shape* s : in)
+        if (*s != x)
+          return bad("inputs " + shape_string(x) + " and " + shape_string(*s) + " differ");
+      return x;
+    case OpKind::kConv: {
+      const Shape& w = param(op.weight);
+      const std::size_t spatial = w.size() - 2;
+      if (x.size() != w.size() || a.conv_groups <= 0 || x[1] != w[1] * a.conv_groups ||
+          w[0] % a.conv_groups || a.strides.size() != spatial || a.dilations.size() != spatial ||
+          a.pads_lo.size() != spatial || a.pads_hi.size() != spatial)
+        return bad("input " + shape_string(x) + " does not fit weight " + shape_string(w) + " in " +
+                   std::to_string(a.conv_groups) + " groups");
+      Shape out{x[0], w[0]};
+      for (std::size_t i = 0; i < spatial; ++i) {
+        const int64_t span =
+            x[2 + i] + a.pads_lo[i] + a.pads_hi[i] - int64_t(a.dilations[i]) * (w[2 + i] - 1) - 1;
+        if (span < 0 || a.strides[i] <= 0)
+          return bad("input " + shape_string(x) + " is smaller than its kernel " + shape_string(w));
+        out.push_back(span / a.strides[i] + 1);
+      }
+      return out;
+    }
+    case OpKind::kLinearLast: {
+      const Shape& w = param(op.weight);
+      if (x.empty() || x.back() != w[1])
+        return bad("input " + shape_string(x) + " does not fit weight " + shape_string(w));
+      Shape out = x;
+      out.back() = w[0];
+      return out;
+    }
+    case OpKind::kMultiHeadAttention: {
+      const Shape &q = x, &k = *in[1], &v = *in[2];
+      if (q.size() != 3 || k.size() != 3 || v.size() != 3 || k[0] != q[0] || v[0] != q[0] ||
+          k[1] != v[1] || q[2] != k[2] || a.heads <= 0 || q[2] % a.heads || v[2] % a.heads)
+        return bad("q " + shape_string(q) + ", k " + shape_string(k) + ", v " + shape_string(v) +
+                   " do not fit " + std::to_string(a.heads) + " heads");
+      if (in.size() > 3) {
+        const Shape& m = *in[3];
+        const bool fits = (m.size() == 2 && m[0] == q[1] && m[1] == k[1]) ||
+                          (m.size() == 3 && m[0] == q[0] && m[1] == q[1] && m[2] == k[1]);
+        if (!fits)
+          return bad("mask " + shape_string(m) + " is not [Lq, Lk] or [B, Lq, Lk] for " +
+                     std::to_string(q[1]) + " queries and " + std::to_string(k[1]) + " keys");
+      }
+      if (a.frame_tokens < 0 || (a.frame_tokens > 0 && (q[1] % a.frame_tokens || q[1] != k[1])))
+        return bad("causal frames of " + std::to_string(a.frame_tokens) + " tokens do not divide " +
+                   std::to_string(q[1]) + " self-attention tokens");
+      return Shape{q[0], q[1], v[2]};
+    }
+    case OpKind::kLayerNorm:
+      if (a.norm_dims < 1 || std::size_t(a.norm_dims) > x.size())
+        return bad("normalizes the last " + std::to_string(a.norm_dims) + " dims of " +
+                   shape_string(x));
+      return x;
+    case OpKind::kRmsNorm:
+    case OpKind::kGelu:
+    case OpKind::kSilu:
+    case OpKind::kRelu:
+    case OpKind::kTanhClamp:
+    case OpKind::kAffine:
+    case OpKind::kClamp:
+      if (x.empty()) return bad("takes a tensor of rank 1 or more");
+      return x;
+    case OpKind::kConcat: {
+      const int axis = normalized_axis(a.axis, x.size());
+      if (axis < 0 || axis >= int(x.size())) return bad("axis " + std::to_string(a.axis));
+      Shape out = x;
+      out[std::size_t(axis)] = 0;
+      for (const Shape* s : in) {
+        Shape other = *s;
+        if (other.size() != x.size()) return bad("ranks differ: " + shape_string(other));
+        out[std::size_t(axis)] += other[std::size_t(axis)];
+        other[std::size_t(axis)] = x[std::size_t(axis)];
+        if (other != x)
+          return bad(shape_string(*s) + " and " + shape_string(x) + " differ off axis " +
+                     std::to_string(a.axis));
+      }
+      return out;
+    }
+    case OpKind::kSlice: {
+      const int axis = normalized_axis(a.axis, x.size());
+      if (axis < 0 || axis >= int(x.size()) || a.begin < 0 || a.begin >= a.end ||
+          a.end > x[std::size_t(axis)])
+        return bad("[" + std::to_string(a.begin) + ", " + std::to_string(a.end) + ") along axis " +
+                   std::to_string(a.axis) + " of " + shape_string(x));
+      Shape out = x;
+      out[std::size_t(axis)] = a.end - a.begin;
+      return out;
+    }
+    case OpKind::kReshape: {
+      auto out = reshape_target(x, a.dims);
+      if (!out.ok()) return bad(out.error().message());
+      return out;
+    }
+    case OpKind::kPermute: {
+      if (a.dims.size() != x.size()) return bad("order of rank " + std::to_string(a.dims.size()));
+      std::vector<bool> seen(x.size(), false);
+      Shape out;
+      for (int64_t d : a.dims) {
+        if (d < 0 || d >= int64_t(x.size()) || seen[std::size_t(d)])
+          return bad("order is not a permutation of " + std::to_string(x.size()) + " dims");
+        seen[std::size_t(d)] = true;
+        out.push_back(x[std::size_t(d)]);
+      }
+      return out;
+    }
+    case OpKind::kBinary: {
+      auto out = broadcast_shape(x, *in[1]);
+      if (!out.ok()) return bad(out.error().message());
+      return out;
+    }
+  }
+  return bad("unknown op kind");
+}
+
+}  // namespace
+
+Expected<Shape> broadcast_shape(const Shape& a, const Shape& b) {
+  const std::size_t rank = std::max(a.size(), b.size());
+  Shape out(rank, 1);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return Error("shapes " + shape_string(a) + " and " + shape_string(b) + " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Expected<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& dims) {
+  Shape out;
+  int64_t known = 1, infer = -1;
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = dims[i];
+    if (d == 0) {
+      if (i >= in.size())
+        return Error("reshape: dim 0 at " + std::to_string(i) + " has no input dim");
+      d = in[i];
+    }
+    if (d == -1) {
+      if (infer >= 0) return Error("reshape: more than one -1");
+      infer = int64_t(i);
+      out.push_back(1);
+      continue;
+    }
+    known *= d;
+    out.push_back(d);
+  }
+  const int64_t n = shape_numel(in);
+  if (infer >= 0) {
+    if (known == 0 || n % known) return Error("reshape " + shape_string(in) + ": cannot infer -1");
+    out[std::size_t(infer)] = n / known;
+  }
+  if (shape_numel(out) != n)
+    return Error("reshape " + shape_string(in) + " to " + shape_string(out) + ": sizes differ");
+  return out;
+}
+
+Expected<std::vector<Shape>> infer_value_shapes(const Graph& g,
+                                                const std::map<std::string, Shape>& inputs) {
+  std::map<std::string, Shape> params;
+  for (const ParamSpec& p : g.params) params[p.key] = p.shape;
+  std::vector<Shape> s(g.value_names.size());
+  std::vector<bool> known(g.value_names.size(), false);
+  for (const auto& [name, v] : g.inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) continue;  // an input no op reads may be left out
+    s[std::size_t(v)] = it->second;
+    known[std::size_t(v)] = true;
+  }
+  for (const Op& op : g.ops) {
+    std::vector<const Shape*> in;
+    for (int v : op.inputs) {
+      if (!known[std::size_t(v)])
+        return Error(at(op) + "its input '" + g.value_names[std::size_t(v)] +
+                     "' is not given; the graph takes " + std::to_string(g.inputs.size()) +
+                     " inputs");
+      in.push_back(&s[std::size_t(v)]);
+    }
+    for (const std::string* key : {&op.weight, &op.bias})
+      if (!key->empty() && !params.count(*key))
+        return Error(at(op) + "no parameter " + *key + " in the graph");
+    TP_ASSIGN_OR_RETURN(s[std::size_t(op.output)], op_shape(op, in, params));
+    known[std::size_t(op.output)] = true;
+  }
+  return s;
+}
+
+}  // namespace tp
