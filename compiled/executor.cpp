@@ -104,10 +104,15 @@ class GroupRun {
            k == OpKind::kAttention || k == OpKind::kUpsampleNearest2x ||
            k == OpKind::kSliceChannels;
   }
-  // An fp32 [B,C,H,W] tensor as channels-last (`to_last`) or back, at logical shape `shape`.
+  // An fp32 [B,C,*spatial] tensor as channels-last (`to_last`) or back, at logical shape
+  // `shape`. Only GroupNorm takes other ranks than 4 (video [B,C,T,H,W]): its channels-last copy
+  // is [B, T*H*W, 1, C], which is all its statistics need.
   static Tensor relaid(const Tensor& t, const Shape& shape, bool to_last) {
-    Tensor out = Tensor::uninitialized(DType::kF32, to_last ? nhwc(shape) : shape);
-    transpose_channels(t.raw(), out.raw(), shape, sizeof(float), to_last);
+    const Shape four = shape.size() == 4 ? shape
+                                         : Shape{shape[0], shape[1],
+                                                 shape_numel(shape) / (shape[0] * shape[1]), 1};
+    Tensor out = Tensor::uninitialized(DType::kF32, to_last ? nhwc(four) : shape);
+    transpose_channels(t.raw(), out.raw(), four, sizeof(float), to_last);
     return out;
   }
   void to_channels_last(int v) {

@@ -114,17 +114,12 @@ Status check_inputs_fit(const Graph& graph, const NamedTensors& inputs) {
 Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
                                  const NamedTensors& inputs, DType compute,
                                  const ValueObserver& observe) {
-  for (const auto& [name, t] : inputs) {
-    if (graph.has_nd_ops()) {  // those ops check their operands' shapes as they run
-      if (t.rank() < 1 || t.rank() > 5)
-        return Error("input '" + name + "' has rank " + std::to_string(t.rank()) +
-                     "; the graph takes tensors of rank 1 to 5");
-      continue;
-    }
-    if (t.rank() != 4)
-      return Error("input '" + name + "' must be [batch, channels, height, width], got " +
-                   shape_string(t.shape()));
-  }
+  for (const auto& [name, t] : inputs)
+    if (t.rank() < 1 || t.rank() > 5)
+      return Error("input '" + name + "' has rank " + std::to_string(t.rank()) +
+                   "; twinpath's graphs take tensors of rank 1 to 5");
+  // Each op's operand shapes (a [B,C,H,W] kind on another rank, a kernel larger than its input)
+  // are checked here, before anything runs.
   TP_RETURN_IF_ERROR(check_inputs_fit(graph, inputs));
   if (compute == DType::kF32) return run_typed<float>(graph, weights, inputs, observe);
   if (compute == DType::kF64) return run_typed<double>(graph, weights, inputs, observe);

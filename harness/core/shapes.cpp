@@ -48,6 +48,9 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
                    shape_string(x));
       return x;
     case OpKind::kAttention:
+      if (x.size() != 4)
+        return bad("takes [B,C,H,W] queries, keys and values, not " + shape_string(x));
+      [[fallthrough]];
     case OpKind::kAdd:
       for (const Shape* s : in)
         if (*s != x)

@@ -1,5 +1,6 @@
-// torch.nn.GroupNorm (affine): per (batch, group), biased variance, statistics in double
-// with two passes (mean, then squared deviations) so no cancellation at any magnitude.
+// torch.nn.GroupNorm (affine) over [B, C, *spatial] (any number of spatial axes: images and
+// video): per (batch, group), biased variance, statistics in double with two passes (mean, then
+// squared deviations) so no cancellation at any magnitude.
 #include <cmath>
 
 #include "reference/ops/ops.h"
@@ -9,7 +10,7 @@ namespace tp::ref {
 template <class T>
 Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups,
                   double eps) {
-  const int64_t batch = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3);
+  const int64_t batch = x.dim(0), c = x.dim(1), hw = x.numel() / (batch * c);
   TP_CHECK(c % groups == 0, "channels " + std::to_string(c) + " not divisible by groups");
   const int64_t cg = c / groups, n = cg * hw;
   Tensor out = Tensor::uninitialized(dtype_of<T>(), x.shape());
