@@ -287,10 +287,17 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
     b.last_group = first;
     plan->buffers[v] = b;
   };
+  // A timestep sinusoid's input stays fp32 (as diffusers keeps timesteps: t = 999 has no f16
+  // neighbours closer than 0.5).
+  auto reads_timesteps = [&](int v) {
+    return std::any_of(g.ops.begin(), g.ops.end(), [&](const Op& op) {
+      return op.kind == OpKind::kTimestepEmbedding && op.inputs[0] == v;
+    });
+  };
   for (const auto& [name, v] : g.inputs)
     for (const Group& grp : plan->groups)
       if (std::count(grp.inputs.begin(), grp.inputs.end(), v)) {
-        add_buffer(v, grp.policy.activation, -1);
+        add_buffer(v, reads_timesteps(v) ? DType::kF32 : grp.policy.activation, -1);
         break;
       }
   for (int gi = 0; gi < last; ++gi)

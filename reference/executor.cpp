@@ -44,6 +44,7 @@ Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* 
     case OpKind::kSlice:
       return slice<T>(*in[0], op.attrs.axis, op.attrs.begin, op.attrs.end);
     case OpKind::kReshape: {
+      if (in.size() == 2) return in[0]->reshaped(in[1]->shape());
       auto shape = reshape_target(in[0]->shape(), op.attrs.dims);
       TP_CHECK(shape.ok(), op.name + ": " + (shape.ok() ? "" : shape.error().message()));
       return in[0]->reshaped(*shape);
@@ -52,6 +53,10 @@ Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* 
       return permute<T>(*in[0], op.attrs.dims);
     case OpKind::kBinary:
       return binary<T>(op.attrs.binary, *in[0], *in[1]);
+    case OpKind::kTimestepEmbedding:
+      return timestep_embedding<T>(*in[0], op.attrs);
+    case OpKind::kInterpolateNearest:
+      return interpolate_nearest<T>(*in[0], *in[1]);
     case OpKind::kSilu:
     case OpKind::kRelu:
     case OpKind::kTanhClamp:

@@ -52,6 +52,10 @@ const char* op_kind_name(OpKind kind) {
       return "permute";
     case OpKind::kBinary:
       return "binary";
+    case OpKind::kTimestepEmbedding:
+      return "timestep_embedding";
+    case OpKind::kInterpolateNearest:
+      return "interpolate_nearest";
   }
   return "?";
 }
@@ -99,6 +103,8 @@ uint64_t Graph::hash() const {
                     int(a.tanh_approximation), int(a.binary)})
         f.pod(int32_t(v));
       f.pod(a.frame_tokens);
+      f.pod(a.embedding_dim);
+      f.pod(uint8_t(a.flip_sin_to_cos));
     }
     f.str(op.weight);
     f.str(op.bias);
@@ -263,6 +269,23 @@ int GraphBuilder::reshape(const std::string& name, int x, const std::vector<int6
   Op op{name, OpKind::kReshape, {x}, -1, {}, "", ""};
   op.attrs.dims = dims;
   return emit(std::move(op));
+}
+
+int GraphBuilder::reshape_like(const std::string& name, int x, int like) {
+  return emit(Op{name, OpKind::kReshape, {x, like}, -1, {}, "", ""});
+}
+
+int GraphBuilder::timestep_embedding(const std::string& name, int timesteps, int64_t dim,
+                                     bool flip_sin_to_cos, double freq_shift) {
+  Op op{name, OpKind::kTimestepEmbedding, {timesteps}, -1, {}, "", ""};
+  op.attrs.embedding_dim = dim;
+  op.attrs.flip_sin_to_cos = flip_sin_to_cos;
+  op.attrs.shift = freq_shift;
+  return emit(std::move(op));
+}
+
+int GraphBuilder::interpolate_nearest(const std::string& name, int x, int like) {
+  return emit(Op{name, OpKind::kInterpolateNearest, {x, like}, -1, {}, "", ""});
 }
 
 int GraphBuilder::permute(const std::string& name, int x, const std::vector<int64_t>& order) {

@@ -41,9 +41,14 @@ enum class OpKind : uint8_t {
   kGelu,                // 0.5 x (1 + erf(x / sqrt 2)), or the tanh approximation
   kConcat,              // in[0..n) along axis
   kSlice,               // [begin, end) along axis (a split is several slices)
-  kReshape,             // to dims (one -1 inferred; 0 keeps the input's dim)
+  kReshape,             // to dims (one -1 inferred; 0 keeps the input's dim), or with a second
+                        // input and no dims, to that input's shape
   kPermute,             // out dim i = in dim dims[i]
   kBinary,              // in[0] (op) in[1] with numpy broadcasting: add, sub, mul, div
+  kTimestepEmbedding,   // timesteps [...] -> [..., dim]: diffusers' sinusoid, always computed in
+                        // float32 (cos first when flip_sin_to_cos; freq_shift in `shift`)
+  kInterpolateNearest,  // x [B,C,*S] to in[1]'s trailing spatial sizes, PyTorch's "nearest"
+                        // (src = min(floor(dst * float(in/out)), in-1))
 };
 
 enum class PadMode : uint8_t { kZeros, kReplicate };
@@ -70,6 +75,8 @@ struct OpAttrs {
   int norm_dims = 1;                 // LayerNorm
   bool tanh_approximation = false;   // Gelu
   BinaryOp binary = BinaryOp::kAdd;  // Binary
+  int64_t embedding_dim = 0;         // TimestepEmbedding
+  bool flip_sin_to_cos = false;      // TimestepEmbedding
 };
 
 struct Op {
@@ -140,6 +147,10 @@ class GraphBuilder {
   int concat(const std::string& name, const std::vector<int>& xs, int axis);
   int slice(const std::string& name, int x, int axis, int begin, int end);
   int reshape(const std::string& name, int x, const std::vector<int64_t>& dims);
+  int reshape_like(const std::string& name, int x, int like);
+  int timestep_embedding(const std::string& name, int timesteps, int64_t dim, bool flip_sin_to_cos,
+                         double freq_shift);
+  int interpolate_nearest(const std::string& name, int x, int like);
   int permute(const std::string& name, int x, const std::vector<int64_t>& order);
   int binary(const std::string& name, BinaryOp op, int a, int b);
   int linear(const std::string& name, int x, int cin, int cout);

@@ -142,6 +142,11 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
       return out;
     }
     case OpKind::kReshape: {
+      if (in.size() == 2) {
+        if (shape_numel(*in[1]) != shape_numel(x))
+          return bad(shape_string(x) + " has another element count than " + shape_string(*in[1]));
+        return *in[1];
+      }
       auto out = reshape_target(x, a.dims);
       if (!out.ok()) return bad(out.error().message());
       return out;
@@ -161,6 +166,22 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
     case OpKind::kBinary: {
       auto out = broadcast_shape(x, *in[1]);
       if (!out.ok()) return bad(out.error().message());
+      return out;
+    }
+    case OpKind::kTimestepEmbedding: {
+      if (a.embedding_dim < 2) return bad("embedding dim " + std::to_string(a.embedding_dim));
+      Shape out = x;
+      out.push_back(a.embedding_dim);
+      return out;
+    }
+    case OpKind::kInterpolateNearest: {
+      const Shape& like = *in[1];
+      const std::size_t spatial = x.size() < 3 ? 0 : x.size() - 2;
+      if (spatial == 0 || spatial > 3 || like.size() < spatial)
+        return bad("resizes the spatial axes of [B,C,*S], not " + shape_string(x) + " to " +
+                   shape_string(like));
+      Shape out{x[0], x[1]};
+      for (std::size_t i = 0; i < spatial; ++i) out.push_back(like[like.size() - spatial + i]);
       return out;
     }
   }

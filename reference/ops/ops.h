@@ -56,7 +56,12 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& order);
 template <class T>
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 
-// Shape rules shared by the executors: numpy broadcasting, and a reshape's target (0 keeps the
-// input's dim, one -1 is inferred).
+// diffusers' timestep sinusoid (get_timestep_embedding), computed in float32 whatever T is, as
+// diffusers does, then widened or kept: [...] -> [..., attrs.embedding_dim].
+template <class T>
+Tensor timestep_embedding(const Tensor& timesteps, const OpAttrs& attrs);
+// F.interpolate(mode="nearest", size=like's trailing spatial sizes) over x [B,C,*S].
+template <class T>
+Tensor interpolate_nearest(const Tensor& x, const Tensor& like);
 
 }  // namespace tp::ref

@@ -142,6 +142,7 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
     case OpKind::kSlice:
       return in[0].slice(a.axis, a.begin, a.end).contiguous();
     case OpKind::kReshape: {
+      if (in.size() == 2) return in[0].reshape(in[1].sizes());
       std::vector<int64_t> dims(a.dims.begin(), a.dims.end());
       for (std::size_t i = 0; i < dims.size(); ++i)
         if (dims[i] == 0) dims[i] = in[0].size(int64_t(i));
@@ -161,6 +162,25 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
           return in[0] / in[1];
       }
       break;
+    case OpKind::kTimestepEmbedding: {
+      // diffusers' get_timestep_embedding, float32 throughout, then to the path's dtype.
+      const int64_t half = a.embedding_dim / 2;
+      torch::Tensor exponent =
+          -std::log(10000.0) * torch::arange(0, half, torch::dtype(torch::kFloat32));
+      exponent = exponent / (double(half) - a.shift);
+      const torch::Tensor freqs = torch::exp(exponent);
+      const torch::Tensor args = in[0].to(torch::kFloat32).unsqueeze(-1) * freqs;
+      torch::Tensor emb = torch::cat({torch::sin(args), torch::cos(args)}, -1);
+      if (a.flip_sin_to_cos)
+        emb = torch::cat({emb.slice(-1, half, 2 * half), emb.slice(-1, 0, half)}, -1);
+      if (a.embedding_dim % 2) emb = torch::constant_pad_nd(emb, {0, 1});
+      return emb.to(in[0].scalar_type());
+    }
+    case OpKind::kInterpolateNearest: {
+      std::vector<int64_t> size(in[1].sizes().end() - (in[0].dim() - 2), in[1].sizes().end());
+      return torch::nn::functional::interpolate(
+          in[0], torch::nn::functional::InterpolateFuncOptions().size(size).mode(torch::kNearest));
+    }
   }
   TP_CHECK(false, "unknown op kind");
   return {};

@@ -291,6 +291,59 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& order, const Shape& 
   return result;
 }
 
+// The sinusoid in float32 whatever T is (as diffusers computes it), in its own loop order.
+template <class T>
+Tensor timestep_embedding(const Tensor& timesteps, const OpAttrs& a, const Shape& out_shape) {
+  const int64_t dim = a.embedding_dim, half = dim / 2;
+  Tensor result(dtype_of<T>(), out_shape);  // zeros: an odd dim's last column
+  const float step = float(-std::log(10000.0)), denom = float(double(half) - a.shift);
+  const T* pt = timesteps.data<T>();
+  T* po = result.data<T>();
+  for (int64_t i = 0; i < half; ++i) {
+    const float freq = std::exp(step * float(i) / denom);
+    for (int64_t r = 0; r < timesteps.numel(); ++r) {
+      const float arg = float(pt[r]) * freq;
+      po[r * dim + (a.flip_sin_to_cos ? half : 0) + i] = T(std::sin(arg));
+      po[r * dim + (a.flip_sin_to_cos ? 0 : half) + i] = T(std::cos(arg));
+    }
+  }
+  return result;
+}
+
+// Nearest resize of the trailing spatial axes to out_shape's: PyTorch's source index, the
+// float32 ratio in/out, exact halving when out is twice in.
+template <class T>
+Tensor interpolate_nearest(const Tensor& x, const Shape& out_shape) {
+  const int spatial = x.rank() - 2;
+  std::vector<std::vector<int64_t>> source(static_cast<std::size_t>(spatial));
+  for (int i = 0; i < spatial; ++i) {
+    const int64_t in = x.dim(2 + i), out = out_shape[std::size_t(i) + 2];
+    const float ratio = float(in) / float(out);
+    for (int64_t d = 0; d < out; ++d)
+      source[std::size_t(i)].push_back(
+          out == in       ? d
+          : out == 2 * in ? d / 2
+                          : std::min(int64_t(std::floor(float(d) * ratio)), in - 1));
+  }
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
+  const T* px = x.data<T>();
+  T* po = result.data<T>();
+  const int64_t in_plane = shape_numel(x.shape()) / (x.dim(0) * x.dim(1));
+  const int64_t out_plane = result.numel() / (x.dim(0) * x.dim(1));
+  for (int64_t p = 0; p < x.dim(0) * x.dim(1); ++p)
+    for (int64_t o = 0; o < out_plane; ++o) {
+      int64_t src = 0, rest = o, in_stride = 1;
+      for (int i = spatial - 1; i >= 0; --i) {
+        const int64_t out_i = out_shape[std::size_t(i) + 2];
+        src += source[std::size_t(i)][std::size_t(rest % out_i)] * in_stride;
+        rest /= out_i;
+        in_stride *= x.dim(2 + i);
+      }
+      po[p * out_plane + o] = px[p * in_plane + src];
+    }
+  return result;
+}
+
 }  // namespace
 
 template <class T>
@@ -319,10 +372,12 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
       return concat<T>(in, a.axis, out_shape);
     case OpKind::kSlice:
       return slice<T>(x, a.axis, a.begin, out_shape);
-    case OpKind::kReshape: {
-      Tensor result = x;  // row-major: the same elements in the same order
-      return result.reshaped(out_shape);
-    }
+    case OpKind::kReshape:  // row-major: the same elements in the same order
+      return x.reshaped(out_shape);
+    case OpKind::kTimestepEmbedding:
+      return timestep_embedding<T>(x, a, out_shape);
+    case OpKind::kInterpolateNearest:
+      return interpolate_nearest<T>(x, out_shape);
     case OpKind::kPermute:
       return permute<T>(x, a.dims, out_shape);
     case OpKind::kBinary:
