@@ -205,9 +205,13 @@ Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
       const Op& op = g.ops[std::size_t(o)];
       if (is_matrix(op.kind)) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
       if (op.kind >= OpKind::kConv && grp.policy.accumulation != DType::kF32)
-        return Error(op.name + ": the compiled path's " + op_kind_name(op.kind) +
-                     " accumulates in f32 only, not " + dtype_name(grp.policy.accumulation) +
-                     "; use acc=f32 or keep the layer in fp32 (keep=" + op.name + ")");
+        return Error(op.name + ": weights in " + dtype_name(grp.policy.weight) +
+                     " with activations in " + dtype_name(grp.policy.activation) +
+                     " cannot accumulate in " + dtype_name(grp.policy.accumulation) + " in " +
+                     op_kind_name(op.kind) +
+                     " (the N-dimensional ops accumulate in f32 only); use acc=f32, or keep the "
+                     "layer in fp32 with --keep-fp32 '" +
+                     op.name + "'");
     }
   for (const Group& grp : plan.groups)
     for (int o : grp.ops) {

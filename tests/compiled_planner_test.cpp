@@ -257,8 +257,8 @@ TEST(PlannerNd, PlansNdGraphsRowMajorOneOpPerGroupAndRefusesF16Accumulation) {
   f16_acc.policy.base = *parse_layer_policy("w=f16,a=f16,acc=f16");
   auto acc = compile_plan(f16_acc, store);
   ASSERT_FALSE(acc.ok());
-  EXPECT_NE(acc.error().message().find("norm1: the compiled path's layer_norm accumulates in f32 "
-                                       "only, not f16"),
+  EXPECT_NE(acc.error().message().find("norm1: weights in f16 with activations in f16 cannot "
+                                       "accumulate in f16 in layer_norm"),
             std::string::npos)
       << acc.error().message();
 }

@@ -125,6 +125,59 @@ TEST(Graph, TaesdKeysMatchTheReferenceListing) {
   EXPECT_EQ(count_params(specs, "encoder.", "encoder."), 1'222'532);
 }
 
+// The UNet family through the registry: parameter lists against diffusers' state dicts
+// (generated listings), and counts measured in diffusers 0.42.1 (unet-facts 1.2 and 10).
+std::vector<ParamSpec> unet_specs(const std::string& builtin_name) {
+  auto config = parse_model_config(nlohmann::json::parse(builtin_config_text(builtin_name).value()),
+                                   builtin_name);
+  EXPECT_TRUE(config.ok()) << (config.ok() ? "" : config.error().message());
+  return config.ok() ? (*config)->family().param_specs(**config) : std::vector<ParamSpec>{};
+}
+
+TEST(Graph, UnetKeysMatchDiffusersStateDicts) {
+  expect_same_specs(unet_specs("sd15-unet"), read_key_listing("sd15-unet-keys.txt"));
+  expect_same_specs(unet_specs("sdxl-base"), read_key_listing("sdxl-unet-keys.txt"));
+  const std::pair<const char*, std::pair<std::size_t, int64_t>> counts[] = {
+      {"tiny-unet", {494, 141'628}},           {"tiny-unet-xl", {428, 502'372}},
+      {"sd15-unet", {686, 859'520'964}},       {"sdxl-base", {1680, 2'567'463'684}},
+      {"sdxl-refiner", {1220, 2'259'526'660}},
+  };
+  for (const auto& [name, want] : counts) {
+    const std::vector<ParamSpec> specs = unet_specs(name);
+    EXPECT_EQ(specs.size(), want.first) << name;
+    EXPECT_EQ(count_params(specs, "", ""), want.second) << name;
+  }
+}
+
+TEST(Config, UnetRefusesWhatItCannotBuildNamingTheField) {
+  auto refuse = [](const std::string& text) {
+    auto c = parse_model_config(nlohmann::json::parse(text), "unet.json");
+    return c.ok() ? std::string("accepted") : c.error().message();
+  };
+  const std::string base = R"({"_class_name": "UNet2DConditionModel", "block_out_channels": [8, 16],
+    "down_block_types": ["CrossAttnDownBlock2D", "DownBlock2D"],
+    "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D"], "norm_num_groups": 4,
+    "attention_head_dim": 2, "cross_attention_dim": 8)";
+  EXPECT_EQ(refuse(base + "}"), "accepted");
+  EXPECT_EQ(refuse(base + R"(, "num_attention_heads": 2})"),
+            "unet.json: num_attention_heads is set; diffusers refuses it for "
+            "UNet2DConditionModel (the heads are attention_head_dim)");
+  EXPECT_NE(refuse(base + R"(, "down_block_types": ["SimpleCrossAttnDownBlock2D", "DownBlock2D"]})")
+                .find("down block type 'SimpleCrossAttnDownBlock2D' is not supported"),
+            std::string::npos);
+  EXPECT_NE(refuse(base + R"(, "attention_head_dim": 3})").find("does not divide"),
+            std::string::npos);
+  EXPECT_NE(refuse(base + R"(, "layers_per_block": [1, 2, 3]})")
+                .find("'layers_per_block' lists 3 entries; it needs one per block (2)"),
+            std::string::npos);
+  EXPECT_NE(refuse(base + R"(, "class_embed_type": "timestep"})")
+                .find("class_embed_type \"timestep\" is not supported"),
+            std::string::npos);
+  EXPECT_NE(refuse(base + R"(, "addition_embed_type": "text_time"})")
+                .find("text_time needs addition_time_embed_dim"),
+            std::string::npos);
+}
+
 TEST(Graph, NamesAreDiffusersModulePaths) {
   const Graph g = build_decoder_graph(builtin("sd-kl"));
   std::set<std::string> names;

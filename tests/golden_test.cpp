@@ -37,7 +37,7 @@ void check_pipeline(const Model& model, const SafetensorsFile& io, const PathCho
   const std::string input_name = prefix + (p == "vae.decode" ? "latent" : "image");
   auto input = io.read(input_name);
   ASSERT_TRUE(input.ok()) << input.error().message();
-  auto out = path.run(model, p, input.value());
+  auto out = path.run(model, p, {{"input", input.value()}});
   ASSERT_TRUE(out.ok()) << out.error().message();
   const std::string stage = p.substr(4) + ".";  // vae.encode -> encode.
   for (const auto& [name, ours] : out.value()) {
@@ -116,6 +116,61 @@ std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::ValuesIn(golden_cases()), case_name);
 INSTANTIATE_TEST_SUITE_P(Fixtures, TiledGoldenTest, ::testing::ValuesIn(tiled_cases()), case_name);
+
+// UNet2DConditionModel fixtures (tests/fixtures/golden-unet, tools/make-unet-golden-fixtures.sh:
+// diffusers 0.42.1 on PyPI's torch): one unet.step call with diffusers' argument names, against
+// diffusers' float64 output. tiny-unet runs at an odd latent (15x17), unet-mixed is no built-in.
+class UnetGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(UnetGoldenTest, MatchesDiffusers) {
+  const GoldenCase& c = GetParam();
+  const std::string dir =
+      std::string(TWINPATH_SOURCE_DIR) + "/tests/fixtures/golden-unet/" + c.model;
+  auto model = load_model(dir);
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  ASSERT_EQ(model->family().class_name(), "UNet2DConditionModel");
+  auto io = SafetensorsFile::open(dir + "/io.safetensors");
+  ASSERT_TRUE(io.ok()) << io.error().message();
+  NamedTensors inputs;
+  for (const char* name :
+       {"sample", "timestep", "encoder_hidden_states", "text_embeds", "time_ids"})
+    if (auto t = io->read(name); t.ok()) inputs.emplace_back(name, std::move(t).value());
+  CompiledOptions compiled;
+  if (!c.policy.empty()) compiled.policy = c.policy;
+  auto path = make_path(c.path, compiled);
+  ASSERT_TRUE(path.ok()) << path.error().message();
+  auto out = path->run(*model, "unet.step", inputs);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  auto golden = io->read("out.f64");
+  ASSERT_TRUE(golden.ok()) << golden.error().message();
+  const double err = testing::relative_l2(out->front().second.to(DType::kF64), *golden);
+  EXPECT_LE(err, c.max_rel_l2) << c.model << " via " << path->description;
+  EXPECT_GT(testing::max_abs(*golden), 1e-3) << "golden output is ~zero, it proves nothing";
+  char figure[32];
+  std::snprintf(figure, sizeof figure, "%.3e", err);
+  RecordProperty("rel_l2", figure);
+}
+
+std::vector<GoldenCase> unet_cases() {
+  std::vector<GoldenCase> cases;
+  for (const char* m : {"tiny-unet", "tiny-unet-xl", "unet-mixed"}) {
+    // The bars: fp32 within 1e-5 of diffusers' float64, fp64 closer (the float32
+    // timestep sinusoid, which diffusers keeps in float64 too, is reproduced exactly).
+    cases.push_back({m, "reference", 1e-5});
+    cases.push_back({m, "reference:fp64", 1e-7});
+#ifdef TWINPATH_HAVE_TORCH
+    cases.push_back({m, "torch", 1e-5});
+    cases.push_back({m, "torch:fp64", 1e-7});
+#endif
+    cases.push_back({m, "compiled:cpu", 1e-5, "w=f32,a=f32,acc=f32"});
+    // Storage precision: a few unit roundoffs of f16 (4.9e-4) and bf16 (3.9e-3).
+    cases.push_back({m, "compiled:cpu", 5e-3, "w=f16,a=f16,acc=f32"});
+    cases.push_back({m, "compiled:cpu", 4e-2, "w=bf16,a=bf16,acc=f32"});
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, UnetGoldenTest, ::testing::ValuesIn(unet_cases()), case_name);
 
 }  // namespace
 }  // namespace tp

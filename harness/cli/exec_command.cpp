@@ -45,17 +45,18 @@ Status exec_command(const ExecOptions& o) {
   // Refuse an output the results cannot be written to before spending time on the run.
   TP_RETURN_IF_ERROR(check_output_path(o.output, output_count(model, pipeline)));
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
-  TP_ASSIGN_OR_RETURN(Tensor input, model.family().select_input(pipeline, file, o.input));
+  TP_ASSIGN_OR_RETURN(NamedTensors inputs, model.family().select_inputs(pipeline, file, o.input));
   const auto start = std::chrono::steady_clock::now();
-  TP_ASSIGN_OR_RETURN(NamedTensors outputs, path.run(model, pipeline, input));
+  TP_ASSIGN_OR_RETURN(NamedTensors outputs, path.run(model, pipeline, inputs));
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   TP_RETURN_IF_ERROR(write_tensor_file(o.output, outputs));
 
   std::cout << pipeline << " on " << path.description << ", " << model.family().class_name()
             << " from " << o.model_dir << "\n";
-  std::cout << "  input  " << shape_string(input.shape()) << " " << dtype_name(input.dtype())
-            << "\n";
+  for (const auto& [name, t] : inputs)  // a single input prints as "input", several by name
+    std::cout << "  " << (inputs.size() == 1 ? std::string("input ") : "input " + name) << " "
+              << shape_string(t.shape()) << " " << dtype_name(t.dtype()) << "\n";
   for (const auto& [name, t] : outputs)
     std::cout << "  " << name << (name.size() < 6 ? std::string(6 - name.size(), ' ') : "") << " "
               << shape_string(t.shape()) << " " << dtype_name(t.dtype()) << "\n";

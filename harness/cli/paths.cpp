@@ -13,7 +13,7 @@ namespace tp {
 namespace {
 
 PathChoice graph_path(GraphRunner runner, std::string description, const TilingOptions& tiling) {
-  return PathChoice{[runner, tiling](const Model& m, const std::string& p, const Tensor& in) {
+  return PathChoice{[runner, tiling](const Model& m, const std::string& p, const NamedTensors& in) {
                       return run_model(m, p, in, runner, {tiling, false});
                     },
                     std::move(description),
@@ -38,7 +38,7 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
   if (!so.faults.empty()) description += ", INJECTED FAULTS " + so.faults.to_string();
   return PathChoice{
       [session, o, tiling](const Model& m, const std::string& p,
-                           const Tensor& in) -> Expected<NamedTensors> {
+                           const NamedTensors& in) -> Expected<NamedTensors> {
         if (!o.load_plan.empty() && session->stats().loaded == 0)
           TP_RETURN_IF_ERROR(compiled::load_plans(
               *session, {m.family().graphs(*m.config), &m.weights, m.dir}, o.load_plan));

@@ -19,7 +19,7 @@ struct CompiledOptions {
 };
 
 struct PathChoice {
-  std::function<Expected<NamedTensors>(const Model&, const std::string&, const Tensor&)> run;
+  std::function<Expected<NamedTensors>(const Model&, const std::string&, const NamedTensors&)> run;
   std::string description;               // "reference (f64)"
   std::function<std::string()> details;  // printed after a run (plan statistics); may be empty
 };

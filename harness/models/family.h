@@ -108,6 +108,11 @@ class Family {
   // The pipeline's input among a file's tensors (the only one, or by name).
   virtual Expected<Tensor> select_input(const std::string& pipeline, const NamedTensors& tensors,
                                         const std::string& source) const = 0;
+  // Every input the pipeline reads, by its name, among a file's tensors (the default: the one
+  // select_input picks).
+  virtual Expected<NamedTensors> select_inputs(const std::string& pipeline,
+                                               const NamedTensors& tensors,
+                                               const std::string& source) const;
   // Checks an input's shape; the error says what shape the pipeline takes.
   virtual Status check_input(const Model& model, const std::string& pipeline,
                              const Tensor& input) const = 0;
@@ -115,10 +120,22 @@ class Family {
   // real-image-like input is the reference encoder's latents of a picture).
   virtual Expected<Tensor> generate_input(const Model& model, const InputRequest& request,
                                           const GraphRunner& reference) const = 0;
+  // Every input of a case, the primary one (what res= sizes, what a file replaces) first, named
+  // as run() reads them (the default: generate_input's, named "input").
+  virtual Expected<NamedTensors> generate_inputs(const Model& model, const InputRequest& request,
+                                                 const GraphRunner& reference) const;
 
-  // Checks the input, then runs the pipeline on `executor`.
+  // The inputs as the pipeline's graphs take them (checked; a UNet's scalar timestep broadcast to
+  // the batch), so a runner can hand them to single groups too (the default: as given).
+  virtual Expected<NamedTensors> bind_inputs(const Model& /*model*/,
+                                             const std::string& /*pipeline*/,
+                                             const NamedTensors& inputs) const {
+    return inputs;
+  }
+  // Checks the inputs (select_inputs' names; a single-input pipeline takes any one tensor),
+  // then runs the pipeline on `executor`.
   virtual Expected<NamedTensors> run(const Model& model, const std::string& pipeline,
-                                     const Tensor& input, GraphExecutor& executor,
+                                     const NamedTensors& inputs, GraphExecutor& executor,
                                      const PipelineOptions& options = {}) const = 0;
   // The graphs `pipeline` runs at `input`, in order (to compile them ahead of a run).
   virtual Expected<std::vector<Stage>> stages(const Model& model, const std::string& pipeline,
@@ -131,7 +148,14 @@ class Family {
   virtual bool tiles() const { return false; }
 };
 
-// Runs `pipeline` of the model's family (which checks the input first).
+// Runs `pipeline` of the model's family (which checks the inputs first); a single tensor is
+// a single-input pipeline's input.
+Expected<NamedTensors> run_model(const Model& model, const std::string& pipeline,
+                                 const NamedTensors& inputs, GraphExecutor& executor,
+                                 const PipelineOptions& options = {});
+Expected<NamedTensors> run_model(const Model& model, const std::string& pipeline,
+                                 const NamedTensors& inputs, const GraphRunner& run,
+                                 const PipelineOptions& options = {});
 Expected<NamedTensors> run_model(const Model& model, const std::string& pipeline,
                                  const Tensor& input, GraphExecutor& executor,
                                  const PipelineOptions& options = {});

@@ -5,6 +5,7 @@
 #include "harness/models/autoencoder_kl/family.h"
 #include "harness/models/autoencoder_tiny/family.h"
 #include "harness/models/family.h"
+#include "harness/models/unet_2d_condition/family.h"
 
 namespace tp {
 namespace {
@@ -14,6 +15,7 @@ std::vector<const Family*>& registry() {
   static std::vector<const Family*> families = {
       &autoencoder_kl_family(),
       &autoencoder_tiny_family(),
+      &unet_2d_condition_family(),
   };
   return families;
 }
@@ -47,11 +49,37 @@ bool Family::runs(const std::string& pipeline) const {
   return false;
 }
 
+Expected<NamedTensors> Family::select_inputs(const std::string& pipeline,
+                                             const NamedTensors& tensors,
+                                             const std::string& source) const {
+  TP_ASSIGN_OR_RETURN(Tensor t, select_input(pipeline, tensors, source));
+  return NamedTensors{{"input", std::move(t)}};
+}
+
+Expected<NamedTensors> Family::generate_inputs(const Model& model, const InputRequest& request,
+                                               const GraphRunner& reference) const {
+  TP_ASSIGN_OR_RETURN(Tensor t, generate_input(model, request, reference));
+  return NamedTensors{{"input", std::move(t)}};
+}
+
+Expected<NamedTensors> run_model(const Model& model, const std::string& pipeline,
+                                 const NamedTensors& inputs, GraphExecutor& executor,
+                                 const PipelineOptions& options) {
+  TP_RETURN_IF_ERROR(check_family_runs(model, pipeline));
+  return model.family().run(model, pipeline, inputs, executor, options);
+}
+
+Expected<NamedTensors> run_model(const Model& model, const std::string& pipeline,
+                                 const NamedTensors& inputs, const GraphRunner& run,
+                                 const PipelineOptions& options) {
+  FunctionExecutor executor(run);
+  return run_model(model, pipeline, inputs, executor, options);
+}
+
 Expected<NamedTensors> run_model(const Model& model, const std::string& pipeline,
                                  const Tensor& input, GraphExecutor& executor,
                                  const PipelineOptions& options) {
-  TP_RETURN_IF_ERROR(check_family_runs(model, pipeline));
-  return model.family().run(model, pipeline, input, executor, options);
+  return run_model(model, pipeline, NamedTensors{{"input", input}}, executor, options);
 }
 
 Expected<NamedTensors> run_model(const Model& model, const std::string& pipeline,

@@ -18,22 +18,25 @@ namespace {
 // A model is seeded from its name: every case on `tiny-kl` shares its weights.
 uint64_t model_seed(const std::string& name) { return hash_name("model:" + name); }
 
-Expected<Tensor> case_input(const Case& c, const Model& m, const std::string& pipeline) {
+// The case's inputs, the primary one first: generated (seeded from the case), or read from a
+// file (the primary one, and the others the file holds by name; the rest generated).
+Expected<NamedTensors> case_inputs(const Case& c, const Model& m, const std::string& pipeline) {
   const Family& family = m.family();
-  const bool generated =
-      c.input == "normal" || c.input == "image" || c.input.rfind("normal*", 0) == 0;
-  if (generated) {
-    InputRequest r;
-    r.pipeline = pipeline;
-    r.height = c.height;
-    r.width = c.width;
-    r.seed = c.seed();
-    r.image = c.input == "image";
-    r.sigma = c.input.rfind("normal*", 0) == 0 ? std::stod(c.input.substr(7)) : 1.0;
-    return family.generate_input(m, r,
-                                 [](const Graph& g, const Weights& w, const NamedTensors& in) {
-                                   return ref::run_graph(g, w, in, DType::kF32);
-                                 });
+  const bool from_file =
+      !(c.input == "normal" || c.input == "image" || c.input.rfind("normal*", 0) == 0);
+  InputRequest r;
+  r.pipeline = pipeline;
+  r.height = c.height;
+  r.width = c.width;
+  r.seed = c.seed();
+  r.image = c.input == "image";
+  r.sigma = c.input.rfind("normal*", 0) == 0 ? std::stod(c.input.substr(7)) : 1.0;
+  const GraphRunner reference = [](const Graph& g, const Weights& w, const NamedTensors& in) {
+    return ref::run_graph(g, w, in, DType::kF32);
+  };
+  if (!from_file) {
+    TP_ASSIGN_OR_RETURN(NamedTensors inputs, family.generate_inputs(m, r, reference));
+    return family.bind_inputs(m, pipeline, inputs);
   }
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(c.input));
   TP_ASSIGN_OR_RETURN(Tensor t, family.select_input(pipeline, file, c.input));
@@ -43,7 +46,15 @@ Expected<Tensor> case_input(const Case& c, const Model& m, const std::string& pi
     return Error(c.input + " holds " + shape_string(t.shape()) +
                  ", not res=" + std::to_string(c.height) + "x" + std::to_string(c.width) +
                  " (which takes " + shape_string(want) + "); give the case the input's resolution");
-  return t.to(DType::kF32);
+  // The file's other inputs by name (a user's timestep and context, for triage); what it lacks
+  // is generated.
+  TP_ASSIGN_OR_RETURN(NamedTensors inputs, family.generate_inputs(m, r, reference));
+  inputs.front().second = t.to(DType::kF32);
+  if (auto named = family.select_inputs(pipeline, file, c.input); named.ok())
+    for (std::size_t i = 1; i < inputs.size(); ++i)
+      if (const Tensor* given = find_tensor(*named, inputs[i].first))
+        inputs[i].second = given->to(DType::kF32);
+  return family.bind_inputs(m, pipeline, inputs);
 }
 
 // Layers kept in fp32 run w=f32,a=f32, which every build supports: a policy without kernels
@@ -52,7 +63,9 @@ bool every_weighted_layer_kept(const Case& c, const Model& m) {
   if (c.keep_fp32.empty()) return false;
   for (const Graph& g : m.family().graphs(*m.config))
     for (const Op& op : g.ops) {
-      if (op.kind != OpKind::kConv2d && op.kind != OpKind::kLinear) continue;
+      if (op.kind != OpKind::kConv2d && op.kind != OpKind::kLinear && op.kind != OpKind::kConv &&
+          op.kind != OpKind::kLinearLast)
+        continue;
       bool kept = false;
       for (const std::string& glob : c.keep_fp32)
         kept = kept || compiled::glob_match(glob, op.name);
@@ -139,7 +152,10 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
     TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
     p.model = std::make_shared<const Model>(std::move(m));
   }
-  TP_ASSIGN_OR_RETURN(p.input, case_input(c, *p.model, p.pipeline));
+  TP_ASSIGN_OR_RETURN(NamedTensors inputs, case_inputs(c, *p.model, p.pipeline));
+  p.input_name = inputs.front().first;
+  p.input = inputs.front().second;
+  p.other_inputs.assign(inputs.begin() + 1, inputs.end());
   if (!c.warm.empty()) {
     TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
     TP_RETURN_IF_ERROR(check_family_runs(*p.warm, p.pipeline));
@@ -162,7 +178,17 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   return p;
 }
 
+// The N-dimensional ops (transformer blocks, the UNet's) accumulate in f32 only: acc=f16, which
+// exists to reproduce the VAE's field bugs, has no kernels for them.
+bool accumulates_f16_in_nd_ops(const Case& c, const Model& m) {
+  if (c.policy.accumulation != DType::kF16) return false;
+  for (const Graph& g : m.family().graphs(*m.config))
+    if (g.has_nd_ops()) return true;
+  return false;
+}
+
 bool case_supported(const Case& c, const Model& m) {
+  if (accumulates_f16_in_nd_ops(c, m)) return false;
   return expected_supported(c) ||
          (expected_supported_base_in_fp32(c) && every_weighted_layer_kept(c, m));
 }

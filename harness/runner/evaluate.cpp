@@ -12,8 +12,8 @@
 namespace tp {
 namespace {
 
-OpClass class_of(compiled::GroupKind kind) {
-  switch (kind) {
+OpClass class_of(const compiled::Plan& plan, const compiled::Group& grp) {
+  switch (grp.kind) {
     case compiled::GroupKind::kConv:
       return OpClass::kConv;
     case compiled::GroupKind::kGroupNorm:
@@ -24,6 +24,19 @@ OpClass class_of(compiled::GroupKind kind) {
       return OpClass::kElementwise;
     case compiled::GroupKind::kUpsample:
       return OpClass::kUpsample;
+    case compiled::GroupKind::kTensor:  // one N-d op: judged as the kind of op it is
+      switch (plan.graph->ops[std::size_t(grp.ops[0])].kind) {
+        case OpKind::kConv:
+        case OpKind::kLinearLast:
+          return OpClass::kConv;
+        case OpKind::kLayerNorm:
+        case OpKind::kRmsNorm:
+          return OpClass::kGroupNorm;
+        case OpKind::kMultiHeadAttention:
+          return OpClass::kAttention;
+        default:
+          return OpClass::kElementwise;
+      }
   }
   return OpClass::kElementwise;
 }
@@ -43,7 +56,25 @@ int64_t reduction_of(const compiled::Plan& plan, const Op& op,
     case OpKind::kAttention:
       return in ? std::max(in->at(1), in->at(2) * in->at(3)) : 1;
     case OpKind::kGroupNorm:
-      return in ? in->at(1) / std::max(op.attrs.groups, 1) * in->at(2) * in->at(3) : 1;
+      return in ? shape_numel(*in) / in->at(0) / std::max(op.attrs.groups, 1) : 1;
+    case OpKind::kConv:
+    case OpKind::kLinearLast:
+      if (auto it = plan.params.find(op.weight); it != plan.params.end())
+        return shape_numel(it->second->shape) / it->second->shape[0];
+      return 1;
+    case OpKind::kMultiHeadAttention: {  // q.k over the head dim, p.v over the keys
+      const Shape* keys = nullptr;
+      if (auto it = values.find(op.inputs[1]); it != values.end()) keys = &it->second.shape();
+      return in && keys ? std::max(in->back() / std::max(op.attrs.heads, 1), keys->at(1)) : 1;
+    }
+    case OpKind::kLayerNorm: {
+      int64_t n = 1;
+      for (int i = 0; in && i < op.attrs.norm_dims && i < int(in->size()); ++i)
+        n *= in->at(in->size() - 1 - std::size_t(i));
+      return n;
+    }
+    case OpKind::kRmsNorm:
+      return in ? in->back() : 1;
     default:
       return 1;
   }
@@ -63,7 +94,8 @@ ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
   for (int o : grp.ops) {
     const Op& op = plan.graph->ops[std::size_t(o)];
     if (op.weight.empty()) continue;
-    const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear;
+    const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear ||
+                        op.kind == OpKind::kConv || op.kind == OpKind::kLinearLast;
     path.dtypes.push_back(compiled::param_storage(grp.policy, matrix));
     if (!op.bias.empty()) path.dtypes.push_back(compiled::param_storage(grp.policy, false));
   }
@@ -140,7 +172,7 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
     const std::map<int, Tensor>& want = ref.values.at(plan.graph->name);
     const Tolerance tol =
-        local_tolerance(class_of(grp.kind), group_path(plan, grp, want, p.reference));
+        local_tolerance(class_of(plan, grp), group_path(plan, grp, want, p.reference));
     std::vector<Tensor> alone;
     if (local) {
       std::map<int, Tensor> inputs;
@@ -157,7 +189,7 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
       rec.name = grp.checkpoints[i];
       rec.graph = plan.graph->name;
       rec.group = g.group;
-      rec.op_class = op_class_name(class_of(grp.kind));
+      rec.op_class = op_class_name(class_of(plan, grp));
       const DType stored = plan.buffers.at(v).dtype;
       rec.dtype = dtype_name(stored);
       set_tolerance(rec, tol);

@@ -61,6 +61,9 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
   }
   TP_ASSIGN_OR_RETURN(std::string config, config_text(*p.model));
   const std::string keep = join_list(p.session.policy.keep_fp32, ',');
+  std::string other_shapes;
+  for (const Shape& other : plan.other_inputs)
+    other_shapes += (other_shapes.empty() ? "" : ";") + join_numbers(other, ',');
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"},
       {"twinpath_repro", kReproVersion},
@@ -71,6 +74,7 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
       {"checkpoint", grp.checkpoints[0]},
       {"input_shape",
        join_numbers(plan.capacity_shape, ',')},  // cases plan exact shapes: capacity = input
+      {"other_input_shapes", other_shapes},      // a multi-input graph's others, ";"-separated
       {"policy", compiled::layer_policy_string(p.session.policy.base)},
       {"keep_fp32", keep},
       {"faults", plan.faults.empty() ? "" : plan.faults.to_string()},
@@ -118,7 +122,13 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::De
   TP_ASSIGN_OR_RETURN(Shape input_shape, parse_shape_text(meta(m, "input_shape")));
   TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Backend> backend, compiled::make_backend(device));
   compiled::Session session(options, std::move(backend));
-  TP_ASSIGN_OR_RETURN(const compiled::Plan* plan, session.plan_for(graph, weights, input_shape));
+  std::vector<Shape> others;
+  for (const std::string& text : split_list(meta(m, "other_input_shapes"), ';')) {
+    TP_ASSIGN_OR_RETURN(Shape other, parse_shape_text(text));
+    others.push_back(std::move(other));
+  }
+  TP_ASSIGN_OR_RETURN(const compiled::Plan* plan,
+                      session.plan_for(graph, weights, input_shape, others));
   const int group = std::stoi(meta(m, "group"));
   if (group < 0 || group >= int(plan->groups.size()) ||
       plan->groups[std::size_t(group)].checkpoints[0] != meta(m, "checkpoint"))

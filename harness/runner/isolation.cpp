@@ -171,7 +171,7 @@ std::string check_plan_reload(const PreparedCase& p) {
           file);
       !s.ok())
     return "loading the saved plans failed: " + s.error().message();
-  auto again = run_model(*p.model, p.pipeline, p.input, loaded, {p.tiling, false});
+  auto again = run_model(*p.model, p.pipeline, p.inputs(), loaded, {p.tiling, false});
   if (!again.ok()) return "running the loaded plans failed: " + again.error().message();
   if (loaded.stats().compilations != 0)
     return "the loaded plans were not used: the fresh session compiled " +

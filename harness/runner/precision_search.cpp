@@ -69,6 +69,17 @@ SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref,
     return r;
   }
   if (!passes(ranked)) {
+    // Values stored between layers (residual sums, skips, reshapes: ops without weights) keep
+    // the base activation dtype; when only keeping every op passes, they are what outgrows it.
+    if (passes({"*"})) {
+      r.note = "keeping all " + std::to_string(ranked.size()) +
+               " layers with weights in fp32 still fails, but keeping every op passes: values "
+               "between the layers (residual sums, skips) outgrow the activation dtype" +
+               (origin.found ? " from " + origin.checkpoint + " on" : std::string()) +
+               "; keep the blocks from there on in fp32 (a glob such as keep=up_blocks.*) or "
+               "use an activation dtype with more range (bf16)";
+      return r;
+    }
     r.note = "keeping all " + std::to_string(ranked.size()) +
              " layers with weights in fp32 still fails: the failure is not the activation or "
              "weight precision "

@@ -32,7 +32,7 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p,
   };
   const auto start = std::chrono::steady_clock::now();
   TP_ASSIGN_OR_RETURN(r.outputs,
-                      run_model(*p.model, p.pipeline, p.input, runner, {p.tiling, false}));
+                      run_model(*p.model, p.pipeline, p.inputs(), runner, {p.tiling, false}));
   r.seconds = seconds_since(start);
   // A chained pipeline's first-graph outputs, as the compiled side reports them (run_compiled
   // with capture).
@@ -64,7 +64,7 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
     TP_ASSIGN_OR_RETURN(run.session, new_compiled_session(p, options));
   }
   if (p.warm) {
-    auto warm = run_model(*p.warm, p.pipeline, p.input, *run.session, {p.tiling, false});
+    auto warm = run_model(*p.warm, p.pipeline, p.inputs(), *run.session, {p.tiling, false});
     if (!warm.ok()) return Error("warm=" + p.c.warm + ": " + warm.error().message());
   }
   auto captured = std::make_shared<std::vector<GroupCapture>>();
@@ -74,7 +74,7 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
           captured->push_back(GroupCapture{&plan, group, stored});
         });
   const auto start = std::chrono::steady_clock::now();
-  auto outputs = run_model(*p.model, p.pipeline, p.input, *run.session, {p.tiling, capture});
+  auto outputs = run_model(*p.model, p.pipeline, p.inputs(), *run.session, {p.tiling, capture});
   run.seconds = seconds_since(start);
   run.session->watch({});
   if (!outputs.ok()) return outputs.error();
@@ -84,7 +84,8 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
 }
 
 Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m,
-                                         const std::string& pipeline, const Shape& input) {
+                                         const std::string& pipeline, const NamedTensors& inputs) {
+  const Shape& input = inputs.front().second.shape();
   TP_ASSIGN_OR_RETURN(std::vector<Stage> stages, m.family().stages(m, pipeline, input));
   int64_t bytes = 0;  // the stages are co-resident
   std::vector<Shape> previous;
@@ -95,9 +96,19 @@ Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m,
       for (const auto& [name, id] : previous_graph->outputs)
         if (name == stage.from) shape = previous[std::size_t(id)];
     }
-    TP_ASSIGN_OR_RETURN(const compiled::Plan* plan, s.plan_for(stage.graph, m.weights, shape));
+    // A graph's inputs after its first, at the shapes of the pipeline's inputs of those names.
+    std::vector<Shape> others;
+    for (std::size_t i = 1; i < stage.graph.inputs.size(); ++i) {
+      const Tensor* t = find_tensor(inputs, stage.graph.inputs[i].first);
+      if (!t)
+        return Error(stage.graph.name + " reads " + stage.graph.inputs[i].first +
+                     ", which the pipeline's inputs do not hold");
+      others.push_back(t->shape());
+    }
+    TP_ASSIGN_OR_RETURN(const compiled::Plan* plan,
+                        s.plan_for(stage.graph, m.weights, shape, others));
     bytes += plan->stats.arena_bytes;
-    TP_ASSIGN_OR_RETURN(previous, compiled::infer_shapes(stage.graph, shape));
+    TP_ASSIGN_OR_RETURN(previous, compiled::infer_shapes(stage.graph, shape, others));
     previous_graph = &stage.graph;
   }
   return bytes;
@@ -147,7 +158,12 @@ std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const Compile
           for (const auto& [name, id] : c.plan->graph->outputs)
             if (name == chain->output)
               if (const Tensor* t = stored(c.plan, id, nullptr)) handoff = t;
-    values[v] = handoff ? *handoff : p.input;
+    // A graph input by name among the pipeline's other inputs (a UNet's timestep, context).
+    std::string name;
+    for (const auto& [n, id] : plan.graph->inputs)
+      if (id == v) name = n;
+    const Tensor* other = find_tensor(p.other_inputs, name);
+    values[v] = handoff ? *handoff : other ? *other : p.input;
   }
   return values;
 }

@@ -21,13 +21,22 @@ struct PreparedCase {
   std::shared_ptr<const Model> model;  // boosted when the case says so
   std::shared_ptr<const Model> warm;   // run first in the same session (case option warm=)
   std::string pipeline;                // one the model's family runs
-  Tensor input;                        // f32
+  Tensor input;                        // the primary input (what res= sizes), f32
+  std::string input_name = "input";
+  NamedTensors other_inputs;  // the pipeline's other inputs (a UNet's timestep, context ...)
   TilingOptions tiling;
   DType reference = DType::kF32;
   compiled::SessionOptions session;
   compiled::Device device = compiled::Device::kCpu;
   std::string
       policy_refusal;  // the compiled path's policy parser refused the dtypes (field report 3)
+
+  // Every input, as the family's run() takes them.
+  NamedTensors inputs() const {
+    NamedTensors all{{input_name, input}};
+    all.insert(all.end(), other_inputs.begin(), other_inputs.end());
+    return all;
+  }
 };
 
 // The case made concrete: model (boosted), input, session options; `refusal` is the outcome a
@@ -79,10 +88,11 @@ Expected<std::unique_ptr<compiled::Session>> new_compiled_session(const Prepared
 Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypePolicy& policy,
                                    bool capture,
                                    std::unique_ptr<compiled::Session> session = nullptr);
-// Compiles (or finds) the plans `pipeline` runs at `input` in `session`, allocating nothing, and
+// Compiles (or finds) the plans `pipeline` runs on `inputs` (the primary first) in `session`,
+// allocating nothing, and
 // returns the arena bytes they hold at once (a roundtrip's encoder and decoder are co-resident).
 Expected<int64_t> compile_pipeline_plans(compiled::Session& session, const Model& m,
-                                         const std::string& pipeline, const Shape& input);
+                                         const std::string& pipeline, const NamedTensors& inputs);
 // The values each graph's plans read or store: what the reference must capture.
 std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session);
 

@@ -45,10 +45,10 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
     const std::string at = step.resolution + ": ";
     const compiled::CacheStats before = session->stats();
     TP_ASSIGN_OR_RETURN(step.need_bytes,
-                        compile_pipeline_plans(*session, *p.model, p.pipeline, p.input.shape()));
+                        compile_pipeline_plans(*session, *p.model, p.pipeline, p.inputs()));
     const bool must_refuse = c.memory_limit && step.need_bytes > c.memory_limit;
     const auto start = std::chrono::steady_clock::now();
-    auto outputs = run_model(*p.model, p.pipeline, p.input, *session);
+    auto outputs = run_model(*p.model, p.pipeline, p.inputs(), *session);
     r.compiled_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const compiled::CacheStats& after = session->stats();
@@ -91,7 +91,7 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
     }
     if (e.failed) v.fail(at + e.reason + " (alone: " + repro_command(p.c) + ")");
     if (exact) {
-      auto want = run_model(*p.model, p.pipeline, p.input, *exact);
+      auto want = run_model(*p.model, p.pipeline, p.inputs(), *exact);
       if (!want.ok()) return Error(at + "the exact-shape run: " + want.error().message());
       step.exact_compilations = exact->stats().compilations;
       const Tensor& got = run.outputs.front().second;

@@ -52,7 +52,7 @@ Status time_policy(compiled::Session& s, const PreparedCase& p, int repeats, Pol
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    auto out = run_model(*p.model, p.pipeline, p.input, s);
+    auto out = run_model(*p.model, p.pipeline, p.inputs(), s);
     if (!out.ok()) return out.error();
     times.push_back(seconds_since(start));
   }
@@ -65,11 +65,11 @@ Status time_policy(compiled::Session& s, const PreparedCase& p, int repeats, Pol
 // A peer: warm-up, then timed runs of the same pipeline; output error against the reference.
 Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const ReferenceRun& ref,
                     int repeats, PolicyPoint& point) {
-  TP_ASSIGN_OR_RETURN(NamedTensors out, run_model(*p.model, p.pipeline, p.input, peer.run));
+  TP_ASSIGN_OR_RETURN(NamedTensors out, run_model(*p.model, p.pipeline, p.inputs(), peer.run));
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    TP_ASSIGN_OR_RETURN(out, run_model(*p.model, p.pipeline, p.input, peer.run));
+    TP_ASSIGN_OR_RETURN(out, run_model(*p.model, p.pipeline, p.inputs(), peer.run));
     times.push_back(seconds_since(start));
   }
   set_times(point, times);
@@ -202,8 +202,7 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
       std::string refused;
       auto s = new_compiled_session(p, p.session);
       if (!s.ok()) return s.error();
-      if (auto plans = compile_pipeline_plans(**s, *p.model, p.pipeline, p.input.shape());
-          !plans.ok())
+      if (auto plans = compile_pipeline_plans(**s, *p.model, p.pipeline, p.inputs()); !plans.ok())
         refused = plans.error().message();
       else
         for (const auto& [graph, ids] : checkpoint_values(**s))

@@ -108,8 +108,10 @@ class ToyFamily : public Family {
       t.data<float>()[i] = float(r.sigma * rng.uniform(-1, 1));
     return t;
   }
-  Expected<NamedTensors> run(const Model& m, const std::string& pipeline, const Tensor& input,
-                             GraphExecutor& executor, const PipelineOptions&) const override {
+  Expected<NamedTensors> run(const Model& m, const std::string& pipeline,
+                             const NamedTensors& inputs, GraphExecutor& executor,
+                             const PipelineOptions&) const override {
+    TP_ASSIGN_OR_RETURN(Tensor input, select_input(pipeline, inputs, pipeline + "'s inputs"));
     TP_RETURN_IF_ERROR(check_input(m, pipeline, input));
     return executor.run(graph_of(toy(*m.config), pipeline), m.weights, {{"sample", input}});
   }

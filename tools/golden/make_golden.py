@@ -19,6 +19,8 @@ import torch
 from diffusers import AutoencoderKL, AutoencoderTiny
 from safetensors.torch import save_file
 
+from seeded_weights import randomize
+
 KL_BLOCKS = lambda n: dict(down_block_types=["DownEncoderBlock2D"] * n, up_block_types=["UpDecoderBlock2D"] * n)
 
 MODELS = {
@@ -37,21 +39,6 @@ MODELS = {
                                 num_encoder_blocks=[1, 1, 1, 1], num_decoder_blocks=[1, 1, 1, 1],
                                 latent_channels=4), {}),
 }
-
-
-def randomize(model, seed):
-    """Seeded weights like twinpath's model init: U(+-1/sqrt(fan_in)); norms 1+-0.1 and +-0.1."""
-    g = torch.Generator().manual_seed(seed)
-    params = dict(model.named_parameters())
-    for name, p in params.items():
-        if "norm" in name:
-            lo, hi = (0.9, 1.1) if name.endswith("weight") else (-0.1, 0.1)
-        else:
-            w = params[name[: -len("bias")] + "weight"] if name.endswith("bias") else p
-            bound = (w[0].numel()) ** -0.5
-            lo, hi = -bound, bound
-        with torch.no_grad():
-            p.copy_(torch.rand(p.shape, generator=g, dtype=torch.float64) * (hi - lo) + lo)
 
 
 def image_like(shape, seed):

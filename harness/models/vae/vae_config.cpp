@@ -1,8 +1,8 @@
 #include "harness/models/vae/vae_config.h"
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "harness/core/json_config.h"
 #include "harness/models/autoencoder_kl/family.h"
 #include "harness/models/autoencoder_tiny/family.h"
 
@@ -10,19 +10,6 @@ namespace tp {
 namespace {
 
 using nlohmann::json;
-
-// Reads `key` into `out` when present; a value of the wrong type is an error naming the key.
-template <class T>
-Status read_field(const json& j, const char* key, T& out, const std::string& source) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status();
-  try {
-    out = it->get<T>();
-  } catch (const json::exception&) {
-    return Error(source + ": field '" + key + "' has the wrong type: " + it->dump());
-  }
-  return Status();
-}
 
 Status expect_all(const json& j, const char* key, const std::string& value, std::size_t count,
                   const std::string& source) {

@@ -113,9 +113,10 @@ Expected<Tensor> VaeFamily::generate_input(const Model& model, const InputReques
 }
 
 Expected<NamedTensors> VaeFamily::run(const Model& model, const std::string& pipeline,
-                                      const Tensor& input, GraphExecutor& executor,
+                                      const NamedTensors& inputs, GraphExecutor& executor,
                                       const PipelineOptions& options) const {
   TP_ASSIGN_OR_RETURN(Pipeline p, parse_pipeline(pipeline));
+  TP_ASSIGN_OR_RETURN(Tensor input, select_pipeline_input(p, inputs, pipeline + "'s inputs"));
   return run_pipeline(model, p, input, executor, options.tiling, options.stage_outputs);
 }
 

@@ -34,8 +34,8 @@ class VaeFamily : public Family {
                      const Tensor& input) const override;
   Expected<Tensor> generate_input(const Model& model, const InputRequest& request,
                                   const GraphRunner& reference) const override;
-  Expected<NamedTensors> run(const Model& model, const std::string& pipeline, const Tensor& input,
-                             GraphExecutor& executor,
+  Expected<NamedTensors> run(const Model& model, const std::string& pipeline,
+                             const NamedTensors& inputs, GraphExecutor& executor,
                              const PipelineOptions& options) const override;
   Expected<std::vector<Stage>> stages(const Model& model, const std::string& pipeline,
                                       const Shape& input) const override;

@@ -1,0 +1,292 @@
+#include "harness/models/unet_2d_condition/family.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "harness/core/rng.h"
+#include "harness/models/unet_2d_condition/unet_config.h"
+
+namespace tp {
+namespace {
+
+// Image pixels per latent pixel: the VAE's downscale the UNet's latents come from (8 for SD and
+// SDXL), so a case's res= is the image's size as for vae.decode.
+constexpr int64_t kLatentScale = 8;
+
+const UnetConfig& unet(const ModelConfig& c) { return dynamic_cast<const UnetConfig&>(c); }
+
+// unet.step's inputs, as diffusers' UNet2DConditionModel.forward names its arguments.
+std::vector<std::string> input_names(const UnetConfig& c) {
+  std::vector<std::string> names{"sample", "timestep", "encoder_hidden_states"};
+  if (c.text_time) {
+    names.emplace_back("text_embeds");
+    names.emplace_back("time_ids");
+  }
+  return names;
+}
+
+class UnetFamily : public Family {
+ public:
+  std::string class_name() const override { return "UNet2DConditionModel"; }
+
+  Expected<std::shared_ptr<const ModelConfig>> parse_config(
+      const nlohmann::json& config, const std::string& source) const override {
+    TP_ASSIGN_OR_RETURN(UnetConfig c, parse_unet_config(config, source));
+    return std::shared_ptr<const ModelConfig>(std::make_shared<UnetConfig>(std::move(c)));
+  }
+
+  std::vector<std::string> builtin_names() const override {
+    std::vector<std::string> names;
+    for (const auto& [name, text] : builtins()) names.push_back(name);
+    return names;
+  }
+  std::string builtin_text(const std::string& name) const override {
+    for (const auto& [n, text] : builtins())
+      if (n == name) return text;
+    return "";
+  }
+
+  std::vector<Graph> graphs(const ModelConfig& c) const override {
+    return {build_unet_graph(unet(c))};
+  }
+
+  std::vector<std::pair<std::string, std::string>> pipelines() const override {
+    return {{"unet.step",
+             "one denoiser call: sample, timestep, encoder_hidden_states [, text_embeds, "
+             "time_ids] -> sample"}};
+  }
+
+  Expected<Shape> input_shape(const ModelConfig& config, const std::string&, int64_t height,
+                              int64_t width) const override {
+    if (height % kLatentScale || width % kLatentScale)
+      return Error("res=" + std::to_string(height) + "x" + std::to_string(width) +
+                   " is not a multiple of the VAE's 8x downscale, so it has no latent size; use "
+                   "a multiple of 8");
+    return Shape{1, unet(config).in_channels, height / kLatentScale, width / kLatentScale};
+  }
+  int64_t input_scale(const ModelConfig&, const std::string&) const override {
+    return kLatentScale;
+  }
+
+  Expected<Tensor> select_input(const std::string& pipeline, const NamedTensors& tensors,
+                                const std::string& source) const override {
+    if (const Tensor* t = find_tensor(tensors, "sample")) return *t;
+    return Error(source + ": " + pipeline + " reads a tensor named 'sample' (the latents)");
+  }
+
+  // The file's tensors named as diffusers' UNet arguments (run() checks which the config needs).
+  Expected<NamedTensors> select_inputs(const std::string& pipeline, const NamedTensors& tensors,
+                                       const std::string& source) const override {
+    NamedTensors out;
+    for (const char* name :
+         {"sample", "timestep", "encoder_hidden_states", "text_embeds", "time_ids"})
+      if (const Tensor* t = find_tensor(tensors, name)) out.emplace_back(name, *t);
+    if (out.empty())
+      return Error(source + ": " + pipeline +
+                   " reads tensors named as diffusers' UNet arguments (sample, timestep, "
+                   "encoder_hidden_states, text_embeds, time_ids); the file has none");
+    return out;
+  }
+
+  Status check_input(const Model& model, const std::string& pipeline,
+                     const Tensor& input) const override {
+    const UnetConfig& c = unet(*model.config);
+    if (input.rank() != 4 || input.dim(1) != c.in_channels || input.numel() == 0)
+      return Error(pipeline + " takes a sample of shape [batch, " + std::to_string(c.in_channels) +
+                   ", height, width], but it is " + shape_string(input.shape()));
+    return Status();
+  }
+
+  // Seeded inputs of one denoiser call on [1, C, res/8]: the sample ~ N(0, sigma^2) (a
+  // scaled model input), a whole timestep in [0, 1000), encoder_hidden_states ~ N(0, 1) over 77
+  // tokens (CLIP's), and for text_time a pooled text embedding ~ N(0, 1) and the time ids the
+  // SDXL pipeline derives from the resolution (original = target size, crops 0).
+  Expected<Tensor> generate_input(const Model& model, const InputRequest& r,
+                                  const GraphRunner& reference) const override {
+    TP_ASSIGN_OR_RETURN(NamedTensors all, generate_inputs(model, r, reference));
+    return all.front().second;
+  }
+  Expected<NamedTensors> generate_inputs(const Model& model, const InputRequest& r,
+                                         const GraphRunner&) const override {
+    if (r.image)
+      return Error("input=image is a VAE's; a UNet case takes input=normal[*SIGMA] or a file");
+    const UnetConfig& c = unet(*model.config);
+    TP_ASSIGN_OR_RETURN(Shape shape, input_shape(c, r.pipeline, r.height, r.width));
+    auto normal = [&](const Shape& s, const char* stream, double sigma) {
+      Tensor t(DType::kF32, s);
+      Rng rng(r.seed, stream);
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const double u1 = 1 - rng.uniform(), u2 = rng.uniform();  // Box-Muller, u1 in (0, 1]
+        t.data<float>()[i] = float(sigma * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+      }
+      return t;
+    };
+    NamedTensors out;
+    out.emplace_back("sample", normal(shape, "input", r.sigma));
+    Tensor t(DType::kF32, {1});
+    Rng rng(r.seed, "timestep");
+    t.data<float>()[0] = float(std::floor(rng.uniform(0, 1000)));
+    out.emplace_back("timestep", t);
+    out.emplace_back("encoder_hidden_states",
+                     normal({1, 77, c.cross_attention_dim[0]}, "encoder_hidden_states", 1));
+    if (c.text_time) {
+      // SDXL's pooled text embedding is 1280 wide: the refiner's 5 ids leave that; else 6 ids.
+      const int64_t add = c.addition_time_embed_dim, proj = c.projection_class_embeddings_input_dim;
+      const int64_t n_ids = proj - 5 * add == 1280 ? 5 : 6;
+      out.emplace_back("text_embeds", normal({1, proj - n_ids * add}, "text_embeds", 1));
+      Tensor ids(DType::kF32, {1, n_ids});
+      const float h = float(r.height), w = float(r.width);
+      const float six[] = {h, w, 0, 0, h, w}, five[] = {h, w, 0, 0, 6};  // 6: aesthetic score
+      for (int64_t i = 0; i < n_ids; ++i) ids.data<float>()[i] = n_ids == 5 ? five[i] : six[i];
+      out.emplace_back("time_ids", ids);
+    }
+    return out;
+  }
+
+  Expected<NamedTensors> bind_inputs(const Model& model, const std::string& pipeline,
+                                     const NamedTensors& inputs) const override {
+    return bind(unet(*model.config), pipeline, inputs);
+  }
+
+  Expected<NamedTensors> run(const Model& model, const std::string& pipeline,
+                             const NamedTensors& inputs, GraphExecutor& executor,
+                             const PipelineOptions&) const override {
+    const UnetConfig& c = unet(*model.config);
+    TP_ASSIGN_OR_RETURN(NamedTensors named, bind(c, pipeline, inputs));
+    return executor.run(build_unet_graph(c), model.weights, named);
+  }
+
+  Expected<std::vector<Stage>> stages(const Model& model, const std::string&,
+                                      const Shape& input) const override {
+    return std::vector<Stage>{{build_unet_graph(unet(*model.config)), input, ""}};
+  }
+  bool image_output(const std::string&) const override { return false; }
+
+  // The pipeline's inputs checked against the config, in the graph's order; a scalar timestep
+  // is broadcast to the batch (as diffusers expands it).
+  static Expected<NamedTensors> bind(const UnetConfig& c, const std::string& pipeline,
+                                     const NamedTensors& inputs) {
+    NamedTensors out;
+    for (const std::string& name : input_names(c)) {
+      const Tensor* t = find_tensor(inputs, name);
+      if (!t) {
+        std::string have;
+        for (const auto& [n, v] : inputs) have += (have.empty() ? "" : ", ") + n;
+        return Error(pipeline + " reads '" + name + "', which the inputs (" + have +
+                     ") do not hold; name the tensors as diffusers' UNet arguments: sample, "
+                     "timestep, encoder_hidden_states" +
+                     std::string(c.text_time ? ", text_embeds, time_ids" : ""));
+      }
+      out.emplace_back(name, t->to(t->dtype() == DType::kF64 ? DType::kF64 : DType::kF32));
+    }
+    const Tensor& sample = out[0].second;
+    if (sample.rank() != 4 || sample.dim(1) != c.in_channels || sample.numel() == 0)
+      return Error(pipeline + " takes a sample of shape [batch, " + std::to_string(c.in_channels) +
+                   ", height, width], but it is " + shape_string(sample.shape()));
+    const int64_t batch = sample.dim(0);
+    Tensor& timestep = out[1].second;
+    if (timestep.numel() == 1) {
+      const Tensor one = timestep.to(DType::kF64);
+      Tensor filled(DType::kF64, {batch});
+      for (int64_t i = 0; i < batch; ++i) filled.data<double>()[i] = one.data<double>()[0];
+      timestep = filled.to(timestep.dtype());
+    } else if (timestep.rank() != 1 || timestep.dim(0) != batch) {
+      return Error(pipeline + " takes a timestep that is a scalar or [" + std::to_string(batch) +
+                   "], not " + shape_string(timestep.shape()));
+    }
+    const Tensor& ehs = out[2].second;
+    const int dc = c.cross_attention_dim[0];
+    if (ehs.rank() != 3 || ehs.dim(0) != batch || ehs.dim(2) != dc)
+      return Error(pipeline + " takes encoder_hidden_states of shape [" + std::to_string(batch) +
+                   ", tokens, " + std::to_string(dc) + "], not " + shape_string(ehs.shape()));
+    if (c.text_time) {
+      const Tensor &text = out[3].second, &ids = out[4].second;
+      const int64_t n_ids = ids.rank() == 2 ? ids.dim(1) : 0;
+      const int64_t text_dim =
+          c.projection_class_embeddings_input_dim - n_ids * int64_t(c.addition_time_embed_dim);
+      if (ids.rank() != 2 || ids.dim(0) != batch || text.rank() != 2 || text.dim(0) != batch ||
+          text.dim(1) != text_dim)
+        return Error(pipeline + " takes text_embeds [" + std::to_string(batch) +
+                     ", D] and time_ids [" + std::to_string(batch) + ", n] with D + n * " +
+                     std::to_string(c.addition_time_embed_dim) + " = " +
+                     std::to_string(c.projection_class_embeddings_input_dim) + "; given " +
+                     shape_string(text.shape()) + " and " + shape_string(ids.shape()));
+    }
+    return out;
+  }
+
+  // tiny-unet, tiny-unet-xl: small models of SD 1.5's and SDXL's UNets (unet-facts 10), seconds
+  // on the CPU. sd15-unet: runwayml/stable-diffusion-v1-5 unet/config.json. sdxl-base: SDXL base
+  // 1.0 unet/config.json. sdxl-refiner: the refiner's, derived from its SGM parameters.
+  static const std::vector<std::pair<std::string, std::string>>& builtins() {
+    static const std::vector<std::pair<std::string, std::string>> kConfigs = {
+        {"tiny-unet", R"({"_class_name": "UNet2DConditionModel", "sample_size": 16,
+ "in_channels": 4, "out_channels": 4,
+ "down_block_types": ["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
+ "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"],
+ "block_out_channels": [8, 16, 16], "layers_per_block": 2, "attention_head_dim": 2,
+ "cross_attention_dim": 16, "norm_num_groups": 4, "norm_eps": 1e-05,
+ "use_linear_projection": false, "flip_sin_to_cos": true, "freq_shift": 0, "act_fn": "silu",
+ "mid_block_type": "UNetMidBlock2DCrossAttn"})"},
+        {"tiny-unet-xl", R"({"_class_name": "UNet2DConditionModel", "sample_size": 16,
+ "in_channels": 4, "out_channels": 4,
+ "down_block_types": ["DownBlock2D", "CrossAttnDownBlock2D"],
+ "up_block_types": ["CrossAttnUpBlock2D", "UpBlock2D"],
+ "block_out_channels": [16, 32], "layers_per_block": 2, "transformer_layers_per_block": [1, 2],
+ "attention_head_dim": [2, 4], "cross_attention_dim": 32, "norm_num_groups": 8,
+ "norm_eps": 1e-05, "use_linear_projection": true, "addition_embed_type": "text_time",
+ "addition_time_embed_dim": 8, "projection_class_embeddings_input_dim": 80,
+ "flip_sin_to_cos": true, "freq_shift": 0, "act_fn": "silu",
+ "mid_block_type": "UNetMidBlock2DCrossAttn"})"},
+        {"sd15-unet", R"({"_class_name": "UNet2DConditionModel", "_diffusers_version": "0.6.0",
+ "act_fn": "silu", "attention_head_dim": 8, "block_out_channels": [320, 640, 1280, 1280],
+ "center_input_sample": false, "cross_attention_dim": 768,
+ "down_block_types": ["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
+ "downsample_padding": 1, "flip_sin_to_cos": true, "freq_shift": 0, "in_channels": 4,
+ "layers_per_block": 2, "mid_block_scale_factor": 1, "norm_eps": 1e-05, "norm_num_groups": 32,
+ "out_channels": 4, "sample_size": 64,
+ "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"]})"},
+        {"sdxl-base",
+         R"({"_class_name": "UNet2DConditionModel", "_diffusers_version": "0.19.0.dev0",
+ "act_fn": "silu", "addition_embed_type": "text_time", "addition_embed_type_num_heads": 64,
+ "addition_time_embed_dim": 256, "attention_head_dim": [5, 10, 20],
+ "block_out_channels": [320, 640, 1280], "center_input_sample": false,
+ "class_embed_type": null, "class_embeddings_concat": false, "conv_in_kernel": 3,
+ "conv_out_kernel": 3, "cross_attention_dim": 2048, "cross_attention_norm": null,
+ "down_block_types": ["DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"],
+ "downsample_padding": 1, "dual_cross_attention": false, "encoder_hid_dim": null,
+ "encoder_hid_dim_type": null, "flip_sin_to_cos": true, "freq_shift": 0, "in_channels": 4,
+ "layers_per_block": 2, "mid_block_only_cross_attention": null, "mid_block_scale_factor": 1,
+ "mid_block_type": "UNetMidBlock2DCrossAttn", "norm_eps": 1e-05, "norm_num_groups": 32,
+ "num_attention_heads": null, "num_class_embeds": null, "only_cross_attention": false,
+ "out_channels": 4, "projection_class_embeddings_input_dim": 2816,
+ "resnet_out_scale_factor": 1.0, "resnet_skip_time_act": false,
+ "resnet_time_scale_shift": "default", "sample_size": 128, "time_cond_proj_dim": null,
+ "time_embedding_act_fn": null, "time_embedding_dim": null, "time_embedding_type": "positional",
+ "timestep_post_act": null, "transformer_layers_per_block": [1, 2, 10],
+ "up_block_types": ["CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"],
+ "upcast_attention": null, "use_linear_projection": true})"},
+        {"sdxl-refiner", R"({"_class_name": "UNet2DConditionModel", "act_fn": "silu",
+ "addition_embed_type": "text_time", "addition_time_embed_dim": 256,
+ "attention_head_dim": [6, 12, 24, 24], "block_out_channels": [384, 768, 1536, 1536],
+ "cross_attention_dim": 1280,
+ "down_block_types": ["DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
+ "flip_sin_to_cos": true, "freq_shift": 0, "in_channels": 4, "layers_per_block": 2,
+ "mid_block_type": "UNetMidBlock2DCrossAttn", "norm_eps": 1e-05, "norm_num_groups": 32,
+ "out_channels": 4, "projection_class_embeddings_input_dim": 2560, "sample_size": 128,
+ "transformer_layers_per_block": 4,
+ "up_block_types": ["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"],
+ "use_linear_projection": true})"},
+    };
+    return kConfigs;
+  }
+};
+
+}  // namespace
+
+const Family& unet_2d_condition_family() {
+  static const UnetFamily family;
+  return family;
+}
+
+}  // namespace tp

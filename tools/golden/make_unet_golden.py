@@ -1,0 +1,90 @@
+"""Writes golden inputs and diffusers outputs for small random-weight UNet2DConditionModels.
+
+For each model: <out>/<name>/config.json, diffusion_pytorch_model.safetensors (f32 weights) and
+io.safetensors with diffusers' UNet arguments
+  sample [2,4,h,w]  timestep []  encoder_hidden_states [2,L,Dc]  (text_time: text_embeds [2,Dt],
+  time_ids [2,n])
+and outputs
+  out.f64: unet(...) with the model in float64 (diffusers keeps its float32 timestep sinusoid)
+  out.f32: the same in float32
+Run by tools/make-unet-golden-fixtures.sh in a venv with PyPI's torch and diffusers 0.42.1.
+"""
+import os
+import sys
+
+import torch
+from diffusers import UNet2DConditionModel
+from safetensors.torch import save_file
+
+from seeded_weights import randomize
+
+MODELS = {
+    # twinpath's built-in tiny-unet (SD 1.5-like: conv projections, 3 levels) at an odd latent
+    # size: 15x17 takes the explicit-size upsample path (up factor 4).
+    "tiny-unet": (dict(sample_size=16, down_block_types=["CrossAttnDownBlock2D", "CrossAttnDownBlock2D", "DownBlock2D"],
+                       up_block_types=["UpBlock2D", "CrossAttnUpBlock2D", "CrossAttnUpBlock2D"],
+                       block_out_channels=[8, 16, 16], layers_per_block=2, attention_head_dim=2,
+                       cross_attention_dim=16, norm_num_groups=4, use_linear_projection=False),
+                  (15, 17), 667.0, 7),
+    # twinpath's built-in tiny-unet-xl (SDXL-like: text_time, linear projections, 2 layers).
+    "tiny-unet-xl": (dict(sample_size=16, down_block_types=["DownBlock2D", "CrossAttnDownBlock2D"],
+                          up_block_types=["CrossAttnUpBlock2D", "UpBlock2D"], block_out_channels=[16, 32],
+                          layers_per_block=2, transformer_layers_per_block=[1, 2], attention_head_dim=[2, 4],
+                          cross_attention_dim=32, norm_num_groups=8, use_linear_projection=True,
+                          addition_embed_type="text_time", addition_time_embed_dim=8,
+                          projection_class_embeddings_input_dim=80),
+                     (16, 16), 334.0, 9),
+    # Not built in: refiner-like 5 time ids, conv projections with text_time, per-level layers,
+    # 1 head of dim 16, freq_shift 1 without the sin/cos flip, downsample padding 0, a mid block
+    # scale, and a latent that is odd at the second level (10x14 -> 5x7).
+    "unet-mixed": (dict(sample_size=16, down_block_types=["CrossAttnDownBlock2D", "DownBlock2D", "CrossAttnDownBlock2D"],
+                        up_block_types=["CrossAttnUpBlock2D", "UpBlock2D", "CrossAttnUpBlock2D"],
+                        block_out_channels=[16, 16, 32], layers_per_block=[1, 2, 1],
+                        transformer_layers_per_block=[2, 1, 1], attention_head_dim=[1, 2, 4],
+                        cross_attention_dim=24, norm_num_groups=8, use_linear_projection=False,
+                        addition_embed_type="text_time", addition_time_embed_dim=4,
+                        projection_class_embeddings_input_dim=32, flip_sin_to_cos=False, freq_shift=1,
+                        downsample_padding=0, mid_block_scale_factor=1.5),
+                   (10, 14), 999.0, 5),
+}
+
+
+def main(out_root):
+    torch.manual_seed(0)
+    for name, (config, (h, w), t, tokens) in MODELS.items():
+        model = UNet2DConditionModel(**config).eval()
+        randomize(model, seed=sum(map(ord, name)))
+        folder = os.path.join(out_root, name)
+        os.makedirs(folder, exist_ok=True)
+        model.save_pretrained(folder, safe_serialization=True)
+        g = torch.Generator().manual_seed(7)
+        cfg = model.config
+        inputs = {
+            "sample": torch.randn(2, 4, h, w, generator=g),
+            "timestep": torch.tensor(t, dtype=torch.float32),
+            "encoder_hidden_states": torch.randn(2, tokens, cfg.cross_attention_dim, generator=g),
+        }
+        added = {}
+        if cfg.addition_embed_type == "text_time":
+            n_ids = 6 if cfg.projection_class_embeddings_input_dim == 80 else 5
+            text_dim = cfg.projection_class_embeddings_input_dim - n_ids * cfg.addition_time_embed_dim
+            inputs["text_embeds"] = torch.randn(2, text_dim, generator=g)
+            ids = [8.0 * h, 8.0 * w, 0.0, 0.0, 8.0 * h, 8.0 * w][:n_ids]
+            if n_ids == 5:
+                ids[4] = 6.0  # the refiner's aesthetic score
+            inputs["time_ids"] = torch.tensor([ids, ids], dtype=torch.float32)
+            added = {"text_embeds": inputs["text_embeds"], "time_ids": inputs["time_ids"]}
+        io = {k: v.contiguous() for k, v in inputs.items()}
+        with torch.no_grad():
+            for dtype, suffix in ((torch.float64, "f64"), (torch.float32, "f32")):
+                m = model.to(dtype)
+                out = m(inputs["sample"].to(dtype), inputs["timestep"],
+                        encoder_hidden_states=inputs["encoder_hidden_states"].to(dtype),
+                        added_cond_kwargs={k: v.to(dtype) for k, v in added.items()} or None).sample
+                io["out." + suffix] = out.contiguous()
+        save_file(io, os.path.join(folder, "io.safetensors"))
+        print(name, {k: list(v.shape) for k, v in io.items()})
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
