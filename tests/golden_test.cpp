@@ -62,7 +62,7 @@ void check_model(const GoldenCase& c, const TilingOptions& tiling, const std::st
   ASSERT_TRUE(io.ok()) << io.error().message();
   CompiledOptions compiled;
   if (!c.policy.empty()) compiled.policy = c.policy;
-  auto path = make_path(c.path, compiled, tiling);
+  auto path = make_path(c.path, compiled, PipelineOptions{tiling});
   ASSERT_TRUE(path.ok()) << path.error().message();
   check_pipeline(model.value(), io.value(), path.value(), "vae.encode", prefix, c.max_rel_l2);
   check_pipeline(model.value(), io.value(), path.value(), "vae.decode", prefix, c.max_rel_l2);
@@ -151,26 +151,77 @@ TEST_P(UnetGoldenTest, MatchesDiffusers) {
   RecordProperty("rel_l2", figure);
 }
 
+// Every path on one fixture: fp32 within 1e-5 of diffusers' float64 (the bar), fp64 within
+// `fp64_bound`, and the compiled path's storage precision: a few unit roundoffs of f16 (4.9e-4)
+// and bf16 (3.9e-3).
+void add_every_path(std::vector<GoldenCase>& cases, const char* fixture, double fp64_bound) {
+  cases.push_back({fixture, "reference", 1e-5});
+  cases.push_back({fixture, "reference:fp64", fp64_bound});
+#ifdef TWINPATH_HAVE_TORCH
+  cases.push_back({fixture, "torch", 1e-5});
+  cases.push_back({fixture, "torch:fp64", fp64_bound});
+#endif
+  cases.push_back({fixture, "compiled:cpu", 1e-5, "w=f32,a=f32,acc=f32"});
+  cases.push_back({fixture, "compiled:cpu", 5e-3, "w=f16,a=f16,acc=f32"});
+  cases.push_back({fixture, "compiled:cpu", 4e-2, "w=bf16,a=bf16,acc=f32"});
+}
+
 std::vector<GoldenCase> unet_cases() {
   std::vector<GoldenCase> cases;
-  for (const char* m : {"tiny-unet", "tiny-unet-xl", "unet-mixed"}) {
-    // The bars: fp32 within 1e-5 of diffusers' float64, fp64 closer (the float32
-    // timestep sinusoid, which diffusers keeps in float64 too, is reproduced exactly).
-    cases.push_back({m, "reference", 1e-5});
-    cases.push_back({m, "reference:fp64", 1e-7});
-#ifdef TWINPATH_HAVE_TORCH
-    cases.push_back({m, "torch", 1e-5});
-    cases.push_back({m, "torch:fp64", 1e-7});
-#endif
-    cases.push_back({m, "compiled:cpu", 1e-5, "w=f32,a=f32,acc=f32"});
-    // Storage precision: a few unit roundoffs of f16 (4.9e-4) and bf16 (3.9e-3).
-    cases.push_back({m, "compiled:cpu", 5e-3, "w=f16,a=f16,acc=f32"});
-    cases.push_back({m, "compiled:cpu", 4e-2, "w=bf16,a=bf16,acc=f32"});
-  }
+  // fp64 closer: the float32 timestep sinusoid, which diffusers keeps in float64 too, is
+  // reproduced exactly.
+  for (const char* m : {"tiny-unet", "tiny-unet-xl", "unet-mixed"}) add_every_path(cases, m, 1e-7);
   return cases;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, UnetGoldenTest, ::testing::ValuesIn(unet_cases()), case_name);
+
+// sdxl.denoise on tiny-unet-xl against StableDiffusionXLPipeline's loop (output_type="latent"):
+// "guided" is 3 steps with guidance 5, "unguided" 2 steps without (the model field names which).
+// diffusers' float64 run still rounds each Euler step to float32 (its scheduler upcasts to
+// float32, not float64), so fp64 lands near 5e-8 of it, not closer.
+class DenoiseGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(DenoiseGoldenTest, MatchesDiffusersPipeline) {
+  const GoldenCase& c = GetParam();
+  const std::string dir =
+      std::string(TWINPATH_SOURCE_DIR) + "/tests/fixtures/golden-unet/tiny-unet-xl";
+  auto model = load_model(dir);
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  auto io = SafetensorsFile::open(dir + "/io_denoise.safetensors");
+  ASSERT_TRUE(io.ok()) << io.error().message();
+  const bool guided = c.model == "guided";
+  NamedTensors inputs;
+  for (const char* name : {"latents", "prompt_embeds", "pooled_prompt_embeds",
+                           "negative_prompt_embeds", "negative_pooled_prompt_embeds"})
+    if (auto t = io->read(name); t.ok() && (guided || std::string(name).rfind("negative", 0)))
+      inputs.emplace_back(name, std::move(t).value());
+  CompiledOptions compiled;
+  if (!c.policy.empty()) compiled.policy = c.policy;
+  PipelineOptions options;
+  options.steps = guided ? 3 : 2;
+  options.guidance_scale = guided ? 5.0 : 1.0;
+  auto path = make_path(c.path, compiled, options);
+  ASSERT_TRUE(path.ok()) << path.error().message();
+  auto out = path->run(*model, "sdxl.denoise", inputs);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  auto golden = io->read("latents." + c.model + ".f64");
+  ASSERT_TRUE(golden.ok()) << golden.error().message();
+  const double err = testing::relative_l2(out->front().second.to(DType::kF64), *golden);
+  EXPECT_LE(err, c.max_rel_l2) << c.model << " via " << path->description;
+  char figure[32];
+  std::snprintf(figure, sizeof figure, "%.3e", err);
+  RecordProperty("rel_l2", figure);
+}
+
+std::vector<GoldenCase> denoise_cases() {
+  std::vector<GoldenCase> cases;
+  for (const char* v : {"guided", "unguided"}) add_every_path(cases, v, 2e-7);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DenoiseGoldenTest, ::testing::ValuesIn(denoise_cases()),
+                         case_name);
 
 }  // namespace
 }  // namespace tp

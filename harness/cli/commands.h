@@ -23,6 +23,8 @@ struct ExecOptions {
   CompiledOptions compiled;
   std::string tiling = "off";
   int64_t tile_min = 0, tile_stride = 0;
+  int steps = 50;  // denoising pipelines (sdxl.denoise)
+  double guidance_scale = 5.0;
 };
 
 struct RunCommandOptions {

@@ -36,8 +36,15 @@ Status exec_command(const ExecOptions& o) {
     return Error("--tile-min and --tile-stride need --tiling on");
   if (o.tile_min < 0 || o.tile_stride < 0)
     return Error("--tile-min and --tile-stride are sizes in pixels and must be positive");
-  const TilingOptions tiling{o.tiling == "on", o.tile_min, o.tile_stride};
-  TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled, tiling));
+  if (o.steps < 1 || o.steps > 1000)
+    return Error("--steps " + std::to_string(o.steps) +
+                 " is out of range; a scheduler of 1000 training steps takes 1 to 1000");
+  PipelineOptions options;
+  options.tiling = TilingOptions{o.tiling == "on", o.tile_min, o.tile_stride};
+  options.steps = o.steps;
+  options.guidance_scale = o.guidance_scale;
+  const TilingOptions& tiling = options.tiling;
+  TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled, options));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   TP_RETURN_IF_ERROR(check_family_runs(model, pipeline));
   if (tiling.enabled && !model.family().tiles())

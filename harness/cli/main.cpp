@@ -68,6 +68,11 @@ int main(int argc, char** argv) {
                    "tile size in image pixels (default: the config's sample_size; 512 for Tiny)");
   exec->add_option("--tile-stride", ex.tile_stride,
                    "pixels between tiles (default: from diffusers' overlap factor)");
+  exec->add_option("--steps", ex.steps, "denoising steps (sdxl.denoise), 1 to 1000")
+      ->capture_default_str();
+  exec->add_option("--guidance-scale", ex.guidance_scale,
+                   "classifier-free guidance (sdxl.denoise); off at 1 or less, as diffusers")
+      ->capture_default_str();
   exec->add_option("--save-plan", ex.compiled.save_plan,
                    "write the compiled plans to this file after the run");
   exec->add_option(

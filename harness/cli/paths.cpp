@@ -12,17 +12,18 @@
 namespace tp {
 namespace {
 
-PathChoice graph_path(GraphRunner runner, std::string description, const TilingOptions& tiling) {
-  return PathChoice{[runner, tiling](const Model& m, const std::string& p, const NamedTensors& in) {
-                      return run_model(m, p, in, runner, {tiling, false});
-                    },
-                    std::move(description),
-                    {}};
+PathChoice graph_path(GraphRunner runner, std::string description, const PipelineOptions& options) {
+  return PathChoice{
+      [runner, options](const Model& m, const std::string& p, const NamedTensors& in) {
+        return run_model(m, p, in, runner, options);
+      },
+      std::move(description),
+      {}};
 }
 
 // compiled:cpu (the emulation) or compiled:cuda.
 Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
-                                   const TilingOptions& tiling) {
+                                   const PipelineOptions& options) {
   compiled::SessionOptions so;
   TP_ASSIGN_OR_RETURN(so.policy.base, compiled::parse_layer_policy(o.policy));
   TP_ASSIGN_OR_RETURN(so.policy.keep_fp32, compiled::parse_keep_fp32(o.keep_fp32));
@@ -37,12 +38,12 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
   description += so.policy.to_string() + ", shapes " + so.shapes.to_string();
   if (!so.faults.empty()) description += ", INJECTED FAULTS " + so.faults.to_string();
   return PathChoice{
-      [session, o, tiling](const Model& m, const std::string& p,
-                           const NamedTensors& in) -> Expected<NamedTensors> {
+      [session, o, options](const Model& m, const std::string& p,
+                            const NamedTensors& in) -> Expected<NamedTensors> {
         if (!o.load_plan.empty() && session->stats().loaded == 0)
           TP_RETURN_IF_ERROR(compiled::load_plans(
               *session, {m.family().graphs(*m.config), &m.weights, m.dir}, o.load_plan));
-        TP_ASSIGN_OR_RETURN(NamedTensors out, run_model(m, p, in, *session, {tiling, false}));
+        TP_ASSIGN_OR_RETURN(NamedTensors out, run_model(m, p, in, *session, options));
         if (!o.save_plan.empty()) TP_RETURN_IF_ERROR(compiled::save_plans(*session, o.save_plan));
         return out;
       },
@@ -54,12 +55,12 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
 bool is_compiled_path(const std::string& name) { return name.rfind("compiled:", 0) == 0; }
 
 Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled,
-                               const TilingOptions& tiling) {
+                               const PipelineOptions& options) {
   if (name == "reference" || name == "reference:fp64") {
     const DType dt = name == "reference" ? DType::kF32 : DType::kF64;
     return graph_path([dt](const Graph& g, const Weights& w,
                            const NamedTensors& in) { return ref::run_graph(g, w, in, dt); },
-                      std::string("reference (") + dtype_name(dt) + ")", tiling);
+                      std::string("reference (") + dtype_name(dt) + ")", options);
   }
   if (name == "torch" || name == "torch:fp64") {
 #ifdef TWINPATH_HAVE_TORCH
@@ -70,7 +71,7 @@ Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& c
           TP_RETURN_IF_ERROR(ref::check_inputs_fit(g, in));
           return torch_path::run_graph(g, w, in, dt);
         },
-        std::string("torch (") + dtype_name(dt) + ", LibTorch CPU ops)", tiling);
+        std::string("torch (") + dtype_name(dt) + ", LibTorch CPU ops)", options);
 #else
     return Error(
         "this twinpath was built without LibTorch, so the torch path is missing; install "
@@ -78,7 +79,7 @@ Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& c
 #endif
   }
   if (name == "compiled:cpu" || name == "compiled:cuda")
-    return compiled_path(name == "compiled:cuda", compiled, tiling);
+    return compiled_path(name == "compiled:cuda", compiled, options);
   return Error(
       "unknown path '" + name +
       "'; use reference, reference:fp64, torch, torch:fp64, compiled:cpu or compiled:cuda");

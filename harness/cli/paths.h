@@ -26,7 +26,7 @@ struct PathChoice {
 
 // reference | reference:fp64 | torch | torch:fp64 | compiled:cpu | compiled:cuda
 Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled = {},
-                               const TilingOptions& tiling = {});
+                               const PipelineOptions& options = {});
 bool is_compiled_path(const std::string& name);
 
 }  // namespace tp

@@ -47,6 +47,10 @@ struct PipelineOptions {
   // A chained pipeline (see Handoff) also returns the first graph's outputs, "<graph>.<name>",
   // read after the second graph ran.
   bool stage_outputs = false;
+  // Denoising pipelines: scheduler steps, and classifier-free guidance (off at <= 1, as
+  // diffusers). SDXL's defaults.
+  int steps = 50;
+  double guidance_scale = 5.0;
 };
 
 // A graph a pipeline runs, with the input shape it runs at; or, when `from` names an output,

@@ -7,13 +7,18 @@ io.safetensors with diffusers' UNet arguments
 and outputs
   out.f64: unet(...) with the model in float64 (diffusers keeps its float32 timestep sinusoid)
   out.f32: the same in float32
+and for tiny-unet-xl, io_denoise.safetensors: StableDiffusionXLPipeline's denoising loop
+(EulerDiscreteScheduler as SDXL configures it, output_type="latent", text encoders bypassed
+with prompt_embeds) over 3 steps with guidance 5 (latents.guided.f64/.f32) and 2 steps without
+guidance (latents.unguided.f64/.f32), from latents, prompt_embeds, pooled_prompt_embeds,
+negative_prompt_embeds, negative_pooled_prompt_embeds.
 Run by tools/make-unet-golden-fixtures.sh in a venv with PyPI's torch and diffusers 0.42.1.
 """
 import os
 import sys
 
 import torch
-from diffusers import UNet2DConditionModel
+from diffusers import EulerDiscreteScheduler, StableDiffusionXLPipeline, UNet2DConditionModel
 from safetensors.torch import save_file
 
 from seeded_weights import randomize
@@ -86,5 +91,38 @@ def main(out_root):
         print(name, {k: list(v.shape) for k, v in io.items()})
 
 
+def denoise(folder):
+    """SDXL's denoising loop on the fixture's UNet, float64 and float32."""
+    scheduler_config = dict(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                            num_train_timesteps=1000, steps_offset=1, timestep_spacing="leading",
+                            prediction_type="epsilon", interpolation_type="linear",
+                            use_karras_sigmas=False)
+    g = torch.Generator().manual_seed(11)
+    unet = UNet2DConditionModel.from_pretrained(folder).eval()
+    io = {
+        "latents": torch.randn(2, 4, 12, 10, generator=g),
+        "prompt_embeds": torch.randn(2, 9, 32, generator=g),
+        "pooled_prompt_embeds": torch.randn(2, 32, generator=g),
+        "negative_prompt_embeds": torch.randn(2, 9, 32, generator=g),
+        "negative_pooled_prompt_embeds": torch.randn(2, 32, generator=g),
+    }
+    for dtype, suffix in ((torch.float64, "f64"), (torch.float32, "f32")):
+        pipe = StableDiffusionXLPipeline(vae=None, text_encoder=None, text_encoder_2=None,
+                                         tokenizer=None, tokenizer_2=None, unet=unet.to(dtype),
+                                         scheduler=EulerDiscreteScheduler(**scheduler_config))
+        pipe.set_progress_bar_config(disable=True)
+        for name, steps, guidance in (("guided", 3, 5.0), ("unguided", 2, 1.0)):
+            args = {k: v.to(dtype) for k, v in io.items() if k.endswith("embeds") or k == "latents"}
+            if guidance <= 1:
+                args = {k: v for k, v in args.items() if not k.startswith("negative")}
+            out = pipe(**args, num_inference_steps=steps, guidance_scale=guidance,
+                       height=12 * 8, width=10 * 8, output_type="latent").images
+            io[f"latents.{name}.{suffix}"] = out.contiguous()
+    io = {k: v.contiguous() for k, v in io.items()}
+    save_file(io, os.path.join(folder, "io_denoise.safetensors"))
+    print("denoise", {k: list(v.shape) for k, v in io.items()})
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
+    denoise(os.path.join(sys.argv[1], "tiny-unet-xl"))

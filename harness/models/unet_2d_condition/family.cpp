@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/rng.h"
+#include "harness/models/unet_2d_condition/sdxl_pipelines.h"
 #include "harness/models/unet_2d_condition/unet_config.h"
 
 namespace tp {
@@ -53,7 +54,10 @@ class UnetFamily : public Family {
   std::vector<std::pair<std::string, std::string>> pipelines() const override {
     return {{"unet.step",
              "one denoiser call: sample, timestep, encoder_hidden_states [, text_embeds, "
-             "time_ids] -> sample"}};
+             "time_ids] -> sample"},
+            {"sdxl.denoise",
+             "SDXL's Euler loop with guidance: latents, prompt_embeds, pooled_prompt_embeds "
+             "[, negative_*] -> latents"}};
   }
 
   Expected<Shape> input_shape(const ModelConfig& config, const std::string&, int64_t height,
@@ -70,21 +74,30 @@ class UnetFamily : public Family {
 
   Expected<Tensor> select_input(const std::string& pipeline, const NamedTensors& tensors,
                                 const std::string& source) const override {
-    if (const Tensor* t = find_tensor(tensors, "sample")) return *t;
-    return Error(source + ": " + pipeline + " reads a tensor named 'sample' (the latents)");
+    const char* primary = pipeline == "sdxl.denoise" ? "latents" : "sample";
+    if (const Tensor* t = find_tensor(tensors, primary)) return *t;
+    return Error(source + ": " + pipeline + " reads a tensor named '" + primary +
+                 "' (the latents)");
   }
 
   // The file's tensors named as diffusers' UNet arguments (run() checks which the config needs).
   Expected<NamedTensors> select_inputs(const std::string& pipeline, const NamedTensors& tensors,
                                        const std::string& source) const override {
+    const std::vector<const char*> names =
+        pipeline == "sdxl.denoise"
+            ? std::vector<const char*>{"latents", "prompt_embeds", "pooled_prompt_embeds",
+                                       "negative_prompt_embeds", "negative_pooled_prompt_embeds"}
+            : std::vector<const char*>{"sample", "timestep", "encoder_hidden_states", "text_embeds",
+                                       "time_ids"};
     NamedTensors out;
-    for (const char* name :
-         {"sample", "timestep", "encoder_hidden_states", "text_embeds", "time_ids"})
+    std::string wanted;
+    for (const char* name : names) {
       if (const Tensor* t = find_tensor(tensors, name)) out.emplace_back(name, *t);
+      wanted += (wanted.empty() ? "" : ", ") + std::string(name);
+    }
     if (out.empty())
-      return Error(source + ": " + pipeline +
-                   " reads tensors named as diffusers' UNet arguments (sample, timestep, "
-                   "encoder_hidden_states, text_embeds, time_ids); the file has none");
+      return Error(source + ": " + pipeline + " reads tensors named as diffusers' arguments (" +
+                   wanted + "); the file has none");
     return out;
   }
 
@@ -110,6 +123,11 @@ class UnetFamily : public Family {
                                          const GraphRunner&) const override {
     if (r.image)
       return Error("input=image is a VAE's; a UNet case takes input=normal[*SIGMA] or a file");
+    if (r.pipeline != "unet.step")
+      return Error(r.pipeline +
+                   " cases need checkpoints named by step, which come next; run it with "
+                   "`twinpath exec --pipeline " +
+                   r.pipeline + "`");
     const UnetConfig& c = unet(*model.config);
     TP_ASSIGN_OR_RETURN(Shape shape, input_shape(c, r.pipeline, r.height, r.width));
     auto normal = [&](const Shape& s, const char* stream, double sigma) {
@@ -145,19 +163,23 @@ class UnetFamily : public Family {
 
   Expected<NamedTensors> bind_inputs(const Model& model, const std::string& pipeline,
                                      const NamedTensors& inputs) const override {
+    if (pipeline != "unet.step") return inputs;
     return bind(unet(*model.config), pipeline, inputs);
   }
 
   Expected<NamedTensors> run(const Model& model, const std::string& pipeline,
                              const NamedTensors& inputs, GraphExecutor& executor,
-                             const PipelineOptions&) const override {
+                             const PipelineOptions& options) const override {
     const UnetConfig& c = unet(*model.config);
+    if (pipeline == "sdxl.denoise") return run_sdxl_denoise(model, c, inputs, executor, options);
     TP_ASSIGN_OR_RETURN(NamedTensors named, bind(c, pipeline, inputs));
     return executor.run(build_unet_graph(c), model.weights, named);
   }
 
-  Expected<std::vector<Stage>> stages(const Model& model, const std::string&,
+  Expected<std::vector<Stage>> stages(const Model& model, const std::string& pipeline,
                                       const Shape& input) const override {
+    if (pipeline != "unet.step")
+      return Error(pipeline + " compiles its plans as its loop runs them (no stages ahead yet)");
     return std::vector<Stage>{{build_unet_graph(unet(*model.config)), input, ""}};
   }
   bool image_output(const std::string&) const override { return false; }
