@@ -38,11 +38,7 @@ Expected<std::vector<Shape>> infer_shapes(const Graph& g, const Shape& input_sha
   std::map<std::string, Shape> inputs{{g.inputs[0].first, input_shape}};
   for (std::size_t i = 0; i < other_inputs.size(); ++i)
     inputs[g.inputs[i + 1].first] = other_inputs[i];
-  auto shapes = infer_value_shapes(g, inputs);
-  if (!shapes.ok() && shapes.error().message().rfind("the input is too small", 0) == 0)
-    return Error("the input " + shape_string(input_shape) +
-                 shapes.error().message().substr(std::string("the input").size()));
-  return shapes;
+  return infer_value_shapes(g, inputs);
 }
 
 Expected<std::vector<Shape>> plan_shapes(const Plan& plan, const Shape& input_shape) {

@@ -56,17 +56,26 @@ TEST_F(FamilyRegistry, AToyFamilyRunsThroughTwinpathRun) {
   }
 }
 
-TEST_F(FamilyRegistry, AToyOverflowIsCaughtAndTracedToItsLayer) {
+// Runs one case line through `twinpath run` (in process), expecting exit code 1 (it fails),
+// and reads its result back from the report.
+void run_failing_case(const std::string& line, const std::string& report_name, CaseResult& out) {
   RunCommandOptions o;
-  o.cases = {"toy.forward model=tiny-toy res=16x16 w=f16 a=f16 acc=f32 boost=conv_in*1e6"};
-  o.report = ::testing::TempDir() + "/family_registry_fault.h5";
+  o.cases = {line};
+  o.report = ::testing::TempDir() + "/" + report_name;
   auto code = run_command(o, "twinpath run (family_registry_test)");
   ASSERT_TRUE(code.ok()) << code.error().message();
   EXPECT_EQ(*code, 1);
   auto report = read_h5_report(o.report);
   ASSERT_TRUE(report.ok()) << report.error().message();
   ASSERT_EQ(report->cases.size(), 1u);
-  const CaseResult& r = report->cases[0];
+  out = report->cases[0];
+}
+
+TEST_F(FamilyRegistry, AToyOverflowIsCaughtAndTracedToItsLayer) {
+  CaseResult r;
+  ASSERT_NO_FATAL_FAILURE(
+      run_failing_case("toy.forward model=tiny-toy res=16x16 w=f16 a=f16 acc=f32 boost=conv_in*1e6",
+                       "family_registry_fault.h5", r));
   EXPECT_EQ(r.outcome, Outcome::kFailed) << r.reason;
   EXPECT_TRUE(r.provenance.found) << r.reason;
   EXPECT_EQ(r.provenance.checkpoint.rfind("conv_in", 0), 0u) << r.provenance.checkpoint;
@@ -75,15 +84,10 @@ TEST_F(FamilyRegistry, AToyOverflowIsCaughtAndTracedToItsLayer) {
 // The same on the N-d ops: an f16 overflow in the transformer's first projection is traced to
 // that layer by replaying its group op by op.
 TEST_F(FamilyRegistry, AnNdOverflowIsTracedToItsLayer) {
-  RunCommandOptions o;
-  o.cases = {"toy.tokens model=tiny-toy res=4x4 w=f16 a=f16 acc=f32 boost=proj_in*1e6"};
-  o.report = ::testing::TempDir() + "/family_registry_nd_fault.h5";
-  auto code = run_command(o, "twinpath run (family_registry_test)");
-  ASSERT_TRUE(code.ok()) << code.error().message();
-  EXPECT_EQ(*code, 1);
-  auto report = read_h5_report(o.report);
-  ASSERT_TRUE(report.ok()) << report.error().message();
-  const CaseResult& r = report->cases.at(0);
+  CaseResult r;
+  ASSERT_NO_FATAL_FAILURE(
+      run_failing_case("toy.tokens model=tiny-toy res=4x4 w=f16 a=f16 acc=f32 boost=proj_in*1e6",
+                       "family_registry_nd_fault.h5", r));
   EXPECT_EQ(r.outcome, Outcome::kFailed) << r.reason;
   EXPECT_TRUE(r.provenance.found) << r.reason;
   EXPECT_EQ(r.provenance.checkpoint, "proj_in") << r.reason;

@@ -7,9 +7,11 @@ std::string at(const Op& op) { return op.name + " (" + op_kind_name(op.kind) + "
 
 int normalized_axis(int axis, std::size_t rank) { return axis < 0 ? axis + int(rank) : axis; }
 
-// Output shape of one op from its input shapes and parameter shapes.
+// Output shape of one op from its input shapes and parameter shapes; `graph_input` names the
+// graph's input in messages about sizes it is too small for.
 Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
-                         const std::map<std::string, Shape>& params) {
+                         const std::map<std::string, Shape>& params,
+                         const std::string& graph_input) {
   const OpAttrs& a = op.attrs;
   const Shape& x = *in[0];
   auto param = [&](const std::string& key) -> const Shape& { return params.at(key); };
@@ -22,7 +24,7 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
       const int64_t h = x[2] + a.pad_top + a.pad_bottom - w[2],
                     wd = x[3] + a.pad_left + a.pad_right - w[3];
       if (h < 0 || wd < 0)
-        return Error("the input is too small: at " + op.name + " the activation is " +
+        return Error(graph_input + " is too small: at " + op.name + " the activation is " +
                      std::to_string(x[2]) + "x" + std::to_string(x[3]) + ", smaller than its " +
                      std::to_string(w[2]) + "x" + std::to_string(w[3]) +
                      " kernel; use a larger image or latent");
@@ -238,6 +240,10 @@ Expected<std::vector<Shape>> infer_value_shapes(const Graph& g,
   for (const ParamSpec& p : g.params) params[p.key] = p.shape;
   std::vector<Shape> s(g.value_names.size());
   std::vector<bool> known(g.value_names.size(), false);
+  std::string graph_input = "the input";
+  if (auto first = g.inputs.empty() ? inputs.end() : inputs.find(g.inputs[0].first);
+      first != inputs.end())
+    graph_input += " " + shape_string(first->second);
   for (const auto& [name, v] : g.inputs) {
     auto it = inputs.find(name);
     if (it == inputs.end()) continue;  // an input no op reads may be left out
@@ -256,7 +262,7 @@ Expected<std::vector<Shape>> infer_value_shapes(const Graph& g,
     for (const std::string* key : {&op.weight, &op.bias})
       if (!key->empty() && !params.count(*key))
         return Error(at(op) + "no parameter " + *key + " in the graph");
-    TP_ASSIGN_OR_RETURN(s[std::size_t(op.output)], op_shape(op, in, params));
+    TP_ASSIGN_OR_RETURN(s[std::size_t(op.output)], op_shape(op, in, params, graph_input));
     known[std::size_t(op.output)] = true;
   }
   return s;

@@ -103,10 +103,14 @@ class UnetFamily : public Family {
 
   Status check_input(const Model& model, const std::string& pipeline,
                      const Tensor& input) const override {
-    const UnetConfig& c = unet(*model.config);
-    if (input.rank() != 4 || input.dim(1) != c.in_channels || input.numel() == 0)
+    return check_sample(unet(*model.config), pipeline, input);
+  }
+
+  static Status check_sample(const UnetConfig& c, const std::string& pipeline,
+                             const Tensor& sample) {
+    if (sample.rank() != 4 || sample.dim(1) != c.in_channels || sample.numel() == 0)
       return Error(pipeline + " takes a sample of shape [batch, " + std::to_string(c.in_channels) +
-                   ", height, width], but it is " + shape_string(input.shape()));
+                   ", height, width], but it is " + shape_string(sample.shape()));
     return Status();
   }
 
@@ -202,9 +206,7 @@ class UnetFamily : public Family {
       out.emplace_back(name, t->to(t->dtype() == DType::kF64 ? DType::kF64 : DType::kF32));
     }
     const Tensor& sample = out[0].second;
-    if (sample.rank() != 4 || sample.dim(1) != c.in_channels || sample.numel() == 0)
-      return Error(pipeline + " takes a sample of shape [batch, " + std::to_string(c.in_channels) +
-                   ", height, width], but it is " + shape_string(sample.shape()));
+    TP_RETURN_IF_ERROR(check_sample(c, pipeline, sample));
     const int64_t batch = sample.dim(0);
     Tensor& timestep = out[1].second;
     if (timestep.numel() == 1) {

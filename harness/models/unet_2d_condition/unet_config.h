@@ -38,8 +38,6 @@ struct UnetConfig : ModelConfig {
 
   const Family& family() const override;
   int levels() const { return int(block_out_channels.size()); }
-  // Latent pixels per skip level: the UNet halves the latent levels() - 1 times.
-  int up_factor() const { return 1 << (levels() - 1); }
 };
 
 // `source` names the file in error messages.
