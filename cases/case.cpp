@@ -1,6 +1,7 @@
 #include "cases/case.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -178,6 +179,43 @@ const std::vector<CaseOption> kOptions = {
      [](const Case& c) {
        return c.saturation_given ? std::string(saturation_name(c.policy.saturation)) : "";
      }},
+    {"vae", "vae=MODEL", "text-to-image pipelines: the VAE that decodes (a built-in or a folder)",
+     [](Case& c, std::string_view v) -> Status {
+       c.vae = std::string(v);
+       return Status();
+     },
+     [](const Case& c) { return c.vae; }},
+    {"refiner", "refiner=MODEL", "sdxl.base+refiner: the refiner UNet (a built-in or a folder)",
+     [](Case& c, std::string_view v) -> Status {
+       c.refiner = std::string(v);
+       return Status();
+     },
+     [](const Case& c) { return c.refiner; }},
+    {"split", "split=F",
+     "base + refiner, refine: the fraction of the schedule before the refiner (default 0.8)",
+     [](Case& c, std::string_view v) -> Status {
+       if (!parse_double(v, c.split) || !(c.split > 0 && c.split < 1))
+         return Status(Error("expected split=F with F between 0 and 1, e.g. split=0.8"));
+       return Status();
+     },
+     [](const Case& c) { return c.split != 0.8 ? format_double(c.split) : ""; }},
+    {"steps", "steps=N", "denoising pipelines: scheduler steps (default 50, as diffusers)",
+     [](Case& c, std::string_view v) -> Status {
+       int64_t n = 0;
+       if (!parse_int(v, n) || n < 1 || n > 1000)
+         return Status(Error("expected steps=N with N from 1 to 1000"));
+       c.steps = int(n);
+       return Status();
+     },
+     [](const Case& c) { return c.steps != 50 ? std::to_string(c.steps) : ""; }},
+    {"guidance", "guidance=SCALE",
+     "denoising pipelines: classifier-free guidance scale (default 5; off at <= 1, as diffusers)",
+     [](Case& c, std::string_view v) -> Status {
+       if (!parse_double(v, c.guidance) || !std::isfinite(c.guidance) || c.guidance < 0)
+         return Status(Error("expected guidance=SCALE, a number >= 0 (<= 1 turns guidance off)"));
+       return Status();
+     },
+     [](const Case& c) { return c.guidance != 5 ? format_double(c.guidance) : ""; }},
     {"keep", "keep=GLOB+GLOB", "module globs kept in fp32 (--keep-fp32)",
      [](Case& c, std::string_view v) -> Status {
        c.keep_fp32 = split_list(v, '+');
@@ -344,6 +382,14 @@ Status apply_policy_text(Case& c, std::string_view policy) {
 
 Status check_case(const Case& c) {
   if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
+  if ((c.steps != 50 || c.guidance != 5) && !is_denoising_pipeline(c.pipeline))
+    return Error("steps= and guidance= are a denoising loop's; " + c.pipeline + " has none");
+  if ((!c.refiner.empty() || c.split != 0.8) && !is_denoising_pipeline(c.pipeline))
+    return Error("refiner= and split= are a base + refiner pipeline's; " + c.pipeline +
+                 " has no refiner");
+  if (!c.vae.empty() && !is_denoising_pipeline(c.pipeline))
+    return Error("vae= is the VAE a text-to-image pipeline decodes with; " + c.pipeline +
+                 " runs one model");
   if (!c.stream.empty() && c.res_given)
     return Error("a stream= case gives its resolutions in stream=; leave res= out");
   if (c.memory_limit && c.stream.empty())

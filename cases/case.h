@@ -5,6 +5,9 @@
 //     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
 //     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [warm=MODEL] [inject=FAULT+FAULT]
 //     [ref=f64] [reload=on] [interleave=on] [seed=N] [shapes=exact|bucket:N]
+//   sdxl.denoise model=tiny-unet-xl res=64x64 w=f16 a=f16 acc=f32 steps=3 guidance=5
+//   sdxl.txt2img model=tiny-unet-xl vae=tiny-kl res=64x64 w=f16 a=f16 acc=f32 steps=3
+//   sdxl.base+refiner model=tiny-unet-xl refiner=tiny-unet-xl-refiner vae=tiny-kl steps=5 split=0.8
 //   vae.decode model=tiny-kl stream=64x64+64x80+96x96 [shapes=bucket:N] [mem=SIZE] ...
 // `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
 // are res / the model's downscale. `model` is a built-in config name (weights seeded from the
@@ -49,6 +52,9 @@ struct Case {
   std::string boost_layer;
   double boost_factor = 1;
   std::string warm;                 // a model run first in the same session
+  std::string vae;                  // text-to-image pipelines: the VAE that decodes
+  std::string refiner;              // sdxl.base+refiner: the refiner UNet
+  double split = 0.8;               // the base's denoising_end, the refiner's denoising_start
   bool reload = false;              // plans saved, loaded into a fresh session, run again
   bool interleave = false;          // roundtrips: encode and decode called in turn in one session
   std::vector<std::string> inject;  // fault names
@@ -57,6 +63,8 @@ struct Case {
   std::string shapes = "exact";     // the compiled session's shape policy
   std::vector<std::pair<int64_t, int64_t>> stream;  // resolutions in order (height, width)
   int64_t memory_limit = 0;                         // bytes; 0: the machine's
+  int steps = 50;                                   // denoising pipelines: scheduler steps
+  double guidance = 5;                              // and guidance scale (diffusers' defaults)
   bool res_given = false;                           // parsing only: res= was written
 
   // The canonical line (options in a fixed order, defaults left out): the case id.

@@ -22,6 +22,20 @@ const std::vector<FaultInfo>& all_faults() {
        "large ones"},
       {Fault::kUpsampleOffByOne, "upsample-off-by-one",
        "the fused nearest-upsample + conv reads source index (i+1)/2 instead of i/2"},
+      {Fault::kCrossAttentionQueryLength, "cross-attention-query-length",
+       "cross-attention reads as many keys as there are queries (a self-attention kernel's "
+       "assumption), not the context's 77"},
+      {Fault::kGegluSwap, "geglu-swap",
+       "GEGLU splits its projection the wrong way round: gelu of the value half, gated by the "
+       "gate half"},
+      {Fault::kTimestepSinCosSwap, "timestep-sin-cos-swap",
+       "the timestep sinusoid writes sin where flip_sin_to_cos puts cos, and cos where sin goes"},
+      {Fault::kCfgHalvesSwapped, "cfg-halves-swapped",
+       "classifier-free guidance reads the conditional half of the batch as the unconditional "
+       "one and back (guidance pushes away from the prompt)"},
+      {Fault::kPlanLoadFirstModel, "plan-load-first-model",
+       "loading a plan file maps every plan to the first model of a shared session, so the "
+       "refiner's and the shared VAE's plans are checked against the base UNet (field report 2)"},
   };
   return faults;
 }

@@ -26,8 +26,16 @@ enum class Fault : uint8_t {
   kFp8NoScale,    // fp8 weights cast without a scale (small weights flush, large ones saturate)
   kUpsampleOffByOne,  // fused nearest-upsample + conv reads source row/column (i+1)/2 instead of
                       // i/2
+  kCrossAttentionQueryLength,  // cross-attention reads as many keys as there are queries (a
+                               // self-attention kernel's assumption), not the context's length
+  kGegluSwap,                  // GEGLU takes gelu of the first half and gates with the second
+  kTimestepSinCosSwap,         // the timestep sinusoid writes sin where cos goes and back
+  kCfgHalvesSwapped,           // guidance reads the conditional half of the batch as the
+                               // unconditional one and back
+  kPlanLoadFirstModel,  // a plan file's plans are all loaded against the first model of a session
+                        // several models share (field report 2)
 };
-constexpr int kFaultCount = 7;
+constexpr int kFaultCount = 12;
 
 struct FaultInfo {
   Fault fault;

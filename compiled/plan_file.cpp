@@ -1,5 +1,6 @@
 #include "compiled/plan_file.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -66,8 +67,10 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
   const std::string graph_name = j.at("graph");
   const Graph* found = nullptr;
   std::string known;
-  for (const Graph& g : model.graphs) {
-    if (g.name == graph_name) found = &g;
+  for (const Graph& g : model.graphs) {  // the one of that name and hash, else of that name
+    if (g.name == graph_name &&
+        (!found || (found->hash() != g.hash() && j.at("graph_hash") == hex(g.hash()))))
+      found = &g;
     known += (known.empty() ? "" : ", ") + g.name;
   }
   if (found == nullptr)
@@ -182,6 +185,10 @@ Status save_plans(const Session& session, const std::string& path) {
 }
 
 Status load_plans(Session& session, const PlanModel& model, const std::string& path) {
+  return load_plans(session, std::vector<PlanModel>{model}, path);
+}
+
+Status load_plans(Session& session, const std::vector<PlanModel>& models, const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Error(path + ": cannot open the plan file; check the path");
   std::string magic, body, sum;
@@ -218,10 +225,27 @@ Status load_plans(Session& session, const PlanModel& model, const std::string& p
                      "' but this run asks for '" + want +
                      "'; pass the same options as when it was saved, or make a new plan file with "
                      "--save-plan");
-    const uint64_t identity = session.identity_of(*model.weights);
+    // A plan's weights are one model's; its graph may be any of theirs (a pipeline runs its
+    // own small graphs, such as the latents' unscaling, with the VAE's weights).
+    std::vector<uint64_t> identities;
+    std::vector<Graph> graphs;
+    for (const PlanModel& m : models) {
+      identities.push_back(session.identity_of(*m.weights));
+      for (const Graph& g : m.graphs)
+        if (std::none_of(graphs.begin(), graphs.end(),
+                         [&](const Graph& x) { return x.name == g.name && x.hash() == g.hash(); }))
+          graphs.push_back(g);
+    }
     for (const json& jp : j.at("plans")) {
+      // The model the plan's weights are (the first one when none is: its error says so).
+      std::size_t which = 0;
+      for (std::size_t i = 0; i < models.size(); ++i)
+        if (jp.at("weights_identity") == hex(identities[i]) &&
+            !session.options().faults.has(Fault::kPlanLoadFirstModel))
+          which = i;
+      const PlanModel model{graphs, models.at(which).weights, models.at(which).dir};
       TP_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan,
-                          plan_from_json(jp, model, identity, session, path));
+                          plan_from_json(jp, model, identities[which], session, path));
       session.adopt(std::move(plan));
     }
   } catch (const json::exception& e) {

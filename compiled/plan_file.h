@@ -29,5 +29,8 @@ struct PlanModel {
 // Reads `path`, checks it against `model` and the session's options, and adds its plans to
 // the session (they are then cache hits).
 Status load_plans(Session& session, const PlanModel& model, const std::string& path);
+// The same for a session several models share (a base and a refiner UNet, the VAE both
+// decode with): each plan goes to the model whose weights it was made for.
+Status load_plans(Session& session, const std::vector<PlanModel>& models, const std::string& path);
 
 }  // namespace tp::compiled

@@ -270,9 +270,11 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
   plan->groups = partition_into_groups(g);
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(g, r.capacity_shape, r.other_inputs));
 
+  const LayerPolicy fp32{DType::kF32, DType::kF32, DType::kF32, r.policy.base.scale,
+                         r.policy.base.saturation};
   for (Group& grp : plan->groups) {
     // A group runs in fp32 when any of its ops is kept (a kept layer's epilogue stays with it).
-    grp.policy = r.policy.base;
+    grp.policy = g.fp32_arithmetic ? fp32 : r.policy.base;
     for (int o : grp.ops) {
       const LayerPolicy layer = r.policy.for_layer(g.ops[std::size_t(o)].name);
       if (!(layer == r.policy.base)) grp.policy = layer;
@@ -307,6 +309,13 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
   for (int gi = 0; gi < last; ++gi)
     for (int v : plan->groups[std::size_t(gi)].outputs)
       add_buffer(v, plan->groups[std::size_t(gi)].policy.activation, gi);
+  // fp32 arithmetic hands its results on in the pipeline's activation dtype.
+  if (g.fp32_arithmetic)
+    for (const auto& [name, v] : g.outputs) {
+      Buffer& b = plan->buffers.at(v);
+      b.dtype = r.policy.base.activation;
+      b.bytes = shape_numel(b.shape) * int64_t(dtype_size(b.dtype));
+    }
   for (int gi = 0; gi < last; ++gi)
     for (int v : plan->groups[std::size_t(gi)].inputs) {
       Buffer& b = plan->buffers.at(v);

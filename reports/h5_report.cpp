@@ -24,6 +24,7 @@ void write_provenance(hid_t parent, const Provenance& p) {
   put_int(g.get(), "found", p.found);
   put_string(g.get(), "checkpoint", p.checkpoint);
   put_string(g.get(), "graph", p.graph);
+  put_string(g.get(), "step", p.step);
   put_int(g.get(), "group", p.group);
   put_string(g.get(), "layer", p.layer);
   put_string(g.get(), "op", p.op);
@@ -46,6 +47,7 @@ Provenance read_provenance(hid_t parent) {
   p.found = get_int(g.get(), "found") != 0;
   p.checkpoint = get_string(g.get(), "checkpoint");
   p.graph = get_string(g.get(), "graph");
+  p.step = get_string(g.get(), "step");
   p.group = int(get_int(g.get(), "group"));
   p.layer = get_string(g.get(), "layer");
   p.op = get_string(g.get(), "op");

@@ -37,6 +37,7 @@ nlohmann::json case_json(const CaseResult& c) {
     nlohmann::json o;
     o["checkpoint"] = p.checkpoint;
     o["graph"] = p.graph;
+    if (!p.step.empty()) o["step"] = p.step;
     o["layer"] = p.layer;
     o["op"] = p.op;
     o["cause"] = p.cause;

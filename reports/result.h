@@ -33,6 +33,7 @@ struct Provenance {
   bool found = false;
   std::string checkpoint;  // the origin group's checkpoint
   std::string graph;
+  std::string step;  // the graph call in a denoising loop ("step3"; "" for a single call)
   int group = -1;
   std::string layer;   // the op's name (a diffusers path)
   std::string op;      // op kind: conv2d, group_norm, ...

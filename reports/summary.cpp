@@ -115,8 +115,8 @@ std::string case_lines(const CaseResult& r) {
   s += "\n    " + r.reason + "\n";
   if (r.provenance.found && r.outcome == Outcome::kFailed) {
     const Provenance& p = r.provenance;
-    s += "    origin: " + p.layer + " (" + p.op + "), cause " + p.cause + ", element " +
-         format_index(p.index) + "\n";
+    s += "    origin: " + (p.step.empty() ? "" : p.step + ", ") + p.layer + " (" + p.op +
+         "), cause " + p.cause + ", element " + format_index(p.index) + "\n";
   }
   if (r.searched) {
     const std::string keep = join_list(r.keep_fp32, ',');

@@ -68,6 +68,10 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
         Bad{"vae.decode stream=64x64 tiling=on",
             "tiling=, warm=, reload= and interleave= are cases of their own"},
         Bad{"vae.decode interleave=on", "it needs vae.roundtrip without tiling"},
+        Bad{"sdxl.denoise model=tiny-unet-xl steps=0", "expected steps=N with N from 1 to 1000"},
+        Bad{"sdxl.denoise model=tiny-unet-xl guidance=-1", "expected guidance=SCALE"},
+        Bad{"vae.decode steps=3", "steps= and guidance= are a denoising loop's"},
+        Bad{"vae.decode vae=tiny-kl", "vae= is the VAE a text-to-image pipeline decodes with"},
         Bad{"", "empty case line"}}) {
     auto c = parse_case(b.line);
     ASSERT_FALSE(c.ok()) << b.line;

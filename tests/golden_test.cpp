@@ -223,5 +223,59 @@ std::vector<GoldenCase> denoise_cases() {
 INSTANTIATE_TEST_SUITE_P(Fixtures, DenoiseGoldenTest, ::testing::ValuesIn(denoise_cases()),
                          case_name);
 
+// sdxl.base+refiner against diffusers' ensemble of expert denoisers: StableDiffusionXLPipeline
+// with denoising_end 0.7, then StableDiffusionXLImg2ImgPipeline (requires_aesthetics_score) with
+// denoising_start 0.7 from its latents, 6 steps, guidance 5, the refiner conditioned on the last
+// 24 columns of prompt_embeds, one VAE (golden/tiny-kl) decoding both pipelines' latents.
+class BaseRefinerGoldenTest : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(BaseRefinerGoldenTest, MatchesDiffusersPipelines) {
+  const GoldenCase& c = GetParam();
+  const std::string root = std::string(TWINPATH_SOURCE_DIR) + "/tests/fixtures/";
+  auto base = load_model(root + "golden-unet/tiny-unet-xl");
+  auto refiner = load_model(root + "golden-unet/tiny-unet-xl-refiner");
+  auto vae = load_model(root + "golden/tiny-kl");
+  ASSERT_TRUE(base.ok() && refiner.ok() && vae.ok());
+  auto io =
+      SafetensorsFile::open(root + "golden-unet/tiny-unet-xl-refiner/io_base_refiner.safetensors");
+  ASSERT_TRUE(io.ok()) << io.error().message();
+  NamedTensors inputs;
+  for (const char* name : {"latents", "prompt_embeds", "pooled_prompt_embeds",
+                           "negative_prompt_embeds", "negative_pooled_prompt_embeds"})
+    inputs.emplace_back(name, *io->read(name));
+  CompiledOptions compiled;
+  if (!c.policy.empty()) compiled.policy = c.policy;
+  PipelineOptions options;
+  options.steps = 6;
+  options.guidance_scale = 5;
+  options.denoising_split = 0.7;
+  options.vae = &*vae;
+  options.refiner = &*refiner;
+  auto path = make_path(c.path, compiled, options);
+  ASSERT_TRUE(path.ok()) << path.error().message();
+  auto out = path->run(*base, "sdxl.base+refiner", inputs);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  for (const char* name : {"base.latents", "base.sample", "sample"}) {
+    const Tensor* got = find_tensor(*out, name);
+    ASSERT_NE(got, nullptr) << name;
+    auto golden = io->read(std::string(name) + ".f64");
+    ASSERT_TRUE(golden.ok()) << golden.error().message();
+    const double err = testing::relative_l2(got->to(DType::kF64), *golden);
+    EXPECT_LE(err, c.max_rel_l2) << name << " via " << path->description;
+    char figure[32];
+    std::snprintf(figure, sizeof figure, "%.3e", err);
+    RecordProperty(std::string("rel_l2.") + name, figure);
+  }
+}
+
+std::vector<GoldenCase> base_refiner_cases() {
+  std::vector<GoldenCase> cases;
+  add_every_path(cases, "base+refiner", 2e-7);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, BaseRefinerGoldenTest, ::testing::ValuesIn(base_refiner_cases()),
+                         case_name);
+
 }  // namespace
 }  // namespace tp

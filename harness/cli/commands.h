@@ -25,6 +25,9 @@ struct ExecOptions {
   int64_t tile_min = 0, tile_stride = 0;
   int steps = 50;  // denoising pipelines (sdxl.denoise)
   double guidance_scale = 5.0;
+  std::string vae_dir;           // text-to-image pipelines (sdxl.txt2img): the VAE folder
+  std::string refiner_dir;       // sdxl.base+refiner: the refiner UNet folder
+  double denoising_split = 0.8;  // sdxl.refine's denoising_start, the base's denoising_end
 };
 
 struct RunCommandOptions {

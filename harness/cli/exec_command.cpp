@@ -1,6 +1,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <tuple>
 
 #include "harness/cli/commands.h"
 #include "harness/cli/paths.h"
@@ -43,6 +45,22 @@ Status exec_command(const ExecOptions& o) {
   options.tiling = TilingOptions{o.tiling == "on", o.tile_min, o.tile_stride};
   options.steps = o.steps;
   options.guidance_scale = o.guidance_scale;
+  options.denoising_split = o.denoising_split;
+  // A text-to-image pipeline's other models: the VAE, the refiner.
+  std::optional<Model> vae, refiner;
+  for (auto [flag, dir, model, slot] :
+       {std::tuple{"--vae", &o.vae_dir, &vae, &options.vae},
+        std::tuple{"--refiner", &o.refiner_dir, &refiner, &options.refiner}}) {
+    if (dir->empty()) continue;
+    if (!is_denoising_pipeline(pipeline))
+      return Error(std::string(flag) + " names another model of a text-to-image pipeline; " +
+                   pipeline + " runs one model");
+    auto loaded = load_model(*dir);
+    if (!loaded.ok())
+      return Error(std::string(flag) + " " + *dir + ": " + loaded.error().message());
+    *model = std::move(loaded).value();
+    *slot = &**model;
+  }
   const TilingOptions& tiling = options.tiling;
   TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled, options));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));

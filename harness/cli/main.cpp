@@ -70,6 +70,14 @@ int main(int argc, char** argv) {
                    "pixels between tiles (default: from diffusers' overlap factor)");
   exec->add_option("--steps", ex.steps, "denoising steps (sdxl.denoise), 1 to 1000")
       ->capture_default_str();
+  exec->add_option("--vae", ex.vae_dir,
+                   "sdxl.txt2img: the VAE folder that decodes the latents (diffusers' vae/)");
+  exec->add_option("--refiner", ex.refiner_dir,
+                   "sdxl.base+refiner: the refiner UNet folder (diffusers' refiner unet/)");
+  exec->add_option("--denoising-split", ex.denoising_split,
+                   "sdxl.refine, sdxl.base+refiner: the refiner's denoising_start (the base's "
+                   "denoising_end), between 0 and 1")
+      ->capture_default_str();
   exec->add_option("--guidance-scale", ex.guidance_scale,
                    "classifier-free guidance (sdxl.denoise); off at 1 or less, as diffusers")
       ->capture_default_str();

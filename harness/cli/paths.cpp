@@ -21,6 +21,15 @@ PathChoice graph_path(GraphRunner runner, std::string description, const Pipelin
       {}};
 }
 
+// The models a pipeline's session holds plans for: the model, and a text-to-image pipeline's
+// refiner and VAE.
+std::vector<compiled::PlanModel> plan_models(const Model& m, const PipelineOptions& options) {
+  std::vector<compiled::PlanModel> models;
+  for (const Model* x : {&m, options.refiner, options.vae})
+    if (x) models.push_back({x->family().graphs(*x->config), &x->weights, x->dir});
+  return models;
+}
+
 // compiled:cpu (the emulation) or compiled:cuda.
 Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
                                    const PipelineOptions& options) {
@@ -41,8 +50,7 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
       [session, o, options](const Model& m, const std::string& p,
                             const NamedTensors& in) -> Expected<NamedTensors> {
         if (!o.load_plan.empty() && session->stats().loaded == 0)
-          TP_RETURN_IF_ERROR(compiled::load_plans(
-              *session, {m.family().graphs(*m.config), &m.weights, m.dir}, o.load_plan));
+          TP_RETURN_IF_ERROR(compiled::load_plans(*session, plan_models(m, options), o.load_plan));
         TP_ASSIGN_OR_RETURN(NamedTensors out, run_model(m, p, in, *session, options));
         if (!o.save_plan.empty()) TP_RETURN_IF_ERROR(compiled::save_plans(*session, o.save_plan));
         return out;

@@ -47,6 +47,9 @@ class GraphExecutor {
   // A deliberate fault by name (`twinpath exec --help` lists them) that pipeline code outside
   // the executor must inject for it: tile-threshold-from-stride lives in the streamed tiler.
   virtual bool injects(std::string_view /*fault*/) const { return false; }
+  // The part of a pipeline the following calls belong to ("refiner/": the refiner's loop after
+  // the base's; "" again after it), for executors that name calls (the runner's capture).
+  virtual void set_part(const std::string& /*prefix*/) {}
 };
 
 // A path given as one function (the reference and torch paths, LibTorch peers).

@@ -104,6 +104,10 @@ struct Graph {
   std::vector<std::pair<std::string, int>> modules;  // composite module path -> value
   int64_t input_pixel =
       1;  // image pixels per input element along H and W (a decoder's latents: the downscale)
+  // A scheduler's arithmetic, which diffusers computes in float32 whatever the pipeline's dtype:
+  // the compiled path runs its ops in fp32 and stores only its outputs in the activation dtype
+  // (diffusers casts the step's result back to the model output's dtype).
+  bool fp32_arithmetic = false;
 
   // Stable across runs and machines: a function of the ops, attributes and parameter shapes.
   uint64_t hash() const;

@@ -23,6 +23,9 @@ class ModelConfig {
  public:
   virtual ~ModelConfig() = default;
   virtual const Family& family() const = 0;
+  // A VAE's scaling_factor (a pipeline divides the denoised latents by it before decoding);
+  // none for other models.
+  virtual std::optional<double> scaling_factor() const { return std::nullopt; }
 };
 
 // A model: a diffusers-layout folder (config.json + diffusion_pytorch_model.safetensors), or a
@@ -51,7 +54,16 @@ struct PipelineOptions {
   // diffusers). SDXL's defaults.
   int steps = 50;
   double guidance_scale = 5.0;
+  // Text-to-image pipelines: the VAE that decodes the denoised latents (not owned).
+  const Model* vae = nullptr;
+  // Base + refiner: the refiner UNet (not owned), and where the schedule is split between them
+  // (the base's denoising_end, the refiner's denoising_start; diffusers' example's 0.8).
+  const Model* refiner = nullptr;
+  double denoising_split = 0.8;
 };
+
+// The part of a base + refiner run the refiner's calls belong to (GraphExecutor::set_part).
+inline constexpr const char* kRefinerPart = "refiner/";
 
 // A graph a pipeline runs, with the input shape it runs at; or, when `from` names an output,
 // on the previous stage's output of that name.
@@ -150,6 +162,13 @@ class Family {
   virtual bool image_output(const std::string& pipeline) const = 0;
   // Whether tiling=on means anything for this family.
   virtual bool tiles() const { return false; }
+  // Whether `pipeline` is a denoising loop (it takes steps and a guidance scale).
+  virtual bool denoises(const std::string& /*pipeline*/) const { return false; }
+  // Where the `call`-th run (from 0) of graph `graph` in one run of `pipeline` puts its
+  // checkpoints: a prefix of their names ("step3/"), distinct for every call of a graph. The
+  // default leaves a graph's first call unprefixed and names later ones "call1/", "call2/".
+  virtual std::string call_scope(const std::string& pipeline, const std::string& graph,
+                                 int call) const;
 };
 
 // Runs `pipeline` of the model's family (which checks the inputs first); a single tensor is
@@ -182,6 +201,8 @@ Expected<std::string> builtin_config_text(const std::string& name);
 // Every pipeline name any family runs, and whether `name` is one.
 std::vector<std::string> pipeline_names();
 bool is_pipeline_name(const std::string& name);
+// Whether a family runs `name` as a denoising loop.
+bool is_denoising_pipeline(const std::string& name);
 // "PIPELINE  help" lines for every pipeline of every family.
 std::string pipelines_help();
 // An error when `model`'s family does not run `pipeline`, naming the ones it does.

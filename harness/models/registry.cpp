@@ -56,6 +56,11 @@ Expected<NamedTensors> Family::select_inputs(const std::string& pipeline,
   return NamedTensors{{"input", std::move(t)}};
 }
 
+std::string Family::call_scope(const std::string& /*pipeline*/, const std::string& /*graph*/,
+                               int call) const {
+  return call == 0 ? "" : "call" + std::to_string(call) + "/";
+}
+
 Expected<NamedTensors> Family::generate_inputs(const Model& model, const InputRequest& request,
                                                const GraphRunner& reference) const {
   TP_ASSIGN_OR_RETURN(Tensor t, generate_input(model, request, reference));
@@ -153,6 +158,12 @@ std::vector<std::string> pipeline_names() {
 bool is_pipeline_name(const std::string& name) {
   const std::vector<std::string> names = pipeline_names();
   return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+bool is_denoising_pipeline(const std::string& name) {
+  for (const Family* f : families())
+    if (f->runs(name) && f->denoises(name)) return true;
+  return false;
 }
 
 std::string pipelines_help() {

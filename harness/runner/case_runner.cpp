@@ -100,9 +100,9 @@ void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref,
   for (const GroupCapture& g : run.groups) {
     const compiled::Group& grp = g.plan->groups[std::size_t(g.group)];
     for (std::size_t i = 0; i < grp.outputs.size(); ++i)
-      if (o.dump == DumpPolicy::kAll || failing[grp.checkpoints[i]])
-        dump(r, grp.checkpoints[i], g.stored[i].second,
-             ref.values.at(g.plan->graph->name).at(grp.outputs[i]));
+      if (o.dump == DumpPolicy::kAll || failing[g.scope + grp.checkpoints[i]])
+        dump(r, g.scope + grp.checkpoints[i], g.stored[i].second,
+             ref.values.at(g.key()).at(grp.outputs[i]));
   }
   for (const auto& [name, got] : run.outputs)
     if (const Tensor* want = find_tensor(ref.outputs, name)) dump(r, "output:" + name, got, *want);
@@ -156,6 +156,22 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   p.input_name = inputs.front().first;
   p.input = inputs.front().second;
   p.other_inputs.assign(inputs.begin() + 1, inputs.end());
+  for (auto [name, slot] : {std::pair{&c.vae, &p.vae}, std::pair{&c.refiner, &p.refiner}})
+    if (!name->empty()) {
+      auto m = models.get(*name);
+      if (!m.ok())
+        return Error((slot == &p.vae ? "vae=" : "refiner=") + *name + ": " + m.error().message());
+      *slot = *m;
+    }
+  if (!p.refiner && p.pipeline == "sdxl.base+refiner")
+    return Error(p.pipeline +
+                 " hands the base's latents to a refiner: add refiner=MODEL to the case (the "
+                 "built-in tiny-unet-xl-refiner or sdxl-refiner, or a diffusers UNet folder)");
+  if (!p.vae && p.model->family().denoises(p.pipeline) &&
+      p.model->family().image_output(p.pipeline))
+    return Error(p.pipeline +
+                 " decodes the latents with a VAE: add vae=MODEL to the case (a built-in such as "
+                 "tiny-kl or sdxl-kl, or a diffusers VAE folder)");
   if (!c.warm.empty()) {
     TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
     TP_RETURN_IF_ERROR(check_family_runs(*p.warm, p.pipeline));

@@ -144,6 +144,69 @@ bool constant(const Tensor& t, double& value) {
   return seen && lo == hi;
 }
 
+// A denoising loop's steps: each later call of a graph with weights (the UNet) run alone on the
+// reference trajectory's inputs of that call, beside the compiled trajectory's own output. The
+// step where error is made stands out from the steps that only carry it.
+void step_local_errors(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run,
+                       const Tolerance& tol, Evaluation& e) {
+  for (const auto& [key, given] : run.call_inputs) {
+    const std::string graph_name = unscoped(key);
+    const compiled::Plan* plan = nullptr;  // the one this call ran
+    for (const GroupCapture& g : run.groups)
+      if (!plan && g.key() == key) plan = g.plan;
+    const auto want = ref.values.find(key);
+    if (graph_name == key || !plan || plan->graph->params.empty() || want == ref.values.end())
+      continue;
+    const Graph& graph = *plan->graph;
+    const std::string scope = key.substr(0, key.size() - graph_name.size());
+    NamedTensors inputs;
+    for (const auto& [name, id] : graph.inputs) inputs.emplace_back(name, want->second.at(id));
+    auto alone = run.session->run(graph, p.model_of(graph.name, scope).weights, inputs);
+    if (!alone.ok()) {
+      e.failed = true;
+      if (e.reason.empty())
+        e.reason = scope + graph_name +
+                   ": running the step alone on the reference's inputs "
+                   "failed: " +
+                   alone.error().message();
+      continue;
+    }
+    for (const auto& [name, id] : graph.outputs) {
+      const Tensor* got = find_tensor(*alone, name);
+      const Tensor* trajectory = nullptr;  // the compiled run's own value of this call
+      for (const GroupCapture& g : run.groups)
+        if (g.key() == key)
+          for (std::size_t i = 0; i < g.stored.size(); ++i)
+            if (g.plan->groups[std::size_t(g.group)].outputs[i] == id)
+              trajectory = &g.stored[i].second;
+      if (!got || !trajectory) continue;
+      CheckpointRecord rec;
+      rec.name = scope + graph_name + ":" + name;
+      rec.graph = graph_name;
+      rec.op_class = op_class_name(OpClass::kOutput);
+      rec.dtype = dtype_name(got->dtype());
+      set_tolerance(rec, tol);
+      auto accumulated = compare_tensors(*trajectory, want->second.at(id), got->dtype());
+      auto lm = compare_tensors(*got, want->second.at(id), got->dtype());
+      if (!accumulated.ok() || !lm.ok()) continue;
+      rec.accumulated = std::move(accumulated).value();
+      rec.has_local = true;
+      rec.local = std::move(lm).value();
+      const std::string why = judge(rec.local, tol);
+      if (!why.empty()) {
+        rec.passed = false;
+        if (!e.failed)
+          e.reason = rec.name +
+                     ": local error (the step alone on the reference's "
+                     "trajectory): " +
+                     why;
+        e.failed = true;
+      }
+      e.checkpoints.push_back(std::move(rec));
+    }
+  }
+}
+
 }  // namespace
 
 Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local) {
@@ -152,41 +215,45 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     if (!e.failed) e.reason = why;
     e.failed = true;
   };
-  // The output's tolerance: every group of the largest plan per graph (tiles share a graph).
-  std::map<std::string, const compiled::Plan*> largest;
+  // The output's tolerance: every group of the largest plan per graph (tiles share a graph;
+  // a base and a refiner UNet do not).
+  std::map<uint64_t, const compiled::Plan*> largest;
   for (const compiled::Plan* plan : run.session->plans()) {
-    const compiled::Plan*& l = largest[plan->graph->name];
+    const compiled::Plan*& l = largest[plan->graph_hash];
     if (!l || plan->groups.size() > l->groups.size()) l = plan;
   }
   std::vector<ValuePath> all;
   const std::map<int, Tensor> no_values;
-  for (const auto& [name, plan] : largest) {
-    auto values = ref.values.find(name);
+  for (const auto& [hash, plan] : largest) {
+    const std::map<int, Tensor>* values = &no_values;  // a call of this plan's: its shapes
+    for (const GroupCapture& g : run.groups)
+      if (g.plan == plan && values == &no_values)
+        if (auto v = ref.values.find(g.key()); v != ref.values.end()) values = &v->second;
     for (const compiled::Group& grp : plan->groups)
-      all.push_back(group_path(*plan, grp, values == ref.values.end() ? no_values : values->second,
-                               p.reference));
+      all.push_back(group_path(*plan, grp, *values, p.reference));
   }
 
   for (const GroupCapture& g : run.groups) {
     const compiled::Plan& plan = *g.plan;
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
-    const std::map<int, Tensor>& want = ref.values.at(plan.graph->name);
+    const std::map<int, Tensor>& want = ref.values.at(g.key());
     const Tolerance tol =
         local_tolerance(class_of(plan, grp), group_path(plan, grp, want, p.reference));
     std::vector<Tensor> alone;
     if (local) {
       std::map<int, Tensor> inputs;
       for (int v : grp.inputs) inputs[v] = want.at(v);
-      auto r = run.session->run_group(plan, g.group, plan_input_shape(ref, plan), inputs);
+      auto r = run.session->run_group(plan, g.group, plan_input_shape(ref, g), inputs);
       if (!r.ok())
-        fail(grp.checkpoints[0] + ": running the group alone failed: " + r.error().message());
+        fail(g.scope + grp.checkpoints[0] +
+             ": running the group alone failed: " + r.error().message());
       else
         alone = std::move(r).value();
     }
     for (std::size_t i = 0; i < grp.outputs.size(); ++i) {
       const int v = grp.outputs[i];
       CheckpointRecord rec;
-      rec.name = grp.checkpoints[i];
+      rec.name = g.scope + grp.checkpoints[i];
       rec.graph = plan.graph->name;
       rec.group = g.group;
       rec.op_class = op_class_name(class_of(plan, grp));
@@ -224,6 +291,7 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
   }
 
   const Tolerance out_tol = output_tolerance(all);
+  if (local) step_local_errors(p, ref, run, out_tol, e);
   for (const auto& [name, got] : run.outputs) {
     CheckpointRecord rec;
     rec.name = "output:" + name;

@@ -47,7 +47,9 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
                          const Provenance& origin) {
   const GroupCapture* capture = nullptr;
   for (const GroupCapture& g : run.groups)
-    if (g.plan->graph->name == origin.graph && g.group == origin.group) capture = &g;
+    if (g.plan->graph->name == origin.graph && g.group == origin.group &&
+        g.scope == (origin.step.empty() ? "" : origin.step + "/"))
+      capture = &g;
   if (!capture) return Error("the origin group is not among the captured groups; nothing to write");
   const compiled::Plan& plan = *capture->plan;
   const compiled::Group& grp = plan.groups[std::size_t(origin.group)];
@@ -57,9 +59,12 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
   for (int o : grp.ops) {
     const Op& op = plan.graph->ops[std::size_t(o)];
     for (const std::string* key : {&op.weight, &op.bias})
-      if (!key->empty()) tensors.emplace_back("weight/" + *key, p.model->weights.at(*key));
+      if (!key->empty())
+        tensors.emplace_back("weight/" + *key,
+                             p.model_of(plan.graph->name, capture->scope).weights.at(*key));
   }
-  TP_ASSIGN_OR_RETURN(std::string config, config_text(*p.model));
+  TP_ASSIGN_OR_RETURN(std::string config,
+                      config_text(p.model_of(plan.graph->name, capture->scope)));
   const std::string keep = join_list(p.session.policy.keep_fp32, ',');
   std::string other_shapes;
   for (const Shape& other : plan.other_inputs)

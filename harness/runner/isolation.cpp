@@ -42,7 +42,7 @@ std::string first_differing_checkpoint(const CompiledRun& a, const CompiledRun& 
   for (std::size_t i = 0; i < std::min(xs.size(), ys.size()); ++i)
     for (std::size_t k = 0; k < xs[i]->stored.size() && k < ys[i]->stored.size(); ++k)
       if (!same_bits(xs[i]->stored[k].second, ys[i]->stored[k].second))
-        return xs[i]->stored[k].first;
+        return xs[i]->scope + xs[i]->stored[k].first;
   return "";
 }
 
@@ -133,7 +133,7 @@ std::string check_interleaved(const PreparedCase& p, CompiledRun& run) {
                         {first, p.input, *encoded},
                         {second, other, *decoded_other}};
   for (std::size_t i = 0; i < std::size(calls); ++i) {
-    auto out = run_model(*p.model, calls[i].stage, calls[i].input, *run.session);
+    auto out = run_model(*p.model, calls[i].stage, calls[i].input, *run.session, p.options());
     if (!out.ok())
       return "interleaved call " + std::to_string(i + 1) + " failed: " + out.error().message();
     const Tensor* got =
@@ -166,12 +166,12 @@ std::string check_plan_reload(const PreparedCase& p) {
   auto made = new_compiled_session(p, p.session);
   if (!made.ok()) return made.error().message();
   compiled::Session& loaded = **made;
-  if (Status s = compiled::load_plans(
-          loaded, {p.model->family().graphs(*p.model->config), &p.model->weights, p.model->dir},
-          file);
-      !s.ok())
+  std::vector<compiled::PlanModel> models;
+  for (const Model* m : {p.model.get(), p.refiner.get(), p.vae.get()})
+    if (m) models.push_back({m->family().graphs(*m->config), &m->weights, m->dir});
+  if (Status s = compiled::load_plans(loaded, models, file); !s.ok())
     return "loading the saved plans failed: " + s.error().message();
-  auto again = run_model(*p.model, p.pipeline, p.inputs(), loaded, {p.tiling, false});
+  auto again = run_model(*p.model, p.pipeline, p.inputs(), loaded, p.options());
   if (!again.ok()) return "running the loaded plans failed: " + again.error().message();
   if (loaded.stats().compilations != 0)
     return "the loaded plans were not used: the fresh session compiled " +

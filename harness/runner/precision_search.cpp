@@ -34,7 +34,7 @@ std::vector<std::string> ranked_layers(const CompiledRun& run, const Evaluation&
       for (const std::string& c : grp.checkpoints) layers_of_checkpoint[c] = layers;
     }
   for (const CheckpointRecord& rec : failed.checkpoints) {
-    auto it = layers_of_checkpoint.find(rec.name);
+    auto it = layers_of_checkpoint.find(unscoped(rec.name));  // any step's, the module's
     if (it == layers_of_checkpoint.end()) continue;
     double s = 0;
     if (rec.has_local && rec.tolerance_rel_l2 > 0) s = rec.local.rel_l2 / rec.tolerance_rel_l2;
@@ -72,6 +72,20 @@ SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref,
     // Values stored between layers (residual sums, skips, reshapes: ops without weights) keep
     // the base activation dtype; when only keeping every op passes, they are what outgrows it.
     if (passes({"*"})) {
+      // The modules around the origin, innermost first: a residual sum or time-embedding add
+      // that overflows right after the origin's layer is kept with it.
+      if (origin.found)
+        for (std::string module = unscoped(origin.layer); module.find('.') != std::string::npos;) {
+          module = module.substr(0, module.rfind('.'));
+          if (!passes({module + ".*"})) continue;
+          r.found = true;
+          r.keep_fp32 = {module + ".*"};
+          r.note = "found in " + std::to_string(r.runs) +
+                   " runs: keeping every layer with weights "
+                   "fails, but values between layers outgrow the activation dtype inside " +
+                   module + ", the module around the origin; keep it whole";
+          return r;
+        }
       r.note = "keeping all " + std::to_string(ranked.size()) +
                " layers with weights in fp32 still fails, but keeping every op passes: values "
                "between the layers (residual sums, skips) outgrow the activation dtype" +

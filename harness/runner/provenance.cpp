@@ -223,7 +223,7 @@ Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref,
   for (const GroupCapture& g : run.groups) {
     const compiled::Plan& plan = *g.plan;
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
-    const std::map<int, Tensor>& want = ref.values.at(plan.graph->name);
+    const std::map<int, Tensor>& want = ref.values.at(g.key());
     bool bad = false;
     for (std::size_t i = 0; i < grp.outputs.size() && !bad; ++i)
       bad = new_non_finite(g.stored[i].second, want.at(grp.outputs[i]));
@@ -232,8 +232,14 @@ Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref,
     bool inputs_finite = true;
     for (const auto& [v, t] : inputs) inputs_finite = inputs_finite && first_non_finite(t) < 0;
     if (!inputs_finite) continue;  // carried in from an earlier group (one seen before this)
-    return analyze_group(plan, g.group, plan_input_shape(ref, plan), inputs, &p.model->weights,
-                         &want);
+    Provenance found = analyze_group(plan, g.group, plan_input_shape(ref, g), inputs,
+                                     &p.model_of(plan.graph->name, g.scope).weights, &want);
+    if (!g.scope.empty()) {  // a call of a loop: which step, first
+      found.step = g.scope.substr(0, g.scope.size() - 1);
+      found.checkpoint = g.scope + found.checkpoint;
+      found.detail = found.step + ": " + found.detail;
+    }
+    return found;
   }
   pr.detail = run.groups.empty() ? "tiled runs capture only the pipeline outputs; rerun the case "
                                    "with tiling off to locate the origin"

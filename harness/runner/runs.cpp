@@ -15,24 +15,63 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+std::string unscoped(const std::string& checkpoint) {
+  const std::size_t slash = checkpoint.rfind('/');
+  return slash == std::string::npos ? checkpoint : checkpoint.substr(slash + 1);
+}
+
+const std::string& ScopedExecutor::enter(const Graph& graph) {
+  int& call = calls_[part_ + graph.name];
+  std::string& scope = scopes_[graph.name];
+  scope = part_ + family_.call_scope(pipeline_, graph.name, call++);
+  return scope;
+}
+
+const std::string& ScopedExecutor::scope_of(const std::string& graph) const {
+  static const std::string kNone;
+  auto it = scopes_.find(graph);
+  return it == scopes_.end() ? kNone : it->second;
+}
+
+Expected<NamedTensors> ScopedExecutor::run(const Graph& graph, const Weights& weights,
+                                           const NamedTensors& inputs) {
+  const std::string& scope = enter(graph);
+  if (on_call_) on_call_(scope, graph, inputs);
+  return inner_.run(graph, weights, inputs);
+}
+
+Expected<NamedTensors> ScopedExecutor::run_chained(const Graph& first, const Graph& second,
+                                                   const Weights& weights,
+                                                   const NamedTensors& inputs,
+                                                   const std::string& handoff) {
+  const std::string& scope = enter(first);
+  if (on_call_) on_call_(scope, first, inputs);
+  enter(second);  // reads `first`'s output in place: no inputs of its own to report
+  return inner_.run_chained(first, second, weights, inputs, handoff);
+}
+
 Expected<ReferenceRun> run_reference(const PreparedCase& p,
                                      const std::map<std::string, std::vector<int>>& wanted) {
   ReferenceRun r;
-  const GraphRunner runner = [&](const Graph& g, const Weights& w,
-                                 const NamedTensors& in) -> Expected<NamedTensors> {
-    auto it = wanted.find(g.name);
-    if (it == wanted.end() || p.tiling.enabled) return ref::run_graph(g, w, in, p.reference);
-    const std::set<int> want(it->second.begin(), it->second.end());
-    std::map<int, Tensor>& store = r.values[g.name];
-    for (const auto& [name, id] : g.inputs)
-      if (const Tensor* t = find_tensor(in, name)) store[id] = t->to(p.reference);
-    return ref::run_graph(g, w, in, p.reference, [&](const Op& op, const Tensor& value) {
-      if (want.count(op.output)) store[op.output] = value;  // a copy: the run goes on unchanged
-    });
-  };
+  std::string scope;  // of the call the runner is given next
+  FunctionExecutor plain(
+      [&](const Graph& g, const Weights& w, const NamedTensors& in) -> Expected<NamedTensors> {
+        auto it = wanted.find(g.name);
+        if (it == wanted.end() || p.tiling.enabled) return ref::run_graph(g, w, in, p.reference);
+        const std::set<int> want(it->second.begin(), it->second.end());
+        std::map<int, Tensor>& store = r.values[call_key(scope, g.name)];
+        for (const auto& [name, id] : g.inputs)
+          if (const Tensor* t = find_tensor(in, name)) store[id] = t->to(p.reference);
+        return ref::run_graph(g, w, in, p.reference, [&](const Op& op, const Tensor& value) {
+          if (want.count(op.output)) store[op.output] = value;  // a copy: the run goes on unchanged
+        });
+      });
+  ScopedExecutor executor(
+      plain, p.model->family(), p.pipeline,
+      [&](const std::string& s, const Graph&, const NamedTensors&) { scope = s; });
   const auto start = std::chrono::steady_clock::now();
   TP_ASSIGN_OR_RETURN(r.outputs,
-                      run_model(*p.model, p.pipeline, p.inputs(), runner, {p.tiling, false}));
+                      run_model(*p.model, p.pipeline, p.inputs(), executor, p.options()));
   r.seconds = seconds_since(start);
   // A chained pipeline's first-graph outputs, as the compiled side reports them (run_compiled
   // with capture).
@@ -64,22 +103,25 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
     TP_ASSIGN_OR_RETURN(run.session, new_compiled_session(p, options));
   }
   if (p.warm) {
-    auto warm = run_model(*p.warm, p.pipeline, p.inputs(), *run.session, {p.tiling, false});
+    auto warm = run_model(*p.warm, p.pipeline, p.inputs(), *run.session, p.options());
     if (!warm.ok()) return Error("warm=" + p.c.warm + ": " + warm.error().message());
   }
-  auto captured = std::make_shared<std::vector<GroupCapture>>();
-  if (capture && !p.tiling.enabled)
-    run.session->watch(
-        [captured](const compiled::Plan& plan, int group, const NamedTensors& stored) {
-          captured->push_back(GroupCapture{&plan, group, stored});
-        });
+  const bool watch = capture && !p.tiling.enabled;
+  ScopedExecutor executor(*run.session, p.model->family(), p.pipeline,
+                          [&](const std::string& scope, const Graph& g, const NamedTensors& in) {
+                            if (watch) run.call_inputs[call_key(scope, g.name)] = in;
+                          });
+  if (watch)
+    run.session->watch([&run, &executor](const compiled::Plan& plan, int group,
+                                         const NamedTensors& stored) {
+      run.groups.push_back(GroupCapture{&plan, group, stored, executor.scope_of(plan.graph->name)});
+    });
   const auto start = std::chrono::steady_clock::now();
-  auto outputs = run_model(*p.model, p.pipeline, p.inputs(), *run.session, {p.tiling, capture});
+  auto outputs = run_model(*p.model, p.pipeline, p.inputs(), executor, p.options(capture));
   run.seconds = seconds_since(start);
   run.session->watch({});
   if (!outputs.ok()) return outputs.error();
   run.outputs = std::move(outputs).value();
-  run.groups = std::move(*captured);
   return run;
 }
 
@@ -128,13 +170,13 @@ std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Sessio
 
 std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const CompiledRun& run,
                                             const GroupCapture& g) {
-  // The latest stored value of `v` in `plan` before group `before`.
-  auto stored = [&](const compiled::Plan* plan, int v,
+  // The latest stored value of `v` in `plan`'s call `scope` before group `before`.
+  auto stored = [&](const compiled::Plan* plan, const std::string& scope, int v,
                     const GroupCapture* before) -> const Tensor* {
     const Tensor* found = nullptr;
     for (const GroupCapture& c : run.groups) {
       if (&c == before) break;
-      if (c.plan != plan) continue;
+      if (c.plan != plan || c.scope != scope) continue;
       const compiled::Group& grp = plan->groups[std::size_t(c.group)];
       for (std::size_t i = 0; i < grp.outputs.size(); ++i)
         if (grp.outputs[i] == v) found = &c.stored[i].second;
@@ -143,11 +185,21 @@ std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const Compile
   };
   std::map<int, Tensor> values;
   const compiled::Plan& plan = *g.plan;
+  auto given = run.call_inputs.find(g.key());
   for (int v : plan.groups[std::size_t(g.group)].inputs) {
-    if (const Tensor* t = stored(&plan, v, &g)) {
+    if (const Tensor* t = stored(&plan, g.scope, v, &g)) {
       values[v] = *t;
       continue;
     }
+    // A graph input: what the pipeline gave this call (a denoising step's latents).
+    std::string name;
+    for (const auto& [n, id] : plan.graph->inputs)
+      if (id == v) name = n;
+    if (given != run.call_inputs.end())
+      if (const Tensor* t = find_tensor(given->second, name)) {
+        values[v] = *t;
+        continue;
+      }
     // The graph's input: the pipeline input, or in a chained pipeline (a roundtrip) the second
     // graph's input, which the first graph's plan stored.
     const Tensor* handoff = nullptr;
@@ -155,21 +207,18 @@ std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const Compile
     if (chain && plan.graph->name == chain->second)
       for (const GroupCapture& c : run.groups)
         if (c.plan->graph->name == chain->first)
-          for (const auto& [name, id] : c.plan->graph->outputs)
-            if (name == chain->output)
-              if (const Tensor* t = stored(c.plan, id, nullptr)) handoff = t;
+          for (const auto& [output, id] : c.plan->graph->outputs)
+            if (output == chain->output)
+              if (const Tensor* t = stored(c.plan, c.scope, id, nullptr)) handoff = t;
     // A graph input by name among the pipeline's other inputs (a UNet's timestep, context).
-    std::string name;
-    for (const auto& [n, id] : plan.graph->inputs)
-      if (id == v) name = n;
     const Tensor* other = find_tensor(p.other_inputs, name);
     values[v] = handoff ? *handoff : other ? *other : p.input;
   }
   return values;
 }
 
-Shape plan_input_shape(const ReferenceRun& ref, const compiled::Plan& plan) {
-  return ref.values.at(plan.graph->name).at(plan.graph->inputs[0].second).shape();
+Shape plan_input_shape(const ReferenceRun& ref, const GroupCapture& g) {
+  return ref.values.at(g.key()).at(g.plan->graph->inputs[0].second).shape();
 }
 
 }  // namespace tp

@@ -18,10 +18,12 @@ namespace tp {
 
 struct PreparedCase {
   Case c;
-  std::shared_ptr<const Model> model;  // boosted when the case says so
-  std::shared_ptr<const Model> warm;   // run first in the same session (case option warm=)
-  std::string pipeline;                // one the model's family runs
-  Tensor input;                        // the primary input (what res= sizes), f32
+  std::shared_ptr<const Model> model;    // boosted when the case says so
+  std::shared_ptr<const Model> warm;     // run first in the same session (case option warm=)
+  std::shared_ptr<const Model> vae;      // the VAE a text-to-image pipeline decodes with (vae=)
+  std::shared_ptr<const Model> refiner;  // sdxl.base+refiner's (refiner=)
+  std::string pipeline;                  // one the model's family runs
+  Tensor input;                          // the primary input (what res= sizes), f32
   std::string input_name = "input";
   NamedTensors other_inputs;  // the pipeline's other inputs (a UNet's timestep, context ...)
   TilingOptions tiling;
@@ -31,6 +33,28 @@ struct PreparedCase {
   std::string
       policy_refusal;  // the compiled path's policy parser refused the dtypes (field report 3)
 
+  // How the pipeline runs: tiling, steps and guidance; a chained pipeline's first-graph outputs
+  // too with `stage_outputs`.
+  PipelineOptions options(bool stage_outputs = false) const {
+    PipelineOptions o;
+    o.tiling = tiling;
+    o.stage_outputs = stage_outputs;
+    o.steps = c.steps;
+    o.guidance_scale = c.guidance;
+    o.vae = vae.get();
+    o.refiner = refiner.get();
+    o.denoising_split = c.split;
+    return o;
+  }
+  // The model whose weights a call of `graph` in `scope` runs on: the VAE's graphs are the
+  // VAE's, the refiner's part is the refiner's.
+  const Model& model_of(const std::string& graph, const std::string& scope = "") const {
+    if (vae)
+      for (const Graph& g : vae->family().graphs(*vae->config))
+        if (g.name == graph) return *vae;
+    if (refiner && scope.rfind(kRefinerPart, 0) == 0) return *refiner;
+    return *model;
+  }
   // Every input, as the family's run() takes them.
   NamedTensors inputs() const {
     NamedTensors all{{input_name, input}};
@@ -56,10 +80,19 @@ bool case_supported(const Case& c, const Model& m);
 // dtypes, FAILED when it ran (`refusal` null) or refused without saying what.
 Outcome judge_unsupported(const Case& c, const std::string* refusal, std::string& reason);
 
+// One call of a graph in a pipeline run: its scope (Family::call_scope: "" or "step3/") before
+// the graph's name. A denoising loop calls its UNet once per step; each call's values are kept
+// apart under its own key.
+inline std::string call_key(const std::string& scope, const std::string& graph) {
+  return scope + graph;
+}
+// A checkpoint's name without its call scope ("step3/mid_block.resnets.0" -> the module path).
+std::string unscoped(const std::string& checkpoint);
+
 struct ReferenceRun {
   NamedTensors outputs;
-  // Per graph name: its input and every op output a compiled group reads or stores, by value id
-  // (not captured for tiled runs, whose graphs run once per tile).
+  // Per graph call (call_key): its inputs and every op output a compiled group reads or stores,
+  // by value id (not captured for tiled runs, whose graphs run once per tile).
   std::map<std::string, std::map<int, Tensor>> values;
   double seconds = 0;
 };
@@ -68,13 +101,53 @@ struct GroupCapture {
   const compiled::Plan* plan = nullptr;
   int group = 0;
   NamedTensors stored;  // per group output, NCHW in storage dtype
+  std::string scope;    // the graph call's (Family::call_scope)
+  std::string key() const { return call_key(scope, plan->graph->name); }
 };
 
 struct CompiledRun {
   std::unique_ptr<compiled::Session> session;
   NamedTensors outputs;
   std::vector<GroupCapture> groups;  // execution order (empty for tiled runs)
+  // Per graph call (call_key): the inputs the pipeline gave it (captured runs; a chained
+  // pipeline's second graph reads the first's output in place and has none).
+  std::map<std::string, NamedTensors> call_inputs;
   double seconds = 0;
+};
+
+// An executor that names each graph call by the family's call scope as it passes it on (the
+// inner executor runs it unchanged), and tells `on_call` first.
+class ScopedExecutor : public GraphExecutor {
+ public:
+  using OnCall =
+      std::function<void(const std::string& scope, const Graph& graph, const NamedTensors& inputs)>;
+  ScopedExecutor(GraphExecutor& inner, const Family& family, std::string pipeline,
+                 OnCall on_call = {})
+      : inner_(inner),
+        family_(family),
+        pipeline_(std::move(pipeline)),
+        on_call_(std::move(on_call)) {}
+  Expected<NamedTensors> run(const Graph& graph, const Weights& weights,
+                             const NamedTensors& inputs) override;
+  Expected<NamedTensors> run_chained(const Graph& first, const Graph& second,
+                                     const Weights& weights, const NamedTensors& inputs,
+                                     const std::string& handoff) override;
+  bool streams_tiles() const override { return inner_.streams_tiles(); }
+  void record_tiling(const TilingDecision& d) override { inner_.record_tiling(d); }
+  bool injects(std::string_view fault) const override { return inner_.injects(fault); }
+  void set_part(const std::string& prefix) override { part_ = prefix; }
+  // The scope of the latest call of `graph` ("" before any).
+  const std::string& scope_of(const std::string& graph) const;
+
+ private:
+  const std::string& enter(const Graph& graph);
+  GraphExecutor& inner_;
+  const Family& family_;
+  std::string pipeline_;
+  OnCall on_call_;
+  std::string part_;                  // set_part's: before every scope, counted apart
+  std::map<std::string, int> calls_;  // by part and graph name
+  std::map<std::string, std::string> scopes_;
 };
 
 // Runs the reference, capturing the values `wanted` names per graph (empty: outputs only).
@@ -100,8 +173,8 @@ std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Sessio
 // earlier groups' stored outputs, or the pipeline input.
 std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const CompiledRun& run,
                                             const GroupCapture& g);
-// The input shape a plan's graph ran at.
-Shape plan_input_shape(const ReferenceRun& ref, const compiled::Plan& plan);
+// The input shape a captured group's graph call ran at.
+Shape plan_input_shape(const ReferenceRun& ref, const GroupCapture& g);
 
 struct Evaluation {
   std::vector<CheckpointRecord> checkpoints;  // groups in execution order, then pipeline outputs

@@ -48,7 +48,7 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
                         compile_pipeline_plans(*session, *p.model, p.pipeline, p.inputs()));
     const bool must_refuse = c.memory_limit && step.need_bytes > c.memory_limit;
     const auto start = std::chrono::steady_clock::now();
-    auto outputs = run_model(*p.model, p.pipeline, p.inputs(), *session);
+    auto outputs = run_model(*p.model, p.pipeline, p.inputs(), *session, p.options());
     r.compiled_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const compiled::CacheStats& after = session->stats();
@@ -91,7 +91,7 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
     }
     if (e.failed) v.fail(at + e.reason + " (alone: " + repro_command(p.c) + ")");
     if (exact) {
-      auto want = run_model(*p.model, p.pipeline, p.inputs(), *exact);
+      auto want = run_model(*p.model, p.pipeline, p.inputs(), *exact, p.options());
       if (!want.ok()) return Error(at + "the exact-shape run: " + want.error().message());
       step.exact_compilations = exact->stats().compilations;
       const Tensor& got = run.outputs.front().second;

@@ -52,7 +52,7 @@ Status time_policy(compiled::Session& s, const PreparedCase& p, int repeats, Pol
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    auto out = run_model(*p.model, p.pipeline, p.inputs(), s);
+    auto out = run_model(*p.model, p.pipeline, p.inputs(), s, p.options());
     if (!out.ok()) return out.error();
     times.push_back(seconds_since(start));
   }
@@ -65,11 +65,12 @@ Status time_policy(compiled::Session& s, const PreparedCase& p, int repeats, Pol
 // A peer: warm-up, then timed runs of the same pipeline; output error against the reference.
 Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const ReferenceRun& ref,
                     int repeats, PolicyPoint& point) {
-  TP_ASSIGN_OR_RETURN(NamedTensors out, run_model(*p.model, p.pipeline, p.inputs(), peer.run));
+  TP_ASSIGN_OR_RETURN(NamedTensors out,
+                      run_model(*p.model, p.pipeline, p.inputs(), peer.run, p.options()));
   std::vector<double> times;
   for (int i = 0; i < repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    TP_ASSIGN_OR_RETURN(out, run_model(*p.model, p.pipeline, p.inputs(), peer.run));
+    TP_ASSIGN_OR_RETURN(out, run_model(*p.model, p.pipeline, p.inputs(), peer.run, p.options()));
     times.push_back(seconds_since(start));
   }
   set_times(point, times);
@@ -228,7 +229,7 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
                 .empty())  // the layer list: the first policy's checkpoints, in execution order
           for (const GroupCapture& g : run->groups)
             for (const std::string& name : g.plan->groups[std::size_t(g.group)].checkpoints)
-              res.layers.push_back(name);
+              res.layers.push_back(g.scope + name);
         score(p, ref, *run, res, point);
         if (Status timed = time_policy(*run->session, p, o.repeats, point); !timed.ok())
           point.note = timed.error().message();

@@ -11,7 +11,9 @@ and for tiny-unet-xl, io_denoise.safetensors: StableDiffusionXLPipeline's denois
 (EulerDiscreteScheduler as SDXL configures it, output_type="latent", text encoders bypassed
 with prompt_embeds) over 3 steps with guidance 5 (latents.guided.f64/.f32) and 2 steps without
 guidance (latents.unguided.f64/.f32), from latents, prompt_embeds, pooled_prompt_embeds,
-negative_prompt_embeds, negative_pooled_prompt_embeds.
+negative_prompt_embeds, negative_pooled_prompt_embeds; and tiny-unet-xl-refiner/ with
+io_base_refiner.safetensors: the base with denoising_end, the refiner with denoising_start, one
+VAE (tests/fixtures/golden/tiny-kl) decoding both.
 Run by tools/make-unet-golden-fixtures.sh in a venv with PyPI's torch and diffusers 0.42.1.
 """
 import os
@@ -22,6 +24,11 @@ from diffusers import EulerDiscreteScheduler, StableDiffusionXLPipeline, UNet2DC
 from safetensors.torch import save_file
 
 from seeded_weights import randomize
+
+# EulerDiscreteScheduler as SDXL's scheduler_config.json sets it.
+SCHEDULER = dict(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
+                 num_train_timesteps=1000, steps_offset=1, timestep_spacing="leading",
+                 prediction_type="epsilon", interpolation_type="linear", use_karras_sigmas=False)
 
 MODELS = {
     # twinpath's built-in tiny-unet (SD 1.5-like: conv projections, 3 levels) at an odd latent
@@ -93,10 +100,6 @@ def main(out_root):
 
 def denoise(folder):
     """SDXL's denoising loop on the fixture's UNet, float64 and float32."""
-    scheduler_config = dict(beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear",
-                            num_train_timesteps=1000, steps_offset=1, timestep_spacing="leading",
-                            prediction_type="epsilon", interpolation_type="linear",
-                            use_karras_sigmas=False)
     g = torch.Generator().manual_seed(11)
     unet = UNet2DConditionModel.from_pretrained(folder).eval()
     io = {
@@ -109,7 +112,7 @@ def denoise(folder):
     for dtype, suffix in ((torch.float64, "f64"), (torch.float32, "f32")):
         pipe = StableDiffusionXLPipeline(vae=None, text_encoder=None, text_encoder_2=None,
                                          tokenizer=None, tokenizer_2=None, unet=unet.to(dtype),
-                                         scheduler=EulerDiscreteScheduler(**scheduler_config))
+                                         scheduler=EulerDiscreteScheduler(**SCHEDULER))
         pipe.set_progress_bar_config(disable=True)
         for name, steps, guidance in (("guided", 3, 5.0), ("unguided", 2, 1.0)):
             args = {k: v.to(dtype) for k, v in io.items() if k.endswith("embeds") or k == "latents"}
@@ -123,6 +126,73 @@ def denoise(folder):
     print("denoise", {k: list(v.shape) for k, v in io.items()})
 
 
+# twinpath's built-in tiny-unet-xl-refiner: the refiner's 5 time ids and a narrower context (the
+# last 24 of the base's 32 prompt_embeds columns, as the refiner reads text_encoder_2's part).
+REFINER = dict(sample_size=16, down_block_types=["DownBlock2D", "CrossAttnDownBlock2D"],
+               up_block_types=["CrossAttnUpBlock2D", "UpBlock2D"], block_out_channels=[24, 48],
+               layers_per_block=2, transformer_layers_per_block=2, attention_head_dim=[3, 6],
+               cross_attention_dim=24, norm_num_groups=8, use_linear_projection=True,
+               addition_embed_type="text_time", addition_time_embed_dim=8,
+               projection_class_embeddings_input_dim=72)
+
+
+def base_refiner(base_folder, refiner_folder, vae_folder):
+    """SDXL's ensemble of expert denoisers: the base with denoising_end, then the refiner
+    (StableDiffusionXLImg2ImgPipeline, requires_aesthetics_score) with denoising_start from the
+    base's latents, one VAE shared by both; each pipeline's latents decoded as the pipelines do
+    (vae.decode(latents / scaling_factor)). 6 steps split at 0.7, guidance 5."""
+    from diffusers import AutoencoderKL, StableDiffusionXLImg2ImgPipeline
+    refiner = UNet2DConditionModel(**REFINER).eval()
+    randomize(refiner, seed=sum(map(ord, "tiny-unet-xl-refiner")))
+    os.makedirs(refiner_folder, exist_ok=True)
+    refiner.save_pretrained(refiner_folder, safe_serialization=True)
+    base = UNet2DConditionModel.from_pretrained(base_folder).eval()
+    vae = AutoencoderKL.from_pretrained(vae_folder).eval()
+    g = torch.Generator().manual_seed(13)
+    io = {
+        "latents": torch.randn(1, 4, 8, 12, generator=g),
+        "prompt_embeds": torch.randn(1, 77, 32, generator=g),
+        "pooled_prompt_embeds": torch.randn(1, 32, generator=g),
+        "negative_prompt_embeds": torch.randn(1, 77, 32, generator=g),
+        "negative_pooled_prompt_embeds": torch.randn(1, 32, generator=g),
+    }
+    steps, split, guidance = 6, 0.7, 5.0
+    for dtype, suffix in ((torch.float64, "f64"), (torch.float32, "f32")):
+        with torch.no_grad():
+            b, r, v = base.to(dtype), refiner.to(dtype), vae.to(dtype)
+            args = {k: t.to(dtype) for k, t in io.items()}
+            pipe = StableDiffusionXLPipeline(vae=v, text_encoder=None, text_encoder_2=None,
+                                             tokenizer=None, tokenizer_2=None, unet=b,
+                                             scheduler=EulerDiscreteScheduler(**SCHEDULER))
+            pipe.set_progress_bar_config(disable=True)
+            latents = pipe(**args, num_inference_steps=steps, guidance_scale=guidance,
+                           denoising_end=split, height=8 * 8, width=12 * 8,
+                           output_type="latent").images
+            ref = StableDiffusionXLImg2ImgPipeline(
+                vae=v, text_encoder=None, text_encoder_2=None, tokenizer=None, tokenizer_2=None,
+                unet=r, scheduler=EulerDiscreteScheduler(**SCHEDULER),
+                requires_aesthetics_score=True)
+            ref.set_progress_bar_config(disable=True)
+            refined = ref(image=latents, num_inference_steps=steps, guidance_scale=guidance,
+                          denoising_start=split, output_type="latent",
+                          prompt_embeds=args["prompt_embeds"][..., -24:],
+                          negative_prompt_embeds=args["negative_prompt_embeds"][..., -24:],
+                          pooled_prompt_embeds=args["pooled_prompt_embeds"],
+                          negative_pooled_prompt_embeds=args["negative_pooled_prompt_embeds"]
+                          ).images
+            sf = v.config.scaling_factor
+            io[f"base.latents.{suffix}"] = latents
+            io[f"latents.{suffix}"] = refined
+            io[f"base.sample.{suffix}"] = v.decode(latents / sf).sample
+            io[f"sample.{suffix}"] = v.decode(refined / sf).sample
+    io = {k: t.contiguous() for k, t in io.items()}
+    save_file(io, os.path.join(refiner_folder, "io_base_refiner.safetensors"))
+    print("base+refiner", {k: list(t.shape) for k, t in io.items()})
+
+
 if __name__ == "__main__":
     main(sys.argv[1])
     denoise(os.path.join(sys.argv[1], "tiny-unet-xl"))
+    base_refiner(os.path.join(sys.argv[1], "tiny-unet-xl"),
+                 os.path.join(sys.argv[1], "tiny-unet-xl-refiner"),
+                 os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "golden", "tiny-kl"))

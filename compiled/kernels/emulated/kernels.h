@@ -7,6 +7,7 @@
 #include <functional>
 #include <vector>
 
+#include "compiled/faults.h"
 #include "compiled/prepared_weights.h"
 #include "harness/core/graph.h"
 #include "harness/core/tensor.h"
@@ -43,11 +44,13 @@ Tensor slice_channels(const Tensor& x, int begin, int end);
 // The N-dimensional ops (kConv onwards), one op per group, on row-major tensors in their logical
 // shapes, computing in T (float on the compiled path; double in the tests against LibTorch's fp64).
 // `in` holds the op's inputs (dtype_of<T>); `param` finds a prepared parameter by key;
-// `out_shape` is the op's output shape (harness/core/shapes.h).
+// `out_shape` is the op's output shape (harness/core/shapes.h). `faults` are the deliberate bugs
+// the N-d kernels carry (cross-attention-query-length, geglu-swap, timestep-sin-cos-swap,
+// cfg-halves-swapped).
 using ParamLookup = std::function<const PreparedParam*(const std::string& key)>;
 template <class T>
 Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLookup& param,
-             const Shape& out_shape);
+             const Shape& out_shape, const FaultSet& faults = {});
 
 // Rounds n fp32 values into `dt` storage (f32, f16, bf16), and reads them back.
 void store_rounded(const float* src, int64_t n, DType dt, void* dst);

@@ -105,13 +105,16 @@ Tensor linear_last(const Tensor& x, const PreparedParam& w, const PreparedParam*
 // frame f sees keys of frames <= f when frame_tokens > 0.
 template <class T>
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
-                            const OpAttrs& a) {
-  const int64_t batch = q.dim(0), lq = q.dim(1), lk = k.dim(1), heads = a.heads;
+                            const OpAttrs& a, bool keys_as_queries) {
+  const int64_t batch = q.dim(0), lq = q.dim(1), heads = a.heads;
+  const int64_t stored_keys = k.dim(1);  // the keys' stride in k and v
+  // The fault: as many keys as queries (clamped to the keys there are).
+  const int64_t lk = keys_as_queries ? std::min(stored_keys, lq) : stored_keys;
   const int64_t dq = q.dim(2), dvall = v.dim(2), dh = dq / heads, dv = dvall / heads;
   Tensor result = Tensor::uninitialized(dtype_of<T>(), {batch, lq, dvall});
   const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
   const T* pm = mask ? mask->data<T>() : nullptr;
-  const int64_t mask_batch = mask && mask->rank() == 3 ? lq * lk : 0;
+  const int64_t mask_batch = mask && mask->rank() == 3 ? lq * stored_keys : 0;
   T* po = result.data<T>();
   const T scale = T(a.scale);
 #pragma omp parallel for collapse(2) \
@@ -125,11 +128,11 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
         for (int64_t j = 0; j < lk; ++j) {
           T s = -std::numeric_limits<T>::infinity();
           if (a.frame_tokens <= 0 || j / a.frame_tokens <= i / a.frame_tokens) {
-            const T* kj = pk + (b * lk + j) * dq + h * dh;
+            const T* kj = pk + (b * stored_keys + j) * dq + h * dh;
             T dot = 0;
             for (int64_t d = 0; d < dh; ++d) dot += qi[d] * kj[d];
             s = dot * scale;
-            if (pm) s += pm[b * mask_batch + i * lk + j];
+            if (pm) s += pm[b * mask_batch + i * stored_keys + j];
           }
           p[std::size_t(j)] = s;
           max = std::max(max, s);
@@ -140,7 +143,7 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
         for (int64_t d = 0; d < dv; ++d) oi[d] = 0;
         for (int64_t j = 0; j < lk; ++j) {
           const T w = p[std::size_t(j)] / sum;
-          const T* vj = pv + (b * lk + j) * dvall + h * dv;
+          const T* vj = pv + (b * stored_keys + j) * dvall + h * dv;
           for (int64_t d = 0; d < dv; ++d) oi[d] += w * vj[d];
         }
       }
@@ -258,11 +261,18 @@ Tensor concat(const std::vector<const Tensor*>& xs, int axis, const Shape& out_s
 }
 
 template <class T>
-Tensor slice(const Tensor& x, int axis, int begin, const Shape& out_shape) {
+Tensor slice(const Tensor& x, int axis, int64_t begin, const Shape& out_shape,
+             const FaultSet& faults) {
   Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
   axis = axis_of(axis, x.rank());
   int64_t outer, along, inner;
   split_at(x.shape(), axis, outer, along, inner);
+  // The faults: a half taken along the last axis (GEGLU's chunk) or the batch (guidance's) is
+  // the other half.
+  const bool half = 2 * out_shape[std::size_t(axis)] == along;
+  if (half && ((axis == x.rank() - 1 && faults.has(Fault::kGegluSwap)) ||
+               (axis == 0 && faults.has(Fault::kCfgHalvesSwapped))))
+    begin = (begin + along / 2) % along;
   const int64_t n = out_shape[std::size_t(axis)] * inner;
   for (int64_t o = 0; o < outer; ++o)
     std::copy(x.data<T>() + (o * along + begin) * inner,
@@ -293,8 +303,10 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& order, const Shape& 
 
 // The sinusoid in float32 whatever T is (as diffusers computes it), in its own loop order.
 template <class T>
-Tensor timestep_embedding(const Tensor& timesteps, const OpAttrs& a, const Shape& out_shape) {
+Tensor timestep_embedding(const Tensor& timesteps, const OpAttrs& a, const Shape& out_shape,
+                          bool swap_sin_cos) {
   const int64_t dim = a.embedding_dim, half = dim / 2;
+  const bool sin_second = a.flip_sin_to_cos != swap_sin_cos;
   Tensor result(dtype_of<T>(), out_shape);  // zeros: an odd dim's last column
   const float step = float(-std::log(10000.0)), denom = float(double(half) - a.shift);
   const T* pt = timesteps.data<T>();
@@ -303,8 +315,8 @@ Tensor timestep_embedding(const Tensor& timesteps, const OpAttrs& a, const Shape
     const float freq = std::exp(step * float(i) / denom);
     for (int64_t r = 0; r < timesteps.numel(); ++r) {
       const float arg = float(pt[r]) * freq;
-      po[r * dim + (a.flip_sin_to_cos ? half : 0) + i] = T(std::sin(arg));
-      po[r * dim + (a.flip_sin_to_cos ? 0 : half) + i] = T(std::cos(arg));
+      po[r * dim + (sin_second ? half : 0) + i] = T(std::sin(arg));
+      po[r * dim + (sin_second ? 0 : half) + i] = T(std::cos(arg));
     }
   }
   return result;
@@ -348,7 +360,7 @@ Tensor interpolate_nearest(const Tensor& x, const Shape& out_shape) {
 
 template <class T>
 Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLookup& param,
-             const Shape& out_shape) {
+             const Shape& out_shape, const FaultSet& faults) {
   const OpAttrs& a = op.attrs;
   const Tensor& x = *in[0];
   auto optional = [&](const std::string& key) { return key.empty() ? nullptr : param(key); };
@@ -358,7 +370,8 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
     case OpKind::kLinearLast:
       return linear_last<T>(x, *param(op.weight), optional(op.bias), out_shape);
     case OpKind::kMultiHeadAttention:
-      return multi_head_attention<T>(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a);
+      return multi_head_attention<T>(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a,
+                                     faults.has(Fault::kCrossAttentionQueryLength));
     case OpKind::kLayerNorm: {
       int64_t n = 1;
       for (int i = x.rank() - a.norm_dims; i < x.rank(); ++i) n *= x.dim(i);
@@ -371,11 +384,11 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
     case OpKind::kConcat:
       return concat<T>(in, a.axis, out_shape);
     case OpKind::kSlice:
-      return slice<T>(x, a.axis, a.begin, out_shape);
+      return slice<T>(x, a.axis, a.begin, out_shape, faults);
     case OpKind::kReshape:  // row-major: the same elements in the same order
       return x.reshaped(out_shape);
     case OpKind::kTimestepEmbedding:
-      return timestep_embedding<T>(x, a, out_shape);
+      return timestep_embedding<T>(x, a, out_shape, faults.has(Fault::kTimestepSinCosSwap));
     case OpKind::kInterpolateNearest:
       return interpolate_nearest<T>(x, out_shape);
     case OpKind::kPermute:
@@ -390,8 +403,8 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
 }
 
 template Tensor nd_op<float>(const Op&, const std::vector<const Tensor*>&, const ParamLookup&,
-                             const Shape&);
+                             const Shape&, const FaultSet&);
 template Tensor nd_op<double>(const Op&, const std::vector<const Tensor*>&, const ParamLookup&,
-                              const Shape&);
+                              const Shape&, const FaultSet&);
 
 }  // namespace tp::compiled::emulated

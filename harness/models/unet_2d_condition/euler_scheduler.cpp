@@ -4,6 +4,16 @@
 #include <cmath>
 
 namespace tp {
+namespace {
+
+// The scheduler's arithmetic runs in float32 on every path (Graph::fp32_arithmetic).
+Graph scheduler_graph(GraphBuilder& b) {
+  Graph g = b.finish();
+  g.fp32_arithmetic = true;
+  return g;
+}
+
+}  // namespace
 
 EulerSchedule euler_schedule(int steps) {
   constexpr int kTrain = 1000;
@@ -37,7 +47,7 @@ Graph build_euler_init_graph() {
   GraphBuilder b("euler.init");
   const int x = b.input("latents"), factor = b.input("factor");
   b.output("latents", b.binary("init_noise_sigma", BinaryOp::kMul, x, factor));
-  return b.finish();
+  return scheduler_graph(b);
 }
 
 Graph build_euler_scale_graph(int copies) {
@@ -46,7 +56,7 @@ Graph build_euler_scale_graph(int copies) {
   const int divisor = b.input("divisor");
   if (copies > 1) x = b.concat("cfg_batch", std::vector<int>(std::size_t(copies), x), 0);
   b.output("sample", b.binary("scale_model_input", BinaryOp::kDiv, x, divisor));
-  return b.finish();
+  return scheduler_graph(b);
 }
 
 Graph build_euler_step_graph(bool guided) {
@@ -71,7 +81,7 @@ Graph build_euler_step_graph(bool guided) {
                                   b.binary("x_minus_pred", BinaryOp::kSub, x, pred_x0), sigma);
   b.output("latents", b.binary("prev_sample", BinaryOp::kAdd, x,
                                b.binary("derivative_dt", BinaryOp::kMul, derivative, dt)));
-  return b.finish();
+  return scheduler_graph(b);
 }
 
 }  // namespace tp

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/rng.h"
+#include "harness/models/unet_2d_condition/euler_scheduler.h"
 #include "harness/models/unet_2d_condition/sdxl_pipelines.h"
 #include "harness/models/unet_2d_condition/unet_config.h"
 
@@ -47,8 +48,17 @@ class UnetFamily : public Family {
     return "";
   }
 
+  // The UNet, and for SDXL UNets the scheduler's graphs sdxl.* runs beside it.
   std::vector<Graph> graphs(const ModelConfig& c) const override {
-    return {build_unet_graph(unet(c))};
+    std::vector<Graph> all{build_unet_graph(unet(c))};
+    if (!unet(c).text_time) return all;
+    all.push_back(build_euler_init_graph());
+    all.push_back(build_unscale_latents_graph());
+    for (bool guided : {false, true}) {
+      all.push_back(build_euler_scale_graph(guided ? 2 : 1));
+      all.push_back(build_euler_step_graph(guided));
+    }
+    return all;
   }
 
   std::vector<std::pair<std::string, std::string>> pipelines() const override {
@@ -57,7 +67,16 @@ class UnetFamily : public Family {
              "time_ids] -> sample"},
             {"sdxl.denoise",
              "SDXL's Euler loop with guidance: latents, prompt_embeds, pooled_prompt_embeds "
-             "[, negative_*] -> latents"}};
+             "[, negative_*] -> latents"},
+            {"sdxl.txt2img",
+             "sdxl.denoise, then the VAE's decode (vae=MODEL, --vae DIR) of latents / "
+             "scaling_factor -> sample"},
+            {"sdxl.refine",
+             "the refiner's loop from the base's latents at denoising_start (split=F): latents, "
+             "prompt_embeds, pooled_prompt_embeds [, negative_*] -> latents"},
+            {"sdxl.base+refiner",
+             "the base to denoising_end, the refiner (refiner=MODEL) from there, one VAE "
+             "(vae=MODEL) shared by both -> sample, base.sample, base.latents"}};
   }
 
   Expected<Shape> input_shape(const ModelConfig& config, const std::string&, int64_t height,
@@ -74,7 +93,7 @@ class UnetFamily : public Family {
 
   Expected<Tensor> select_input(const std::string& pipeline, const NamedTensors& tensors,
                                 const std::string& source) const override {
-    const char* primary = pipeline == "sdxl.denoise" ? "latents" : "sample";
+    const char* primary = denoises(pipeline) ? "latents" : "sample";
     if (const Tensor* t = find_tensor(tensors, primary)) return *t;
     return Error(source + ": " + pipeline + " reads a tensor named '" + primary +
                  "' (the latents)");
@@ -84,7 +103,7 @@ class UnetFamily : public Family {
   Expected<NamedTensors> select_inputs(const std::string& pipeline, const NamedTensors& tensors,
                                        const std::string& source) const override {
     const std::vector<const char*> names =
-        pipeline == "sdxl.denoise"
+        denoises(pipeline)
             ? std::vector<const char*>{"latents", "prompt_embeds", "pooled_prompt_embeds",
                                        "negative_prompt_embeds", "negative_pooled_prompt_embeds"}
             : std::vector<const char*>{"sample", "timestep", "encoder_hidden_states", "text_embeds",
@@ -127,11 +146,6 @@ class UnetFamily : public Family {
                                          const GraphRunner&) const override {
     if (r.image)
       return Error("input=image is a VAE's; a UNet case takes input=normal[*SIGMA] or a file");
-    if (r.pipeline != "unet.step")
-      return Error(r.pipeline +
-                   " cases need checkpoints named by step, which come next; run it with "
-                   "`twinpath exec --pipeline " +
-                   r.pipeline + "`");
     const UnetConfig& c = unet(*model.config);
     TP_ASSIGN_OR_RETURN(Shape shape, input_shape(c, r.pipeline, r.height, r.width));
     auto normal = [&](const Shape& s, const char* stream, double sigma) {
@@ -144,6 +158,25 @@ class UnetFamily : public Family {
       return t;
     };
     NamedTensors out;
+    if (denoises(r.pipeline)) {
+      // The pipeline's arguments: unscaled initial noise, the prompt's and a negative prompt's
+      // embeddings (77 tokens) and pooled embeddings, as the SDXL pipeline takes them.
+      if (!c.text_time)
+        return Error(r.pipeline + " runs SDXL UNets (addition_embed_type text_time); " + model.dir +
+                     " has none");
+      const int64_t n_ids = r.pipeline == "sdxl.refine" ? 5 : 6;  // the refiner's aesthetic ids
+      const int64_t text_dim =
+          c.projection_class_embeddings_input_dim - n_ids * int64_t(c.addition_time_embed_dim);
+      out.emplace_back("latents", normal(shape, "input", r.sigma));
+      for (const char* prefix : {"", "negative_"}) {
+        const std::string p = prefix;
+        out.emplace_back(p + "prompt_embeds", normal({1, 77, c.cross_attention_dim[0]},
+                                                     (p + "prompt_embeds").c_str(), 1));
+        out.emplace_back(p + "pooled_prompt_embeds",
+                         normal({1, text_dim}, (p + "pooled_prompt_embeds").c_str(), 1));
+      }
+      return out;
+    }
     out.emplace_back("sample", normal(shape, "input", r.sigma));
     Tensor t(DType::kF32, {1});
     Rng rng(r.seed, "timestep");
@@ -176,6 +209,10 @@ class UnetFamily : public Family {
                              const PipelineOptions& options) const override {
     const UnetConfig& c = unet(*model.config);
     if (pipeline == "sdxl.denoise") return run_sdxl_denoise(model, c, inputs, executor, options);
+    if (pipeline == "sdxl.txt2img") return run_sdxl_txt2img(model, c, inputs, executor, options);
+    if (pipeline == "sdxl.refine") return run_sdxl_refine(model, c, inputs, executor, options);
+    if (pipeline == "sdxl.base+refiner")
+      return run_sdxl_base_refiner(model, c, inputs, executor, options);
     TP_ASSIGN_OR_RETURN(NamedTensors named, bind(c, pipeline, inputs));
     return executor.run(build_unet_graph(c), model.weights, named);
   }
@@ -186,7 +223,21 @@ class UnetFamily : public Family {
       return Error(pipeline + " compiles its plans as its loop runs them (no stages ahead yet)");
     return std::vector<Stage>{{build_unet_graph(unet(*model.config)), input, ""}};
   }
-  bool image_output(const std::string&) const override { return false; }
+  bool image_output(const std::string& pipeline) const override {
+    return pipeline == "sdxl.txt2img" || pipeline == "sdxl.base+refiner";
+  }
+  bool denoises(const std::string& pipeline) const override {
+    return pipeline.rfind("sdxl.", 0) == 0;
+  }
+  // The denoising loop's calls by step, as diffusers counts them (from 0): the UNet and the
+  // scheduler's per-step graphs of step 3 under "step3/".
+  std::string call_scope(const std::string& pipeline, const std::string& graph,
+                         int call) const override {
+    if (denoises(pipeline) && graph != "euler.init" &&
+        (graph == "unet" || graph.rfind("euler.", 0) == 0))
+      return "step" + std::to_string(call) + "/";
+    return Family::call_scope(pipeline, graph, call);
+  }
 
   // The pipeline's inputs checked against the config, in the graph's order; a scalar timestep
   // is broadcast to the batch (as diffusers expands it).
@@ -239,7 +290,9 @@ class UnetFamily : public Family {
     return out;
   }
 
-  // tiny-unet, tiny-unet-xl: small models of SD 1.5's and SDXL's UNets (unet-facts 10), seconds
+  // tiny-unet, tiny-unet-xl, tiny-unet-xl-refiner: small models of SD 1.5's and SDXL's UNets
+  // and of SDXL's refiner (5 time ids, a narrower context: the last 24 of the base's 32 columns,
+  // as the refiner reads text_encoder_2's part of the base's embeddings) (unet-facts 10), seconds
   // on the CPU. sd15-unet: runwayml/stable-diffusion-v1-5 unet/config.json. sdxl-base: SDXL base
   // 1.0 unet/config.json. sdxl-refiner: the refiner's, derived from its SGM parameters.
   static const std::vector<std::pair<std::string, std::string>>& builtins() {
@@ -260,6 +313,16 @@ class UnetFamily : public Family {
  "attention_head_dim": [2, 4], "cross_attention_dim": 32, "norm_num_groups": 8,
  "norm_eps": 1e-05, "use_linear_projection": true, "addition_embed_type": "text_time",
  "addition_time_embed_dim": 8, "projection_class_embeddings_input_dim": 80,
+ "flip_sin_to_cos": true, "freq_shift": 0, "act_fn": "silu",
+ "mid_block_type": "UNetMidBlock2DCrossAttn"})"},
+        {"tiny-unet-xl-refiner", R"({"_class_name": "UNet2DConditionModel", "sample_size": 16,
+ "in_channels": 4, "out_channels": 4,
+ "down_block_types": ["DownBlock2D", "CrossAttnDownBlock2D"],
+ "up_block_types": ["CrossAttnUpBlock2D", "UpBlock2D"],
+ "block_out_channels": [24, 48], "layers_per_block": 2, "transformer_layers_per_block": 2,
+ "attention_head_dim": [3, 6], "cross_attention_dim": 24, "norm_num_groups": 8,
+ "norm_eps": 1e-05, "use_linear_projection": true, "addition_embed_type": "text_time",
+ "addition_time_embed_dim": 8, "projection_class_embeddings_input_dim": 72,
  "flip_sin_to_cos": true, "freq_shift": 0, "act_fn": "silu",
  "mid_block_type": "UNetMidBlock2DCrossAttn"})"},
         {"sd15-unet", R"({"_class_name": "UNet2DConditionModel", "_diffusers_version": "0.6.0",

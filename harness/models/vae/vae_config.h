@@ -58,6 +58,9 @@ struct VaeConfig : ModelConfig {
   }
   int image_channels() const { return kind == Kind::kKl ? kl.in_channels : tiny.in_channels; }
   int downscale() const { return kind == Kind::kKl ? kl.downscale() : tiny.downscale(); }
+  std::optional<double> scaling_factor() const override {
+    return kind == Kind::kKl ? kl.scaling_factor : tiny.scaling_factor;
+  }
   const Family& family() const override;
 };
 
