@@ -65,6 +65,7 @@ struct StreamStep {
   int64_t exact_compilations = 0;       // under bucket:N, the exact-shape session's count so far
   double bucket_vs_exact_max_abs = -1;  // under bucket:N, |bucketed - exact| max (-1: not compared)
   std::string note;                     // the refusal, or what differed
+  std::string compiled_graphs;          // plans compiled for this step per graph ("unet 1, ...")
 };
 
 struct CaseResult {

@@ -82,7 +82,8 @@ const RowSchema<StreamStep>& stream_schema() {
                                  column("refused", &R::refused),
                                  column("exact_compilations", &R::exact_compilations),
                                  column("bucket_vs_exact_max_abs", &R::bucket_vs_exact_max_abs),
-                                 column("note", &R::note, kNameWidth)};
+                                 column("note", &R::note, kNameWidth),
+                                 column("compiled_graphs", &R::compiled_graphs, kNameWidth)};
   return s;
 }
 

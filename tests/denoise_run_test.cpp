@@ -127,5 +127,34 @@ TEST(DenoiseRun, BaseAndRefinerShareOneVaeAndTheRefinerIsNamedApart) {
   EXPECT_NE(missing.reason.find("refiner=MODEL"), std::string::npos) << missing.reason;
 }
 
+TEST(DenoiseRun, ResolutionStreamCountsCompilationsPerGraphAndRefusesWhatCannotFit) {
+  const std::string stream =
+      "sdxl.txt2img model=tiny-unet-xl vae=tiny-kl stream=64x64+56x64+64x64+64x56 w=f16 a=f16 "
+      "acc=f32 steps=2";
+  const CaseResult exact = run(stream);
+  ASSERT_EQ(exact.outcome, Outcome::kPassed) << exact.reason;
+  ASSERT_EQ(exact.stream.size(), 4u);
+  EXPECT_EQ(exact.stream[2].compilations, 0);  // 64x64 again: every plan from the cache
+  EXPECT_NE(exact.reason.find("unet 3, vae.decoder 3"), std::string::npos) << exact.reason;
+  // Bucketed, the VAE's decoder serves the three sizes with one plan; the UNet's N-d plans are
+  // exact shapes.
+  const CaseResult bucketed = run(stream + " shapes=bucket:64");
+  ASSERT_EQ(bucketed.outcome, Outcome::kPassed) << bucketed.reason;
+  EXPECT_NE(bucketed.reason.find("unet 3, vae.decoder 1"), std::string::npos) << bucketed.reason;
+  EXPECT_EQ(bucketed.stream[1].compiled_graphs,
+            "euler.cfg_step 1, euler.init 1, euler.scale_model_input 1, sdxl.unscale_latents 1, "
+            "unet 1");
+
+  const CaseResult limited =
+      run("sdxl.txt2img model=tiny-unet-xl vae=tiny-kl stream=64x64+64x96+64x64+72x88 w=f16 "
+          "a=f16 acc=f32 steps=2 mem=240KiB");
+  ASSERT_EQ(limited.outcome, Outcome::kPassed) << limited.reason;
+  ASSERT_EQ(limited.stream.size(), 4u);
+  for (int i = 0; i < 3; ++i) EXPECT_FALSE(limited.stream[std::size_t(i)].refused);
+  EXPECT_TRUE(limited.stream[3].refused);
+  EXPECT_NE(limited.stream[3].note.find("needs"), std::string::npos) << limited.stream[3].note;
+  EXPECT_LE(limited.stream[3].peak_arena_bytes, 240 * 1024);
+}
+
 }  // namespace
 }  // namespace tp

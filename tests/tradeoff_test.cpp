@@ -100,6 +100,34 @@ TEST(Tradeoff, WritesReportAndAPageThatRendersInChromium) {
   fs::remove_all(dir);
 }
 
+// The whole text-to-image pipeline: error of the final image against time per policy, with the
+// LibTorch peer running the UNet's and the VAE's graphs on their own weights.
+TEST(Tradeoff, WholeTextToImagePipeline) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("tp_tradeoff_sdxl_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const auto r = twinpath(
+      "tradeoff --model tiny-unet-xl --vae tiny-kl --pipeline sdxl.txt2img --steps 2 --res 64x64 "
+      "--repeats 1 --policy w=f16,a=f16,acc=f32 --policy w=bf16,a=bf16,acc=f32 --out " +
+      dir.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("[1/"), std::string::npos) << r.output;
+  if (TWINPATH_TEST_HAVE_TORCH)
+    EXPECT_NE(r.output.find("3 of 3 policy x resolution points measured"), std::string::npos)
+        << r.output;
+  else
+    EXPECT_NE(r.output.find("2 of 2 policy x resolution points measured"), std::string::npos)
+        << r.output;
+  EXPECT_TRUE(fs::exists(dir / "report.html"));
+  const auto missing = twinpath(
+      "tradeoff --model tiny-unet-xl --pipeline sdxl.txt2img --steps 2 "
+      "--res 64x64 --repeats 1 --policy w=f16,a=f16,acc=f32 --out " +
+      dir.string() + "/missing");
+  EXPECT_NE(missing.output.find("decodes the latents with a VAE"), std::string::npos)
+      << missing.output;
+  fs::remove_all(dir);
+}
+
 TEST(Tradeoff, WrongInputsGetOneSentence) {
   const fs::path out =
       fs::temp_directory_path() / ("tp_tradeoff_bad_" + std::to_string(::getpid()));

@@ -76,6 +76,9 @@ Expected<int> replay_command(const std::string& file, const std::string& device)
 
 struct TradeoffCommandOptions {
   std::string model, pipeline = "vae.decode";
+  std::string vae, refiner;  // text-to-image pipelines' other models
+  int steps = 50;
+  double guidance_scale = 5;
   std::vector<std::string> policies;  // --policy, repeatable; empty: every supported one
   std::string resolutions = "256x256";
   int repeats = 3;

@@ -186,6 +186,13 @@ int main(int argc, char** argv) {
   tradeoff->add_option("--device", tr.device, "cpu (the emulated kernels) | cuda")
       ->capture_default_str();
   tradeoff->add_option("--out", tr.out, "folder for report.h5 and report.html")->required();
+  tradeoff->add_option("--vae", tr.vae,
+                       "sdxl.txt2img, sdxl.base+refiner: the VAE (name or folder)");
+  tradeoff->add_option("--refiner", tr.refiner, "sdxl.base+refiner: the refiner (name or folder)");
+  tradeoff->add_option("--steps", tr.steps, "denoising pipelines: scheduler steps")
+      ->capture_default_str();
+  tradeoff->add_option("--guidance-scale", tr.guidance_scale, "denoising pipelines: guidance")
+      ->capture_default_str();
 
   CLI::App* report_cmd = app.add_subcommand("report", "Read, compare and join HDF5 reports");
   report_cmd->require_subcommand(1);

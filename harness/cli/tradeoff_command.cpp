@@ -2,6 +2,7 @@
 // self-contained report.html in --out.
 #include <filesystem>
 #include <iostream>
+#include <map>
 
 #include "harness/cli/commands.h"
 #include "harness/core/format.h"
@@ -18,6 +19,10 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
   TradeoffOptions t;
   t.model = o.model;
   t.pipeline = o.pipeline;
+  t.vae = o.vae;
+  t.refiner = o.refiner;
+  t.steps = o.steps;
+  t.guidance = o.guidance_scale;
   t.policies = o.policies;
   t.repeats = o.repeats;
   TP_ASSIGN_OR_RETURN(t.device, compiled::parse_device(o.device));
@@ -40,17 +45,25 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
 #ifdef TWINPATH_HAVE_TORCH
   // The peer: LibTorch's ops on the same graphs, fp32 on the CPU; f16 and bf16 on CUDA.
   const bool cuda = t.device == compiled::Device::kCuda;
-  t.make_peers = [cuda](const Model& m) -> Expected<std::vector<TradeoffPeer>> {
+  t.make_peers = [cuda](const Model&) -> Expected<std::vector<TradeoffPeer>> {
     std::vector<TradeoffPeer> peers;
     if (cuda && !torch_path::cuda_available())
       return std::vector<TradeoffPeer>{{"LibTorch CUDA", {}}};  // a row that says why
     for (DType dt :
          cuda ? std::vector<DType>{DType::kF16, DType::kBF16} : std::vector<DType>{DType::kF32}) {
-      TP_ASSIGN_OR_RETURN(std::unique_ptr<torch_path::Runner> made,
-                          torch_path::Runner::create(m.weights, dt, cuda));
-      std::shared_ptr<torch_path::Runner> runner = std::move(made);
+      // One runner (its parameters converted once) per model the pipeline runs: a
+      // text-to-image pipeline's UNet, refiner and VAE.
+      auto runners =
+          std::make_shared<std::map<const Weights*, std::unique_ptr<torch_path::Runner>>>();
       peers.push_back({std::string("LibTorch ") + (cuda ? "CUDA " : "CPU ") + dtype_name(dt),
-                       [runner](const Graph& g, const Weights&, const NamedTensors& in) {
+                       [runners, dt, cuda](const Graph& g, const Weights& w,
+                                           const NamedTensors& in) -> Expected<NamedTensors> {
+                         std::unique_ptr<torch_path::Runner>& runner = (*runners)[&w];
+                         if (!runner) {
+                           auto made = torch_path::Runner::create(w, dt, cuda);
+                           if (!made.ok()) return made.error();
+                           runner = std::move(made).value();
+                         }
                          return runner->run(g, in);
                        }});
     }

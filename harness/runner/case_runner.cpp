@@ -165,13 +165,14 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
     }
   if (!p.refiner && p.pipeline == "sdxl.base+refiner")
     return Error(p.pipeline +
-                 " hands the base's latents to a refiner: add refiner=MODEL to the case (the "
-                 "built-in tiny-unet-xl-refiner or sdxl-refiner, or a diffusers UNet folder)");
+                 " hands the base's latents to a refiner: add refiner=MODEL to the case "
+                 "(tradeoff: --refiner), the built-in tiny-unet-xl-refiner or sdxl-refiner or a "
+                 "diffusers UNet folder");
   if (!p.vae && p.model->family().denoises(p.pipeline) &&
       p.model->family().image_output(p.pipeline))
     return Error(p.pipeline +
-                 " decodes the latents with a VAE: add vae=MODEL to the case (a built-in such as "
-                 "tiny-kl or sdxl-kl, or a diffusers VAE folder)");
+                 " decodes the latents with a VAE: add vae=MODEL to the case (tradeoff: --vae), a "
+                 "built-in such as tiny-kl or sdxl-kl or a diffusers VAE folder");
   if (!c.warm.empty()) {
     TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
     TP_RETURN_IF_ERROR(check_family_runs(*p.warm, p.pipeline));

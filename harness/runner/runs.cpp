@@ -1,5 +1,6 @@
 #include "harness/runner/runs.h"
 
+#include <algorithm>
 #include <chrono>
 #include <set>
 
@@ -125,10 +126,54 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
   return run;
 }
 
+namespace {
+
+// Compiles each graph the pipeline calls and answers with zeros: the plans a pipeline needs and
+// the largest arena among them (its calls run one at a time), without running a kernel.
+class PlanningExecutor : public GraphExecutor {
+ public:
+  explicit PlanningExecutor(compiled::Session& session) : session_(session) {}
+  Expected<NamedTensors> run(const Graph& graph, const Weights& weights,
+                             const NamedTensors& inputs) override {
+    std::vector<Shape> shapes;
+    for (const auto& [name, id] : graph.inputs) {
+      const Tensor* t = find_tensor(inputs, name);
+      if (!t) return Error(graph.name + " takes an input named " + name + ", which was not given");
+      shapes.push_back(t->shape());
+    }
+    const std::vector<Shape> others(shapes.begin() + 1, shapes.end());
+    TP_ASSIGN_OR_RETURN(const compiled::Plan* plan,
+                        session_.plan_for(graph, weights, shapes[0], others));
+    // One call at a time: the session evicts idle arenas, so the largest must fit.
+    bytes_ = std::max(bytes_, plan->stats.arena_bytes);
+    TP_ASSIGN_OR_RETURN(std::vector<Shape> values,
+                        compiled::infer_shapes(graph, shapes[0], others));
+    NamedTensors out;
+    for (const auto& [name, id] : graph.outputs)
+      out.emplace_back(name, Tensor(DType::kF32, values[std::size_t(id)]));
+    return out;
+  }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  compiled::Session& session_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace
+
 Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m,
-                                         const std::string& pipeline, const NamedTensors& inputs) {
+                                         const std::string& pipeline, const NamedTensors& inputs,
+                                         const PipelineOptions& options) {
   const Shape& input = inputs.front().second.shape();
-  TP_ASSIGN_OR_RETURN(std::vector<Stage> stages, m.family().stages(m, pipeline, input));
+  auto staged = m.family().stages(m, pipeline, input);
+  if (!staged.ok()) {
+    PlanningExecutor planning(s);
+    if (auto planned = run_model(m, pipeline, inputs, planning, options); !planned.ok())
+      return planned.error();
+    return planning.bytes();
+  }
+  std::vector<Stage> stages = std::move(staged).value();
   int64_t bytes = 0;  // the stages are co-resident
   std::vector<Shape> previous;
   const Graph* previous_graph = nullptr;

@@ -164,8 +164,13 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
 // Compiles (or finds) the plans `pipeline` runs on `inputs` (the primary first) in `session`,
 // allocating nothing, and
 // returns the arena bytes they hold at once (a roundtrip's encoder and decoder are co-resident).
+// A pipeline whose family gives no stages (a denoising loop, whose graphs and their inputs come
+// from its code) is planned by running its code on an executor that only plans: each graph call
+// is compiled (or found) and answered with zeros of its output shapes; the bytes returned are
+// then the largest arena (the calls run one at a time).
 Expected<int64_t> compile_pipeline_plans(compiled::Session& session, const Model& m,
-                                         const std::string& pipeline, const NamedTensors& inputs);
+                                         const std::string& pipeline, const NamedTensors& inputs,
+                                         const PipelineOptions& options = {});
 // The values each graph's plans read or store: what the reference must capture.
 std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session);
 

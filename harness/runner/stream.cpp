@@ -5,6 +5,7 @@
 // step whose arenas cannot fit must be refused before allocating, with the figure it needs, and
 // the session must go on serving the steps after it.
 #include <chrono>
+#include <map>
 
 #include "compiled/describe_session.h"
 #include "harness/core/format.h"
@@ -16,6 +17,7 @@ namespace {
 struct StreamVerdict {
   std::string failure;  // the first failed check ("" when none)
   int refused = 0;
+  std::map<std::string, int> compiled;  // plans compiled over the stream, per graph
   void fail(const std::string& why) {
     if (failure.empty()) failure = why;
   }
@@ -44,8 +46,9 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
     step.input_shape = shape_string(p.input.shape());
     const std::string at = step.resolution + ": ";
     const compiled::CacheStats before = session->stats();
-    TP_ASSIGN_OR_RETURN(step.need_bytes,
-                        compile_pipeline_plans(*session, *p.model, p.pipeline, p.inputs()));
+    const std::size_t known = session->plans().size();
+    TP_ASSIGN_OR_RETURN(step.need_bytes, compile_pipeline_plans(*session, *p.model, p.pipeline,
+                                                                p.inputs(), p.options()));
     const bool must_refuse = c.memory_limit && step.need_bytes > c.memory_limit;
     const auto start = std::chrono::steady_clock::now();
     auto outputs = run_model(*p.model, p.pipeline, p.inputs(), *session, p.options());
@@ -53,6 +56,15 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const compiled::CacheStats& after = session->stats();
     step.compilations = after.compilations - before.compilations;
+    // The plans compiled for this step, per graph (the UNet's, the VAE's, the scheduler's).
+    std::map<std::string, int> per_graph;
+    const std::vector<const compiled::Plan*> plans = session->plans();
+    for (std::size_t i = known; i < plans.size(); ++i) ++per_graph[plans[i]->graph->name];
+    for (const auto& [graph, n] : per_graph) {
+      step.compiled_graphs +=
+          (step.compiled_graphs.empty() ? "" : ", ") + graph + " " + std::to_string(n);
+      v.compiled[graph] += n;
+    }
     step.total_compilations = after.compilations;
     step.compile_seconds = after.compile_seconds - before.compile_seconds;
     step.arena_bytes = after.arena_bytes;
@@ -158,6 +170,12 @@ CaseResult run_stream_case(const Case& c, const RunOptions& o, ModelCache& model
   std::string reason = std::to_string(r.stream.size() - std::size_t(v.refused)) + " of " +
                        std::to_string(r.stream.size()) + " resolutions ran within tolerance: " +
                        std::to_string(last.total_compilations) + " compilations";
+  if (v.compiled.size() > 1) {  // a pipeline of several graphs: which ones recompiled
+    std::string per_graph;
+    for (const auto& [graph, n] : v.compiled)
+      per_graph += (per_graph.empty() ? "" : ", ") + graph + " " + std::to_string(n);
+    reason += " (" + per_graph + ")";
+  }
   if (c.shapes != "exact")
     reason += " (" + std::to_string(last.exact_compilations) +
               " with exact shapes), outputs equal to exact shapes'";

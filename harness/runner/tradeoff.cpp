@@ -26,7 +26,12 @@ Case base_case(const TradeoffOptions& o, int64_t h, int64_t w) {
   c.width = w;
   c.policy = LayerPolicy{DType::kF32, DType::kF32,
                          DType::kF32};  // the input's seed: the same for every policy
-  c.input = "image";
+  // A VAE's input is a picture (a decoder's: its latents); a denoiser's, seeded noise.
+  c.input = o.pipeline.rfind("vae.", 0) == 0 ? "image" : "normal";
+  c.vae = o.vae;
+  c.refiner = o.refiner;
+  c.steps = o.steps;
+  c.guidance = o.guidance;
   return c;
 }
 
@@ -203,7 +208,8 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
       std::string refused;
       auto s = new_compiled_session(p, p.session);
       if (!s.ok()) return s.error();
-      if (auto plans = compile_pipeline_plans(**s, *p.model, p.pipeline, p.inputs()); !plans.ok())
+      if (auto plans = compile_pipeline_plans(**s, *p.model, p.pipeline, p.inputs(), p.options());
+          !plans.ok())
         refused = plans.error().message();
       else
         for (const auto& [graph, ids] : checkpoint_values(**s))
