@@ -203,6 +203,44 @@ namespace {
 
 // Done-when of the harness: the SDXL-VAE failure (one layer's weights scaled past f16) triaged
 // from a user's model folder: layer, op, cause, and a --keep-fp32 list that makes it pass.
+// A user's text-to-image run: the overflow is named with its step, and the fix passes.
+TEST_F(CliTest, TriageNamesTheStepOfAnOverflowInTheDenoisingLoop) {
+  const std::string layer = "up_blocks.0.resnets.1.conv1";
+  ASSERT_EQ(twinpath("model init --config tiny-unet-xl --scale-layer '" + layer +
+                     "*300000' --out " + p("unet-hot"))
+                .code,
+            0);
+  ASSERT_EQ(twinpath("model init --config tiny-kl --out " + p("vae")).code, 0);
+  NamedTensors inputs;
+  auto filled = [](Shape shape, int salt) {
+    Tensor t(DType::kF32, std::move(shape));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = float(((i + salt) * 7919) % 200) / 100.0f - 1.0f;
+    return t;
+  };
+  inputs.emplace_back("latents", filled({1, 4, 8, 8}, 0));
+  inputs.emplace_back("prompt_embeds", filled({1, 77, 32}, 1));
+  inputs.emplace_back("pooled_prompt_embeds", filled({1, 32}, 2));
+  inputs.emplace_back("negative_prompt_embeds", filled({1, 77, 32}, 3));
+  inputs.emplace_back("negative_pooled_prompt_embeds", filled({1, 32}, 4));
+  ASSERT_TRUE(write_tensor_file(p("prompt.safetensors"), inputs).ok());
+  const std::string run = "triage --model " + p("unet-hot") + " --vae " + p("vae") +
+                          " --pipeline sdxl.txt2img --steps 3 --input " + p("prompt.safetensors") +
+                          " --policy w=f16,a=f16,acc=f32 --repro " + p("repro-loop.safetensors");
+  const auto r = twinpath(run + " 2>/dev/null");
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("origin    step0, " + layer + " (conv2d), cause overflow"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("--keep-fp32 'up_blocks.0.resnets.1.*'  (passes"), std::string::npos)
+      << r.output;
+  const auto fixed = twinpath(run + " --keep-fp32 'up_blocks.0.resnets.1.*'");
+  EXPECT_EQ(fixed.code, 0) << fixed.output;
+  const auto replay = twinpath("replay " + p("repro-loop.safetensors"));
+  EXPECT_NE(replay.output.find("origin: " + layer + " (conv2d), cause overflow"), std::string::npos)
+      << replay.output;
+}
+
 TEST_F(CliTest, TriageNamesTheOverflowingLayerAndAFixThatPasses) {
   const std::string layer = "decoder.up_blocks.0.resnets.0.conv1";
   ASSERT_EQ(twinpath("model init --config tiny-kl --seed 4 --scale-layer '" + layer +

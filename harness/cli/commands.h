@@ -61,6 +61,10 @@ Expected<int> run_command(const RunCommandOptions& options, const std::string& c
 
 struct TriageOptions {
   std::string model_dir, pipeline, input;
+  // Denoising pipelines: as the case options steps=, guidance=, vae=, refiner=, split=.
+  int steps = 50;
+  double guidance_scale = 5, denoising_split = 0.8;
+  std::string vae, refiner;
   std::string policy = "w=f16,a=f16,acc=f32";
   std::string keep_fp32, inject;
   std::string tiling = "off";

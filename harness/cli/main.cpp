@@ -151,6 +151,16 @@ int main(int argc, char** argv) {
   triage->add_option("--tiling", to.tiling, "on | off")->capture_default_str();
   triage->add_option("--device", to.device, "cpu | cuda: where the compiled path runs")
       ->capture_default_str();
+  triage->add_option("--steps", to.steps, "denoising pipelines: scheduler steps")
+      ->capture_default_str();
+  triage->add_option("--guidance-scale", to.guidance_scale, "denoising pipelines: guidance")
+      ->capture_default_str();
+  triage
+      ->add_option("--denoising-split", to.denoising_split,
+                   "sdxl.refine, sdxl.base+refiner: the refiner's denoising_start")
+      ->capture_default_str();
+  triage->add_option("--vae", to.vae, "sdxl.txt2img, sdxl.base+refiner: the VAE folder");
+  triage->add_option("--refiner", to.refiner, "sdxl.base+refiner: the refiner folder");
   triage->add_option("--report", to.report, "also write an HDF5 report");
   triage->add_option("--repro", to.repro,
                      "where to write the origin group's minimal repro (for `twinpath replay`); "

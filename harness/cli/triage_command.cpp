@@ -37,6 +37,11 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   c.tiling = o.tiling == "on";
   c.keep_fp32 = split_list(o.keep_fp32, ',');
   c.inject = split_list(o.inject, ',');
+  c.steps = o.steps;
+  c.guidance = o.guidance_scale;
+  c.split = o.denoising_split;
+  c.vae = o.vae;
+  c.refiner = o.refiner;
   // Round-trip through the parser: the triage case is exactly what its repro line runs.
   return parse_case(c.id());
 }
@@ -73,8 +78,8 @@ Expected<int> triage_command(const TriageOptions& o) {
     if (p.found && p.cause == "propagated-from-input") {
       std::cout << "  origin    " << p.detail << "\n";
     } else if (p.found) {
-      std::cout << "  origin    " << p.layer << " (" << p.op << "), cause " << p.cause
-                << ", element " << format_index(p.index) << "\n";
+      std::cout << "  origin    " << (p.step.empty() ? "" : p.step + ", ") << p.layer << " ("
+                << p.op << "), cause " << p.cause << ", element " << format_index(p.index) << "\n";
       std::cout << "  values    compiled " << format_number(p.value) << ", reference "
                 << format_number(p.reference_value);
       if (p.dtype_max > 0)
