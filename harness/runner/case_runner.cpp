@@ -163,6 +163,8 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
         return Error((slot == &p.vae ? "vae=" : "refiner=") + *name + ": " + m.error().message());
       *slot = *m;
     }
+  if (p.vae)
+    for (const Graph& g : p.vae->family().graphs(*p.vae->config)) p.vae_graphs.push_back(g.name);
   if (!p.refiner && p.pipeline == "sdxl.base+refiner")
     return Error(p.pipeline +
                  " hands the base's latents to a refiner: add refiner=MODEL to the case "

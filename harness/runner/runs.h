@@ -3,6 +3,7 @@
 // run, each with its captured checkpoints.
 #pragma once
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@ struct PreparedCase {
   std::shared_ptr<const Model> warm;     // run first in the same session (case option warm=)
   std::shared_ptr<const Model> vae;      // the VAE a text-to-image pipeline decodes with (vae=)
   std::shared_ptr<const Model> refiner;  // sdxl.base+refiner's (refiner=)
+  std::vector<std::string> vae_graphs;   // the VAE's graph names (model_of), set with `vae`
   std::string pipeline;                  // one the model's family runs
   Tensor input;                          // the primary input (what res= sizes), f32
   std::string input_name = "input";
@@ -49,9 +51,8 @@ struct PreparedCase {
   // The model whose weights a call of `graph` in `scope` runs on: the VAE's graphs are the
   // VAE's, the refiner's part is the refiner's.
   const Model& model_of(const std::string& graph, const std::string& scope = "") const {
-    if (vae)
-      for (const Graph& g : vae->family().graphs(*vae->config))
-        if (g.name == graph) return *vae;
+    if (vae && std::find(vae_graphs.begin(), vae_graphs.end(), graph) != vae_graphs.end())
+      return *vae;
     if (refiner && scope.rfind(kRefinerPart, 0) == 0) return *refiner;
     return *model;
   }

@@ -98,17 +98,23 @@ def main(out_root):
         print(name, {k: list(v.shape) for k, v in io.items()})
 
 
+def pipeline_inputs(seed, batch, latent, tokens, dim=32):
+    """The SDXL pipeline's tensor arguments, seeded: initial noise and (negative) prompt and
+    pooled embeddings of width `dim`."""
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "latents": torch.randn(batch, 4, *latent, generator=g),
+        "prompt_embeds": torch.randn(batch, tokens, dim, generator=g),
+        "pooled_prompt_embeds": torch.randn(batch, dim, generator=g),
+        "negative_prompt_embeds": torch.randn(batch, tokens, dim, generator=g),
+        "negative_pooled_prompt_embeds": torch.randn(batch, dim, generator=g),
+    }
+
+
 def denoise(folder):
     """SDXL's denoising loop on the fixture's UNet, float64 and float32."""
-    g = torch.Generator().manual_seed(11)
     unet = UNet2DConditionModel.from_pretrained(folder).eval()
-    io = {
-        "latents": torch.randn(2, 4, 12, 10, generator=g),
-        "prompt_embeds": torch.randn(2, 9, 32, generator=g),
-        "pooled_prompt_embeds": torch.randn(2, 32, generator=g),
-        "negative_prompt_embeds": torch.randn(2, 9, 32, generator=g),
-        "negative_pooled_prompt_embeds": torch.randn(2, 32, generator=g),
-    }
+    io = pipeline_inputs(11, batch=2, latent=(12, 10), tokens=9)
     for dtype, suffix in ((torch.float64, "f64"), (torch.float32, "f32")):
         pipe = StableDiffusionXLPipeline(vae=None, text_encoder=None, text_encoder_2=None,
                                          tokenizer=None, tokenizer_2=None, unet=unet.to(dtype),
@@ -148,14 +154,7 @@ def base_refiner(base_folder, refiner_folder, vae_folder):
     refiner.save_pretrained(refiner_folder, safe_serialization=True)
     base = UNet2DConditionModel.from_pretrained(base_folder).eval()
     vae = AutoencoderKL.from_pretrained(vae_folder).eval()
-    g = torch.Generator().manual_seed(13)
-    io = {
-        "latents": torch.randn(1, 4, 8, 12, generator=g),
-        "prompt_embeds": torch.randn(1, 77, 32, generator=g),
-        "pooled_prompt_embeds": torch.randn(1, 32, generator=g),
-        "negative_prompt_embeds": torch.randn(1, 77, 32, generator=g),
-        "negative_pooled_prompt_embeds": torch.randn(1, 32, generator=g),
-    }
+    io = pipeline_inputs(13, batch=1, latent=(8, 12), tokens=77)
     steps, split, guidance = 6, 0.7, 5.0
     for dtype, suffix in ((torch.float64, "f64"), (torch.float32, "f32")):
         with torch.no_grad():

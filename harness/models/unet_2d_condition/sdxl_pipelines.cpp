@@ -294,17 +294,15 @@ Expected<NamedTensors> run_sdxl_base_refiner(const Model& model, const UnetConfi
   TP_ASSIGN_OR_RETURN(NamedTensors base_image, decode(*options.vae, base, executor, options));
   // The refiner with denoising_start from the same step, conditioned on the same prompt: its
   // text_encoder_2 part of prompt_embeds and the same pooled embedding.
-  executor.set_part(kRefinerPart);
-  auto refined = refiner_loop(*refiner, rc, pipeline, inputs, base, executor, options, schedule,
-                              split, rc.cross_attention_dim[0]);
-  if (!refined.ok()) {
-    executor.set_part("");
-    return refined.error();
-  }
-  auto image = decode(*options.vae, *refined, executor, options);
-  executor.set_part("");
-  if (!image.ok()) return image.error();
-  NamedTensors out = std::move(image).value();
+  struct RefinerPart {  // the refiner's calls, named apart until the pipeline returns
+    GraphExecutor& executor;
+    explicit RefinerPart(GraphExecutor& e) : executor(e) { executor.set_part(kRefinerPart); }
+    ~RefinerPart() { executor.set_part(""); }
+  } part(executor);
+  TP_ASSIGN_OR_RETURN(Tensor refined,
+                      refiner_loop(*refiner, rc, pipeline, inputs, base, executor, options,
+                                   schedule, split, rc.cross_attention_dim[0]));
+  TP_ASSIGN_OR_RETURN(NamedTensors out, decode(*options.vae, refined, executor, options));
   for (auto& [name, t] : base_image) out.emplace_back("base." + name, std::move(t));
   out.emplace_back("base.latents", base);
   return out;
