@@ -52,6 +52,93 @@ std::vector<int> match_attention(const Graph& g, const GraphIndex& ix, int q_op)
   return {q_op, k, v, attn, out};
 }
 
+// The same pattern on the N-dimensional ops: to_q/to_k/to_v (linear_last, k and v on the
+// query's input or another one: cross-attention) feeding a multi-head attention whose only
+// reader is to_out, none of them in a group yet. Returns the five ops, or empty.
+std::vector<int> match_nd_attention(const Graph& g, const GraphIndex& ix,
+                                    const std::vector<int>& assigned, int q_op) {
+  const Op& q = g.ops[std::size_t(q_op)];
+  if (q.kind != OpKind::kLinearLast || ix.of(q.output).size() != 1) return {};
+  const int attn = ix.of(q.output)[0];
+  const Op& a = g.ops[std::size_t(attn)];
+  if (a.kind != OpKind::kMultiHeadAttention || a.inputs.size() != 3 || a.inputs[0] != q.output)
+    return {};
+  const int k = ix.producer[std::size_t(a.inputs[1])], v = ix.producer[std::size_t(a.inputs[2])];
+  for (int p : {k, v})
+    if (p < 0 || p == q_op || assigned[std::size_t(p)] >= 0 ||
+        g.ops[std::size_t(p)].kind != OpKind::kLinearLast ||
+        ix.of(g.ops[std::size_t(p)].output).size() != 1 ||
+        ix.graph_output[std::size_t(g.ops[std::size_t(p)].output)])
+      return {};
+  if (k == v || ix.of(a.output).size() != 1 || ix.graph_output[std::size_t(a.output)]) return {};
+  const int out = ix.of(a.output)[0];
+  if (g.ops[std::size_t(out)].kind != OpKind::kLinearLast) return {};
+  return {q_op, k, v, attn, out};
+}
+
+// GEGLU (diffusers' FeedForward "geglu"): a projection whose only readers are the two halves of
+// its last axis, one through GELU, multiplied. Returns proj, both slices, gelu, mul, or empty.
+std::vector<int> match_geglu(const Graph& g, const GraphIndex& ix, int proj) {
+  const Op& p = g.ops[std::size_t(proj)];
+  if (p.kind != OpKind::kLinearLast || ix.graph_output[std::size_t(p.output)]) return {};
+  const std::vector<int>& halves = ix.of(p.output);
+  if (halves.size() != 2) return {};
+  int gelu = -1;
+  std::vector<int> slice_outputs;
+  for (int s : halves) {
+    const Op& op = g.ops[std::size_t(s)];
+    if (op.kind != OpKind::kSlice || op.attrs.axis != -1 || ix.of(op.output).size() != 1 ||
+        ix.graph_output[std::size_t(op.output)])
+      return {};
+    const int r = ix.of(op.output)[0];
+    if (g.ops[std::size_t(r)].kind == OpKind::kGelu) {
+      if (gelu >= 0 || ix.of(g.ops[std::size_t(r)].output).size() != 1 ||
+          ix.graph_output[std::size_t(g.ops[std::size_t(r)].output)])
+        return {};
+      gelu = r;
+      slice_outputs.push_back(g.ops[std::size_t(r)].output);
+    } else {
+      slice_outputs.push_back(op.output);
+    }
+  }
+  if (gelu < 0) return {};
+  const int mul = ix.of(g.ops[std::size_t(gelu)].output)[0];
+  const Op& m = g.ops[std::size_t(mul)];
+  if (m.kind != OpKind::kBinary || m.attrs.binary != BinaryOp::kMul ||
+      std::set<int>(m.inputs.begin(), m.inputs.end()) !=
+          std::set<int>(slice_outputs.begin(), slice_outputs.end()))
+    return {};
+  return {proj, std::min(halves[0], halves[1]), std::max(halves[0], halves[1]), gelu, mul};
+}
+
+// A LayerNorm whose every reader is a projection (linear_last) and whose value no one else
+// needs: it joins its readers' group when they all land in one (norm + projection).
+bool is_norm_before_projection(const Graph& g, const GraphIndex& ix, int op) {
+  const Op& n = g.ops[std::size_t(op)];
+  if (n.kind != OpKind::kLayerNorm || ix.graph_output[std::size_t(n.output)]) return false;
+  const std::vector<int>& readers = ix.of(n.output);
+  return !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](int r) {
+    return g.ops[std::size_t(r)].kind == OpKind::kLinearLast;
+  });
+}
+
+// An N-d op that may end a group: unary GELU, a reshape (row-major: the same elements), and a
+// broadcast binary whose other operand is already computed (a graph input, or the output of a
+// group formed earlier or of this one), so groups only ever read earlier groups.
+bool is_nd_epilogue(const Graph& g, const GraphIndex& ix, const std::vector<int>& assigned,
+                    int group, int value, int reader) {
+  const Op& op = g.ops[std::size_t(reader)];
+  if (op.kind == OpKind::kGelu) return true;
+  if (op.kind == OpKind::kReshape) return op.inputs.size() == 1;
+  if (op.kind != OpKind::kBinary) return false;
+  for (int v : op.inputs) {
+    if (v == value) continue;
+    const int p = ix.producer[std::size_t(v)];
+    if (p >= 0 && (assigned[std::size_t(p)] < 0 || assigned[std::size_t(p)] > group)) return false;
+  }
+  return true;
+}
+
 // Appends the pointwise ops that follow `value` while it has no other reader: the epilogue.
 void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vector<int>& assigned,
                      int group, std::vector<int>& ops) {
@@ -74,7 +161,9 @@ void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vecto
     if (readers.size() != 1) return;
     const int r = readers[0];
     const Op& op = g.ops[std::size_t(r)];
-    if (assigned[std::size_t(r)] >= 0 || !is_pointwise(op.kind)) return;
+    if (assigned[std::size_t(r)] >= 0 ||
+        !(is_pointwise(op.kind) || is_nd_epilogue(g, ix, assigned, group, value, r)))
+      return;
     assigned[std::size_t(r)] = group;
     ops.push_back(r);
     value = op.output;
@@ -142,15 +231,23 @@ std::vector<Group> partition_into_groups(const Graph& g) {
   const GraphIndex ix(g);
   std::vector<int> assigned(g.ops.size(), -1);
   std::vector<Group> groups;
+  std::vector<int> norms;  // LayerNorms waiting for their projections' group
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
     if (assigned[i] >= 0) continue;
     const Op& op = g.ops[i];
+    if (is_norm_before_projection(g, ix, int(i))) {
+      norms.push_back(int(i));
+      continue;
+    }
     const int id = int(groups.size());
     Group grp;
     grp.kind = kind_of(op.kind);
     int head = op.output;
     const std::vector<int>& readers = ix.of(op.output);
-    const std::vector<int> attention = match_attention(g, ix, int(i));
+    std::vector<int> pattern = match_attention(g, ix, int(i));
+    if (pattern.empty()) pattern = match_nd_attention(g, ix, assigned, int(i));
+    const std::vector<int> geglu =
+        pattern.empty() ? match_geglu(g, ix, int(i)) : std::vector<int>{};
     if (op.kind == OpKind::kUpsampleNearest2x && readers.size() == 1 &&
         !ix.graph_output[std::size_t(op.output)] &&
         g.ops[std::size_t(readers[0])].kind == OpKind::kConv2d) {
@@ -158,16 +255,35 @@ std::vector<Group> partition_into_groups(const Graph& g) {
       grp.upsample_prologue = true;
       grp.ops = {int(i), readers[0]};
       head = g.ops[std::size_t(readers[0])].output;
-    } else if (!attention.empty()) {
+    } else if (!pattern.empty()) {
       grp.kind = GroupKind::kAttention;
-      grp.ops = attention;
-      head = g.ops[std::size_t(attention.back())].output;
+      grp.ops = pattern;
+      head = g.ops[std::size_t(pattern.back())].output;
+    } else if (!geglu.empty()) {
+      grp.ops = geglu;
+      head = g.ops[std::size_t(geglu.back())].output;
     } else {
       grp.ops = {int(i)};
     }
     for (int o : grp.ops) assigned[std::size_t(o)] = id;
     absorb_epilogue(g, ix, head, assigned, id, grp.ops);
     groups.push_back(std::move(grp));
+  }
+  // Norm + projection: a LayerNorm runs first in its projections' group when they share one.
+  for (int n : norms) {
+    std::set<int> homes;
+    for (int r : ix.of(g.ops[std::size_t(n)].output)) homes.insert(assigned[std::size_t(r)]);
+    if (homes.size() == 1) {
+      Group& grp = groups[std::size_t(*homes.begin())];
+      grp.ops.insert(grp.ops.begin(), n);
+      assigned[std::size_t(n)] = *homes.begin();
+      continue;
+    }
+    assigned[std::size_t(n)] = int(groups.size());
+    Group alone;
+    alone.kind = GroupKind::kTensor;
+    alone.ops = {n};
+    groups.push_back(std::move(alone));
   }
   // Inputs and outputs at the group boundary.
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {

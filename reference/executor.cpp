@@ -78,14 +78,16 @@ Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights,
       return Error("graph " + graph.name + " needs an input named '" + name + "'");
     values[std::size_t(id)] = found->to(dtype_of<T>());
   }
-  // Weights converted to T once per run.
+  // Weights read in place when they are already T (an fp32 model on the fp32 reference: no second
+  // copy of SDXL's 10 GB), else converted to T once per run.
   std::map<std::string, Tensor> params;
   auto param = [&](const std::string& key) -> const Tensor* {
     if (key.empty()) return nullptr;
-    auto it = params.find(key);
-    if (it != params.end()) return &it->second;
     auto w = weights.find(key);
     TP_CHECK(w != weights.end(), "missing weight " + key);
+    if (w->second.dtype() == dtype_of<T>()) return &w->second;
+    auto it = params.find(key);
+    if (it != params.end()) return &it->second;
     return &params.emplace(key, w->second.to(dtype_of<T>())).first->second;
   };
   const std::vector<int> last = graph.last_uses();

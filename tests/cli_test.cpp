@@ -127,6 +127,15 @@ TEST_F(CliTest, WrongInputsAndFlagsExitCode2) {
   expect_user_error("model init --config tiny-kll --out " + p("x"),
                     "unknown built-in config 'tiny-kll'");
   expect_user_error("exec --model " + p("kl"), "required");
+  // Another model a pipeline would ignore, or more outputs than a .npy holds: refused before the
+  // run.
+  expect_user_error(model + " --pipeline sdxl.denoise --vae " + p("kl") + " --input " +
+                        p("latent.safetensors") + " --output " + p("o.npy"),
+                    "--vae names the VAE that decodes a text-to-image pipeline's latents; "
+                    "sdxl.denoise does not decode");
+  expect_user_error(model + " --pipeline sdxl.txt2img --refiner " + p("kl") + " --input " +
+                        p("latent.safetensors") + " --output " + p("o.npy"),
+                    "sdxl.txt2img runs no refiner");
 }
 
 TEST_F(CliTest, CompiledPathRefusesWhatItCannotRun) {
@@ -232,9 +241,11 @@ TEST_F(CliTest, TriageNamesTheStepOfAnOverflowInTheDenoisingLoop) {
   EXPECT_NE(r.output.find("origin    step0, " + layer + " (conv2d), cause overflow"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("--keep-fp32 'up_blocks.0.resnets.1.*'  (passes"), std::string::npos)
-      << r.output;
-  const auto fixed = twinpath(run + " --keep-fp32 'up_blocks.0.resnets.1.*'");
+  // The time embedding's add after the conv overflows too; it runs in the time projection's
+  // group, so the fix keeps that projection beside the conv.
+  const std::string keep = "up_blocks.0.resnets.1.conv1,up_blocks.0.resnets.1.time_emb_proj";
+  EXPECT_NE(r.output.find("--keep-fp32 '" + keep + "'  (passes"), std::string::npos) << r.output;
+  const auto fixed = twinpath(run + " --keep-fp32 '" + keep + "'");
   EXPECT_EQ(fixed.code, 0) << fixed.output;
   const auto replay = twinpath("replay " + p("repro-loop.safetensors"));
   EXPECT_NE(replay.output.find("origin: " + layer + " (conv2d), cause overflow"), std::string::npos)

@@ -2,9 +2,11 @@
 // checkpoint names, and the arena's liveness-based reuse.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "compiled/planner.h"
+#include "harness/models/family.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "tests/support/fixtures.h"
 
@@ -222,9 +224,9 @@ TEST_F(PlannerTest, KeptLayersStoreFp32AndFp8WeightsCarryScales) {
   EXPECT_EQ(plan.value()->params.at("decoder.conv_out.weight")->storage, DType::kF32);
 }
 
-// Graphs of the N-dimensional ops have no compiled kernels yet: refused with the op and the
-// paths that do run them, never a crash inside the planner.
-TEST(PlannerNd, PlansNdGraphsRowMajorOneOpPerGroupAndRefusesF16Accumulation) {
+// A plan of N-d ops is row-major; ops outside the fused patterns run one per group with their
+// epilogue; f16 accumulation is refused naming the layer, a missing input shape too.
+TEST(PlannerNd, PlansNdGraphsRowMajorAndRefusesF16Accumulation) {
   GraphBuilder b("dit.block");
   const int x = b.input("hidden_states");
   const int ctx = b.input("encoder_hidden_states");
@@ -243,9 +245,11 @@ TEST(PlannerNd, PlansNdGraphsRowMajorOneOpPerGroupAndRefusesF16Accumulation) {
   auto plan = compile_plan(r, store);
   ASSERT_TRUE(plan.ok()) << plan.error().message();
   EXPECT_TRUE((*plan)->row_major);
-  // One group per N-d op; the SiLU after the attention is its epilogue.
-  ASSERT_EQ((*plan)->groups.size(), 6u);
+  // norm1 with its one projection (to_q), to_k, to_v, and the attention (no to_out: no
+  // attention pattern) with the SiLU and GELU after it as its epilogue.
+  ASSERT_EQ((*plan)->groups.size(), 4u);
   for (const Group& grp : (*plan)->groups) EXPECT_EQ(grp.kind, GroupKind::kTensor);
+  EXPECT_EQ((*plan)->groups[0].ops.size(), 2u);
   EXPECT_EQ((*plan)->buffers.at(ctx).shape, (Shape{1, 3, 6}));
   // A plan of N-d ops for a missing second input shape is refused, not guessed.
   PlanRequest missing = r;
@@ -261,6 +265,49 @@ TEST(PlannerNd, PlansNdGraphsRowMajorOneOpPerGroupAndRefusesF16Accumulation) {
                                        "accumulate in f16 in layer_norm"),
             std::string::npos)
       << acc.error().message();
+}
+
+// The UNet's transformer block fused as a kernel library would: each attention with its norm,
+// projections and residual; norm3 with the GEGLU projection, split, GELU and product; the
+// output projection with its residual; the time embedding's add in its projection's group.
+TEST_F(PlannerTest, FusesTheUnetsTransformerBlockAndResnet) {
+  auto config = parse_model_config(nlohmann::json::parse(builtin_config_text("tiny-unet").value()),
+                                   "tiny-unet");
+  ASSERT_TRUE(config.ok()) << config.error().message();
+  const Graph g = (*config)->family().graphs(**config).at(0);
+  const std::vector<Group> groups = partition_into_groups(g);
+  const std::string p = "down_blocks.0.attentions.0.transformer_blocks.0.";
+  auto expect_group = [&](const std::string& op, const std::vector<std::string>& ops,
+                          const std::vector<std::string>& checkpoints) {
+    const Group* grp = group_with_op(groups, g, op);
+    ASSERT_NE(grp, nullptr) << op;
+    EXPECT_EQ(names(g, *grp), ops) << op;
+    EXPECT_EQ(grp->checkpoints, checkpoints) << op;
+  };
+  for (const char* attn : {"attn1", "attn2"}) {
+    const std::string a = p + attn, norm = p + (attn == std::string("attn1") ? "norm1" : "norm2");
+    expect_group(a + ".sdpa",
+                 {norm, a + ".to_q", a + ".to_k", a + ".to_v", a + ".sdpa", a + ".to_out.0",
+                  a + ".residual"},
+                 {a + ".residual"});
+    EXPECT_EQ(group_with_op(groups, g, a + ".sdpa")->kind, GroupKind::kAttention);
+  }
+  expect_group(p + "ff.net.0.proj",
+               {p + "norm3", p + "ff.net.0.proj", p + "ff.net.0.hidden", p + "ff.net.0.gate",
+                p + "ff.net.0.gelu", p + "ff.net.0.mul"},
+               {p + "ff.net.0"});
+  expect_group(p + "ff.net.2", {p + "ff.net.2", p + "ff.residual"}, {p.substr(0, p.size() - 1)});
+  const std::string r = "down_blocks.0.resnets.0.";
+  expect_group(r + "time_emb_proj",
+               {r + "time_emb_proj", r + "time_emb_proj.unsqueeze", r + "add_time"},
+               {r + "add_time"});
+  // Every group reads only values stored before it.
+  std::set<int> ready;
+  for (const auto& [n, v] : g.inputs) ready.insert(v);
+  for (const Group& grp : groups) {
+    for (int v : grp.inputs) EXPECT_TRUE(ready.count(v)) << g.value_names[std::size_t(v)];
+    for (int v : grp.outputs) ready.insert(v);
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "harness/models/vae/vae_graphs.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixtures.h"
+#include "tests/support/group_match.h"
 
 namespace tp {
 namespace {
@@ -60,43 +61,6 @@ Tensor random_input(Shape shape, const std::string& stream, double scale) {
   return t;
 }
 
-// |a - b| in units of the last place of `dt` at max(|a|, |b|, floor): the floor keeps values that
-// cancelled to near zero from counting as many ulps. (compare_tensors measures against the
-// reference alone, without a floor; two compiled backends need the symmetric, floored form.)
-double ulps(double a, double b, DType dt, double floor) {
-  return std::abs(a - b) / ulp_at(std::max({std::abs(a), std::abs(b), floor}), dt);
-}
-
-struct UlpStats {
-  double max = 0;
-  double over_one = 0;  // fraction of elements more than 1 ulp apart
-  int64_t mismatched_non_finite = 0;
-};
-
-UlpStats compare_ulps(const Tensor& got, const Tensor& want) {
-  const Tensor a = got.to(DType::kF64), b = want.to(DType::kF64);
-  double sum_sq = 0;
-  for (int64_t i = 0; i < b.numel(); ++i)
-    if (std::isfinite(b.data<double>()[i])) sum_sq += b.data<double>()[i] * b.data<double>()[i];
-  const double floor =
-      std::max(1e-30, 1e-2 * std::sqrt(sum_sq / double(std::max<int64_t>(1, b.numel()))));
-  UlpStats s;
-  int64_t over = 0;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    const double x = a.data<double>()[i], y = b.data<double>()[i];
-    if (!std::isfinite(x) || !std::isfinite(y)) {
-      const bool same = (std::isnan(x) && std::isnan(y)) || x == y;
-      s.mismatched_non_finite += same ? 0 : 1;
-      continue;
-    }
-    const double d = ulps(x, y, want.dtype(), floor);
-    s.max = std::max(s.max, d);
-    over += d > 1 ? 1 : 0;
-  }
-  s.over_one = double(over) / double(std::max<int64_t>(1, b.numel()));
-  return s;
-}
-
 class GpuCompiledTest : public ::testing::TestWithParam<GpuCase> {
  protected:
   void SetUp() override {
@@ -132,31 +96,8 @@ TEST_P(GpuCompiledTest, EveryGroupMatchesTheEmulationOnTheSameInputs) {
                                                : build_decoder_graph(vae_config(m));
     const Tensor input = input_for(m, p);
     Session emulated(options(GetParam().policy)), device(options(GetParam().policy), cuda());
-    auto plan = emulated.plan_for(graph, m.weights, input.shape());
-    ASSERT_TRUE(plan.ok()) << plan.error().message();
-    std::map<int, Tensor> values{{graph.inputs[0].second, input}};
-    auto run = emulated.run(graph, m.weights, {{graph.inputs[0].first, input}},
-                            [&](const compiled::Group& g, const NamedTensors& stored) {
-                              for (std::size_t i = 0; i < g.outputs.size(); ++i)
-                                values[g.outputs[i]] = stored[i].second;
-                            });
-    ASSERT_TRUE(run.ok()) << run.error().message();
-    const compiled::Plan& pl = *plan.value();
-    for (int i = 0; i < int(pl.groups.size()); ++i) {
-      const compiled::Group& g = pl.groups[std::size_t(i)];
-      std::map<int, Tensor> inputs;
-      for (int v : g.inputs) inputs[v] = values.at(v);
-      auto got = device.run_group(pl, i, input.shape(), inputs);
-      ASSERT_TRUE(got.ok()) << got.error().message();
-      for (std::size_t o = 0; o < g.outputs.size(); ++o) {
-        const UlpStats s = compare_ulps(got.value()[o], values.at(g.outputs[o]));
-        EXPECT_EQ(s.mismatched_non_finite, 0) << g.checkpoints[o];
-        EXPECT_LE(s.max, 8.0) << pipeline_name(p) << " group " << i << " " << g.label() << " "
-                              << g.checkpoints[o];
-        EXPECT_LE(s.over_one, 0.01)
-            << pipeline_name(p) << " group " << i << " " << g.label() << " " << g.checkpoints[o];
-      }
-    }
+    testing::expect_every_group_matches(graph, m.weights, {{graph.inputs[0].first, input}},
+                                        emulated, device, pipeline_name(p));
   }
 }
 

@@ -157,6 +157,14 @@ TEST(HarnessRun, RefusalsAreOutcomesWithReasons) {
       run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.nope*2");
   EXPECT_EQ(no_layer.outcome, Outcome::kError);
   EXPECT_NE(no_layer.reason.find("no layer 'decoder.nope'"), std::string::npos) << no_layer.reason;
+  // A keep glob that names no layer (here a ',' where '+' separates globs) keeps nothing.
+  const CaseResult typo =
+      run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 "
+          "keep=decoder.conv_in,decoder.conv_out");
+  EXPECT_EQ(typo.outcome, Outcome::kError);
+  EXPECT_NE(typo.reason.find("keep=decoder.conv_in,decoder.conv_out matches no layer"),
+            std::string::npos)
+      << typo.reason;
 }
 
 // The harness's own table of supported dtype combinations agrees with the compiled path's
@@ -281,6 +289,20 @@ TEST(HarnessRun, ReferenceNoiseFloorIsBelowTheTolerances) {
     RecordProperty(std::string("noise_floor_") + name, std::to_string(worst));
     std::printf("%s decoder: max op-output rel L2 fp32 vs fp64 = %.3g\n", name, worst);
   }
+}
+
+// The output rule: every group's u in quadrature, each times its factor: 2 where the error is
+// passed on (a VAE's groups, the scheduler's), 0.6 where the blocks after it damp it (a UNet's).
+TEST(Tolerance, DampedGroupsCountWithTheirOwnFactor) {
+  ValuePath passed{{DType::kF16}, DType::kF32, 1, DType::kF32};
+  ValuePath damped = passed;
+  damped.damped = true;
+  const double e = unit_roundoff(DType::kF16) + 2 * unit_roundoff(DType::kF32);  // u + sqrt(1) sum
+  EXPECT_NEAR(output_tolerance({passed}).rel_l2, 2 * e, 1e-15);
+  EXPECT_NEAR(output_tolerance({damped}).rel_l2, 0.6 * e, 1e-15);
+  const Tolerance both = output_tolerance({passed, damped, damped});
+  EXPECT_NEAR(both.rel_l2, std::sqrt(4 * e * e + 2 * 0.36 * e * e), 1e-15);
+  EXPECT_NE(both.basis.find("2 damped x 0.6"), std::string::npos) << both.basis;
 }
 
 // One VAE serving both pipelines in one session, calls interleaved: each call's bits equal the

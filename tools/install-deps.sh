@@ -15,6 +15,8 @@ packages=(
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev
   libtorch-dev             # the torch path: a second, independent opinion
+  libopenblas0-openmp      # LibTorch's matmuls on OpenBLAS (OpenMP threads, like ours), not
+                           # Debian's default reference BLAS (one thread, ~10x slower on linears)
   python3-h5py             # tests read reports with an independent reader
   chromium                 # the tradeoff page is rendered headless to a PNG in tests
 )

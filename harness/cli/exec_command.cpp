@@ -9,15 +9,6 @@
 #include "harness/core/tensor_io.h"
 
 namespace tp {
-namespace {
-
-// How many tensors the pipeline returns: its last graph's outputs.
-std::size_t output_count(const Model& model, const std::string& pipeline) {
-  auto stages = model.family().stages(model, pipeline, {});
-  return stages.ok() && !stages->empty() ? stages->back().graph.outputs.size() : 1;
-}
-
-}  // namespace
 
 Status exec_command(const ExecOptions& o) {
   const std::string& pipeline = o.pipeline;
@@ -46,20 +37,19 @@ Status exec_command(const ExecOptions& o) {
   options.steps = o.steps;
   options.guidance_scale = o.guidance_scale;
   options.denoising_split = o.denoising_split;
+  TP_RETURN_IF_ERROR(check_other_models(pipeline, !o.vae_dir.empty(), !o.refiner_dir.empty(),
+                                        "--vae", "--refiner"));
   // A text-to-image pipeline's other models: the VAE, the refiner.
   std::optional<Model> vae, refiner;
-  for (auto [flag, dir, model, slot] :
+  for (auto [flag, dir, other, slot] :
        {std::tuple{"--vae", &o.vae_dir, &vae, &options.vae},
         std::tuple{"--refiner", &o.refiner_dir, &refiner, &options.refiner}}) {
     if (dir->empty()) continue;
-    if (!is_denoising_pipeline(pipeline))
-      return Error(std::string(flag) + " names another model of a text-to-image pipeline; " +
-                   pipeline + " runs one model");
     auto loaded = load_model(*dir);
     if (!loaded.ok())
       return Error(std::string(flag) + " " + *dir + ": " + loaded.error().message());
-    *model = std::move(loaded).value();
-    *slot = &**model;
+    *other = std::move(loaded).value();
+    *slot = &**other;
   }
   const TilingOptions& tiling = options.tiling;
   TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled, options));
@@ -68,7 +58,7 @@ Status exec_command(const ExecOptions& o) {
   if (tiling.enabled && !model.family().tiles())
     return Error("--tiling on: " + model.family().class_name() + " has no tiling rule");
   // Refuse an output the results cannot be written to before spending time on the run.
-  TP_RETURN_IF_ERROR(check_output_path(o.output, output_count(model, pipeline)));
+  TP_RETURN_IF_ERROR(check_output_path(o.output, model.family().output_count(model, pipeline)));
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
   TP_ASSIGN_OR_RETURN(NamedTensors inputs, model.family().select_inputs(pipeline, file, o.input));
   const auto start = std::chrono::steady_clock::now();

@@ -192,6 +192,17 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
 
 }  // namespace
 
+std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  int64_t step = 1;
+  for (std::size_t i = 0; i < operand.size(); ++i) {
+    const std::size_t axis = operand.size() - 1 - i, o = out.size() - 1 - i;
+    strides[o] = operand[axis] == 1 ? 0 : step;
+    step *= operand[axis];
+  }
+  return strides;
+}
+
 Expected<Shape> broadcast_shape(const Shape& a, const Shape& b) {
   const std::size_t rank = std::max(a.size(), b.size());
   Shape out(rank, 1);

@@ -17,6 +17,9 @@ Expected<std::vector<Shape>> infer_value_shapes(const Graph& graph,
 
 // numpy broadcasting of two shapes; an error when they do not broadcast.
 Expected<Shape> broadcast_shape(const Shape& a, const Shape& b);
+// Row-major strides of `operand` read at each index of `out` (its broadcast shape): 0 along an
+// axis where the operand has extent 1 or no axis.
+std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& out);
 // A reshape's target: one -1 inferred, 0 keeps the input's dim at that position.
 Expected<Shape> reshape_target(const Shape& in, const std::vector<int64_t>& dims);
 

@@ -160,6 +160,13 @@ class Family {
   virtual std::optional<Handoff> handoff(const std::string& /*pipeline*/) const { return {}; }
   // Whether the pipeline's output is an image in [-1, 1] (8-bit PSNR applies).
   virtual bool image_output(const std::string& pipeline) const = 0;
+  // Whether errors made in `graph` reach a pipeline's output damped by the normalizations and
+  // residual sums of the blocks after them (a denoiser's), for the output tolerance.
+  virtual bool damps_errors(const std::string& /*graph*/) const { return false; }
+  // Whether `pipeline` reads a refiner UNet (PipelineOptions::refiner).
+  virtual bool takes_refiner(const std::string& /*pipeline*/) const { return false; }
+  // How many tensors `pipeline` returns (the default: its last stage's graph outputs).
+  virtual std::size_t output_count(const Model& model, const std::string& pipeline) const;
   // Whether tiling=on means anything for this family.
   virtual bool tiles() const { return false; }
   // Whether `pipeline` is a denoising loop (it takes steps and a guidance scale).
@@ -207,5 +214,10 @@ bool is_denoising_pipeline(const std::string& name);
 std::string pipelines_help();
 // An error when `model`'s family does not run `pipeline`, naming the ones it does.
 Status check_family_runs(const Model& model, const std::string& pipeline);
+// The other models a pipeline reads, named by `vae_flag` / `refiner_flag` ("--vae" or "vae="):
+// an error for one it would ignore (a VAE for a pipeline that returns latents, a refiner for a
+// pipeline without one). Missing ones are the pipeline's own error.
+Status check_other_models(const std::string& pipeline, bool vae, bool refiner,
+                          const std::string& vae_flag, const std::string& refiner_flag);
 
 }  // namespace tp

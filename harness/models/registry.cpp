@@ -190,4 +190,26 @@ Status check_family_runs(const Model& model, const std::string& pipeline) {
                ", not " + pipeline);
 }
 
+Status check_other_models(const std::string& pipeline, bool vae, bool refiner,
+                          const std::string& vae_flag, const std::string& refiner_flag) {
+  bool decodes = false, refines = false;
+  for (const Family* f : families())
+    if (f->runs(pipeline)) {
+      decodes = decodes || (f->denoises(pipeline) && f->image_output(pipeline));
+      refines = refines || f->takes_refiner(pipeline);
+    }
+  if (vae && !decodes)
+    return Error(vae_flag + " names the VAE that decodes a text-to-image pipeline's latents; " +
+                 pipeline + " does not decode (sdxl.txt2img and sdxl.base+refiner do): drop it");
+  if (refiner && !refines)
+    return Error(refiner_flag + " names the refiner of sdxl.base+refiner; " + pipeline +
+                 " runs no refiner: drop it");
+  return Status();
+}
+
+std::size_t Family::output_count(const Model& model, const std::string& pipeline) const {
+  auto s = stages(model, pipeline, {});
+  return s.ok() && !s->empty() ? s->back().graph.outputs.size() : 1;
+}
+
 }  // namespace tp

@@ -74,6 +74,27 @@ bool every_weighted_layer_kept(const Case& c, const Model& m) {
   return true;
 }
 
+// A keep glob that names no layer would silently keep nothing: refused with what names look like.
+Status check_keep_globs(const std::vector<std::string>& globs,
+                        const std::vector<const Model*>& models) {
+  for (const std::string& glob : globs) {
+    std::string example;
+    bool matched = false;
+    for (const Model* m : models)
+      for (const Graph& g : m->family().graphs(*m->config))
+        for (const Op& op : g.ops) {
+          matched = matched || compiled::glob_match(glob, op.name);
+          if (example.empty() && !op.weight.empty()) example = op.name;
+        }
+    if (!matched)
+      return Error("keep=" + glob +
+                   " matches no layer of the case's models, so it would keep nothing in fp32; "
+                   "layers are named by their diffusers module paths, such as '" +
+                   example + "' (separate several globs with '+')");
+  }
+  return Status();
+}
+
 // The parts of a policy keep-fp32 cannot override: the dtypes must exist as storage at all.
 bool expected_supported_base_in_fp32(const Case& c) {
   Case fp32 = c;
@@ -156,6 +177,8 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   p.input_name = inputs.front().first;
   p.input = inputs.front().second;
   p.other_inputs.assign(inputs.begin() + 1, inputs.end());
+  TP_RETURN_IF_ERROR(
+      check_other_models(p.pipeline, !c.vae.empty(), !c.refiner.empty(), "vae=", "refiner="));
   for (auto [name, slot] : {std::pair{&c.vae, &p.vae}, std::pair{&c.refiner, &p.refiner}})
     if (!name->empty()) {
       auto m = models.get(*name);
@@ -165,6 +188,10 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
     }
   if (p.vae)
     for (const Graph& g : p.vae->family().graphs(*p.vae->config)) p.vae_graphs.push_back(g.name);
+  std::vector<const Model*> models_of_case{p.model.get()};
+  for (const auto& m : {p.vae, p.refiner})
+    if (m) models_of_case.push_back(m.get());
+  TP_RETURN_IF_ERROR(check_keep_globs(c.keep_fp32, models_of_case));
   if (!p.refiner && p.pipeline == "sdxl.base+refiner")
     return Error(p.pipeline +
                  " hands the base's latents to a refiner: add refiner=MODEL to the case "

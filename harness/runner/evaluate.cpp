@@ -24,19 +24,24 @@ OpClass class_of(const compiled::Plan& plan, const compiled::Group& grp) {
       return OpClass::kElementwise;
     case compiled::GroupKind::kUpsample:
       return OpClass::kUpsample;
-    case compiled::GroupKind::kTensor:  // one N-d op: judged as the kind of op it is
-      switch (plan.graph->ops[std::size_t(grp.ops[0])].kind) {
-        case OpKind::kConv:
-        case OpKind::kLinearLast:
-          return OpClass::kConv;
-        case OpKind::kLayerNorm:
-        case OpKind::kRmsNorm:
-          return OpClass::kGroupNorm;
-        case OpKind::kMultiHeadAttention:
-          return OpClass::kAttention;
-        default:
-          return OpClass::kElementwise;
-      }
+    case compiled::GroupKind::kTensor: {  // N-d ops: judged as the heaviest op in the group
+      OpClass c = OpClass::kElementwise;
+      for (int o : grp.ops) switch (plan.graph->ops[std::size_t(o)].kind) {
+          case OpKind::kMultiHeadAttention:
+            return OpClass::kAttention;
+          case OpKind::kConv:
+          case OpKind::kLinearLast:
+            c = OpClass::kConv;
+            break;
+          case OpKind::kLayerNorm:
+          case OpKind::kRmsNorm:
+            if (c == OpClass::kElementwise) c = OpClass::kGroupNorm;
+            break;
+          default:
+            break;
+        }
+      return c;
+    }
   }
   return OpClass::kElementwise;
 }
@@ -229,8 +234,12 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     for (const GroupCapture& g : run.groups)
       if (g.plan == plan && values == &no_values)
         if (auto v = ref.values.find(g.key()); v != ref.values.end()) values = &v->second;
-    for (const compiled::Group& grp : plan->groups)
+    const std::string& graph = plan->graph->name;
+    const bool damped = p.model_of(graph).family().damps_errors(graph);
+    for (const compiled::Group& grp : plan->groups) {
       all.push_back(group_path(*plan, grp, *values, p.reference));
+      all.back().damped = damped;
+    }
   }
 
   for (const GroupCapture& g : run.groups) {

@@ -30,12 +30,15 @@ struct ValuePath {
   int64_t reduction =
       1;  // the longest sum (dot product, softmax row, GroupNorm group) in the group
   DType reference = DType::kF32;  // the reference sums in its own precision too
+  // The group's error reaches the output through normalizations and residual sums that damp it
+  // (a denoiser's blocks: Family::damps_errors), so it counts with kDampedOutputFactor.
+  bool damped = false;
 };
 
 // One group alone on reference inputs (local error).
 Tolerance local_tolerance(OpClass c, const ValuePath& path);
 // A pipeline output after every group (accumulated error): the root sum of squares of each
-// group's own unit roundoff and summation term, times a factor.
+// group's own unit roundoff and summation term, each times its factor (damped or passed on).
 Tolerance output_tolerance(const std::vector<ValuePath>& groups);
 
 // The measured fp32-vs-fp64 reference noise floor must stay this far below every f32 bound

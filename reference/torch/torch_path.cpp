@@ -228,7 +228,13 @@ class TorchRunner final : public Runner {
     if (key.empty()) return torch::Tensor();
     auto it = params_.find(key);
     if (it != params_.end()) return it->second;
-    return params_[key] = to_torch(weights_.at(key), compute_, device_);
+    const Tensor& w = weights_.at(key);
+    // On the CPU a weight already in the compute dtype is read in place (the runner never writes
+    // its parameters, and the weights outlive it): no second copy of a 10 GB model.
+    if (device_.is_cpu() && w.dtype() == compute_)
+      return params_[key] = torch::from_blob(const_cast<std::byte*>(w.raw()), w.shape(),
+                                             torch_dtype(compute_));
+    return params_[key] = to_torch(w, compute_, device_);
   }
 
   const Weights& weights_;

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
+#include <omp.h>
 #include <unistd.h>
 
+#include <Eigen/Core>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -15,6 +18,7 @@
 #include "harness/core/rng.h"
 #include "harness/models/model.h"
 #include "harness/models/vae/vae_graphs.h"
+#include "reference/torch/torch_path.h"
 
 namespace tp::bench {
 
@@ -25,17 +29,36 @@ inline Tensor random_f32(const Shape& shape, const std::string& stream) {
   return t;
 }
 
-inline const Model& sd_kl() {
-  static const Model model = [] {
-    const std::string dir =
-        (std::filesystem::temp_directory_path() / ("tp_bench_sdkl_" + std::to_string(::getpid())))
-            .string();
-    if (!init_model("sd-kl", 0, dir).ok()) std::abort();
-    Model m = load_model(dir).value();
-    std::filesystem::remove_all(dir);
-    return m;
-  }();
-  return model;
+// A built-in config with seeded random weights (seed 0), made once per process (mutable: a
+// benchmark may release weights it no longer reads).
+inline Model& seeded_model(const std::string& name) {
+  static std::map<std::string, Model> models;
+  auto it = models.find(name);
+  if (it != models.end()) return it->second;
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("tp_bench_" + name + "_" + std::to_string(::getpid())))
+                              .string();
+  if (Status s = init_model(name, 0, dir); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.error().message().c_str());
+    std::abort();
+  }
+  Model m = load_model(dir).value();
+  std::filesystem::remove_all(dir);
+  return models[name] = std::move(m);
+}
+
+inline const Model& sd_kl() { return seeded_model("sd-kl"); }
+
+// The machine's practical fp32 ceiling: a large square SGEMM with Eigen on all threads.
+inline void sgemm_ceiling(benchmark::State& state) {
+  const int n = 2048;
+  Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n), c(n, n);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // SD/SDXL KL decoder at image x image: conv + linear + attention matmul work (vae-facts.md §8).
@@ -118,6 +141,17 @@ inline void conv_group_bench(benchmark::State& state,
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * s.cin * s.cout * s.k * s.k * ho * wo,
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(s.where) + " (" + std::to_string(group.ops.size()) + " ops)");
+}
+
+// main() of the CPU benchmarks: the reference's OpenMP threads and LibTorch's the same number.
+inline int run_benchmarks(int argc, char** argv) {
+  const int threads = omp_get_max_threads();
+  torch_path::set_num_threads(threads);
+  benchmark::AddCustomContext("threads (reference and torch)", std::to_string(threads));
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace tp::bench

@@ -3,9 +3,6 @@
 // emulated kernels on the same decode per dtype policy and per fused group, plus a large Eigen
 // SGEMM as the machine's measured FLOP/s ceiling. All use the same number of threads.
 #include <benchmark/benchmark.h>
-#include <omp.h>
-
-#include <Eigen/Core>
 
 #include "compiled/describe_session.h"
 #include "harness/models/vae/pipeline.h"
@@ -123,28 +120,10 @@ BENCHMARK(BM_DecodeSdKl256Compiled)
     ->UseRealTime()
     ->Iterations(3);
 
-// The machine's practical fp32 ceiling: a large square SGEMM with Eigen on all threads.
-void BM_SgemmCeiling(benchmark::State& state) {
-  const int n = 2048;
-  Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n), c(n, n);
-  for (auto _ : state) {
-    c.noalias() = a * b;
-    benchmark::DoNotOptimize(c.data());
-  }
-  state.counters["FLOP/s"] =
-      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate);
-}
+void BM_SgemmCeiling(benchmark::State& state) { bench::sgemm_ceiling(state); }
 BENCHMARK(BM_SgemmCeiling)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tp
 
-int main(int argc, char** argv) {
-  const int threads = omp_get_max_threads();
-  tp::torch_path::set_num_threads(threads);
-  benchmark::AddCustomContext("threads (reference and torch)", std::to_string(threads));
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return tp::bench::run_benchmarks(argc, argv); }

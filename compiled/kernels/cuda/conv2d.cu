@@ -37,10 +37,10 @@ __global__ void im2col_kernel(Src x, Dims xs, int64_t n, int64_t y0, int64_t row
   }
 }
 
-__global__ void scale_bias_kernel(float* acc, int64_t m, int64_t co, const float* scale,
-                                  const float* bias) {
-  TP_GRID_STRIDE(i, m * co) {
-    const int64_t o = i % co;
+__global__ void scale_bias_kernel(float* acc, int64_t n, int64_t channels, int64_t inner,
+                                  const float* scale, const float* bias) {
+  TP_GRID_STRIDE(i, n) {
+    const int64_t o = (i / inner) % channels;
     float v = acc[i];
     if (scale) v = v * scale[o];
     if (bias) v = v + bias[o];
@@ -58,11 +58,16 @@ cudaError_t im2col(Src x, Dims xs, int64_t n, int64_t y0, int64_t rows, const Co
   return cudaGetLastError();
 }
 
+cudaError_t scale_bias_strided(float* acc, int64_t n, int64_t channels, int64_t inner,
+                               const float* scale, const float* bias, cudaStream_t stream) {
+  if (!scale && !bias) return cudaSuccess;
+  scale_bias_kernel<<<blocks_for(n), kThreads, 0, stream>>>(acc, n, channels, inner, scale, bias);
+  return cudaGetLastError();
+}
+
 cudaError_t scale_bias(float* acc, int64_t m, int64_t co, const float* scale, const float* bias,
                        cudaStream_t stream) {
-  if (!scale && !bias) return cudaSuccess;
-  scale_bias_kernel<<<blocks_for(m * co), kThreads, 0, stream>>>(acc, m, co, scale, bias);
-  return cudaGetLastError();
+  return scale_bias_strided(acc, m * co, co, 1, scale, bias, stream);
 }
 
 }  // namespace tp::compiled::cuda

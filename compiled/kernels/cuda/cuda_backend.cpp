@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -18,6 +19,7 @@
 #include "compiled/backend.h"
 #include "compiled/device.h"
 #include "compiled/kernels/cuda/kernels.h"
+#include "harness/core/shapes.h"
 
 namespace tp::compiled {
 namespace {
@@ -126,7 +128,13 @@ cudaDataType_t blas_type(Storage s) {
 
 std::size_t storage_size(Storage s) { return s == Storage::kF32 ? 4 : 2; }
 
-Dims nhwc_dims(const Shape& s) { return Dims{s[0], s[2], s[3], s[1]}; }
+// A value's channels-last extents: [B, H, W, C] for [B, C, H, W]; other ranks of [B, C, *S] as
+// [B, prod S, 1, C] (all GroupNorm's statistics need); ranks below 2 as one row.
+Dims nhwc_dims(const Shape& s) {
+  if (s.size() == 4) return Dims{s[0], s[2], s[3], s[1]};
+  if (s.size() < 2) return Dims{1, 1, 1, shape_numel(s)};
+  return Dims{s[0], shape_numel(s) / std::max<int64_t>(1, s[0] * s[1]), 1, s[1]};
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -192,7 +200,10 @@ class CudaBackend final : public Backend {
             "reading " + plan.graph->value_names[std::size_t(value)] + " back from the GPU");
     TP_CUDA(cudaStreamSynchronize(stream_), "reading a value back from the GPU");
     Tensor out = Tensor::uninitialized(b.dtype, shape);
-    transpose_channels(host.data(), out.raw(), shape, dtype_size(b.dtype), false);
+    if (plan.row_major)
+      std::memcpy(out.raw(), host.data(), host.size());
+    else
+      transpose_channels(host.data(), out.raw(), shape, dtype_size(b.dtype), false);
     return out;
   }
 
@@ -203,9 +214,10 @@ class CudaBackend final : public Backend {
   }
   Expected<const DeviceParam*> param(const std::shared_ptr<const PreparedParam>& p,
                                      Storage operand);
-  // Row-major out[m][n] = a[m][k] * b^T with b [n][k] (`b_transposed`), or a * b with b [k][n].
+  // Row-major out[m][n] = a[m][k] * b^T with b [n][k] (`b_transposed`), or a * b with b [k][n];
+  // out's rows `ldc` apart (0: n).
   Status gemm(const void* a, const void* b, Storage operand, int64_t m, int64_t n, int64_t k,
-              bool b_transposed, bool f16_accumulation, float* out);
+              bool b_transposed, bool f16_accumulation, float* out, int64_t ldc = 0);
 
  private:
   cudaStream_t stream_ = nullptr;
@@ -237,15 +249,18 @@ Expected<const DeviceParam*> CudaBackend::param(const std::shared_ptr<const Prep
 }
 
 Status CudaBackend::gemm(const void* a, const void* b, Storage operand, int64_t m, int64_t n,
-                         int64_t k, bool b_transposed, bool f16_accumulation, float* out) {
+                         int64_t k, bool b_transposed, bool f16_accumulation, float* out,
+                         int64_t ldc) {
   const cudaDataType_t t = blas_type(operand);
+  if (ldc == 0) ldc = n;
+  if (f16_accumulation && ldc != n) return Error("an f16-accumulation GEMM into strided rows");
   // cuBLAS is column-major: row-major C[m][n] is column-major C^T [n][m], so compute C^T = B' A^T.
   const cublasOperation_t op_b = b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int ldb = int(b_transposed ? k : n);
   if (!f16_accumulation) {
     const float one = 1.0f, zero = 0.0f;
     TP_BLAS(cublasGemmEx(blas_, op_b, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, t, ldb, a, t,
-                         int(k), &zero, out, CUDA_R_32F, int(n), CUBLAS_COMPUTE_32F,
+                         int(k), &zero, out, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx (fp32 accumulation)");
     return Status();
@@ -274,9 +289,19 @@ class GroupRun {
     const FaultSet& f = plan_.faults;
     for (int o : grp.ops) {
       const Op& op = g_.ops[std::size_t(o)];
-      const Dims od = nhwc_dims(shape(op.output));
       const std::string what = op.name + " (" + op_kind_name(op.kind) + ")";
       DeviceMemory out;
+      if (op.kind >= OpKind::kConv) {
+        TP_ASSIGN_OR_RETURN(out, nd_op(op, f, what));
+        locals_[op.output] = std::move(out);
+        continue;
+      }
+      // In a row-major plan the [B,C,H,W] kinds whose kernels index channels run on
+      // channels-last copies (pointwise ops and adds do not care), as in the emulation.
+      const bool relayout = plan_.row_major && channels_matter(op.kind);
+      if (relayout)
+        for (int v : op.inputs) TP_RETURN_IF_ERROR(to_channels_last(v, what));
+      const Dims od = nhwc_dims(shape(op.output));
       switch (op.kind) {
         case OpKind::kUpsampleNearest2x: {
           if (grp.upsample_prologue) continue;  // the conv reads through it
@@ -347,6 +372,10 @@ class GroupRun {
           break;
         }
       }
+      if (relayout) {
+        channels_last_.clear();
+        TP_ASSIGN_OR_RETURN(out, to_row_major(out, op.output, what));
+      }
       locals_[op.output] = std::move(out);
     }
     for (std::size_t i = 0; i < grp.outputs.size(); ++i) {
@@ -361,6 +390,7 @@ class GroupRun {
             "group " + grp.label() + " (" + grp.checkpoints[0] + ")");
     locals_.clear();
     widened_.clear();
+    host_tables_.clear();
     return Status();
   }
 
@@ -374,6 +404,8 @@ class GroupRun {
 
   Expected<Value> value(int v) {
     const Dims d = nhwc_dims(shape(v));
+    auto relaid = channels_last_.find(v);
+    if (relaid != channels_last_.end()) return Value{Src{relaid->second.get(), Storage::kF32}, d};
     auto local = locals_.find(v);
     if (local != locals_.end()) return Value{Src{local->second.get(), Storage::kF32}, d};
     auto view = bound_.views.find(v);
@@ -507,13 +539,320 @@ class GroupRun {
     return out;
   }
 
+  static bool channels_matter(OpKind k) {
+    return k == OpKind::kConv2d || k == OpKind::kLinear || k == OpKind::kGroupNorm ||
+           k == OpKind::kAttention || k == OpKind::kUpsampleNearest2x ||
+           k == OpKind::kSliceChannels;
+  }
+  // A row-major [B, C, *S] value as an fp32 channels-last copy that value() then returns.
+  Status to_channels_last(int v, const std::string& what) {
+    if (channels_last_.count(v)) return Status();
+    TP_ASSIGN_OR_RETURN(Value x, value(v));
+    const Shape& s = shape(v);
+    const int64_t plane = shape_numel(s) / (s[0] * s[1]);
+    TP_ASSIGN_OR_RETURN(DeviceMemory m, be_.scratch(shape_numel(s) * 4, what + " channels last"));
+    TP_CUDA(cuda::transpose_channels(x.src, s[0], s[1], plane, true, m.get<float>(), be_.stream()),
+            what + " channels last");
+    channels_last_[v] = std::move(m);
+    return Status();
+  }
+  Expected<DeviceMemory> to_row_major(const DeviceMemory& last, int v, const std::string& what) {
+    const Shape& s = shape(v);
+    const int64_t plane = shape_numel(s) / (s[0] * s[1]);
+    TP_ASSIGN_OR_RETURN(DeviceMemory m, be_.scratch(shape_numel(s) * 4, what + " row-major"));
+    TP_CUDA(cuda::transpose_channels(Src{last.get(), Storage::kF32}, s[0], s[1], plane, false,
+                                     m.get<float>(), be_.stream()),
+            what + " row-major");
+    return m;
+  }
+
+  // ---- The N-dimensional ops (row-major values in their logical shapes).
+  Expected<cuda::Strides> strides(const Shape& out, const std::vector<int64_t>& source,
+                                  const std::string& what) const {
+    if (out.size() > std::size_t(cuda::kMaxRank))
+      return Error(what + ": tensors of rank " + std::to_string(out.size()) +
+                   " have no CUDA kernel (at most " + std::to_string(cuda::kMaxRank) +
+                   "); run it on the CPU emulation (--device cpu)");
+    cuda::Strides st;
+    st.rank = int(out.size());
+    for (std::size_t d = 0; d < out.size(); ++d) {
+      st.dims[d] = out[d];
+      st.strides[d] = source[d];
+    }
+    return st;
+  }
+  static void split_at(const Shape& s, int axis, int64_t& outer, int64_t& along, int64_t& inner) {
+    outer = along = inner = 1;
+    for (int i = 0; i < int(s.size()); ++i)
+      (i < axis ? outer : i == axis ? along : inner) *= s[std::size_t(i)];
+  }
+  // A parameter's fp32 values on the device, or null when the op has none (an empty key).
+  Expected<const float*> optional_param(const std::string& key) {
+    if (key.empty()) return static_cast<const float*>(nullptr);
+    TP_ASSIGN_OR_RETURN(const DeviceParam* p, be_.param(plan_.params.at(key), Storage::kF32));
+    return static_cast<const float*>(p->values[0].get<float>());
+  }
+  // The GEMM operand for x against weights `w`: x itself when its storage is the operand dtype,
+  // else x widened to fp32 against fp32 weights.
+  Expected<std::pair<const void*, Storage>> matrix_operand(int x, const PreparedParam& w) {
+    TP_ASSIGN_OR_RETURN(Value v, value(x));
+    const Storage operand = operand_for(v.src.storage, w.storage);
+    if (operand == v.src.storage) return std::pair<const void*, Storage>{v.src.data, operand};
+    TP_ASSIGN_OR_RETURN(const float* wide, as_f32(x));
+    return std::pair<const void*, Storage>{wide, Storage::kF32};
+  }
+
+  Expected<DeviceMemory> nd_op(const Op& op, const FaultSet& f, const std::string& what) {
+    const Shape& os = shape(op.output);
+    const int64_t n = shape_numel(os);
+    const OpAttrs& a = op.attrs;
+    switch (op.kind) {
+      case OpKind::kConv:
+        return conv_nd(op, what);
+      case OpKind::kLinearLast:
+        return linear_last(op, what);
+      case OpKind::kMultiHeadAttention:
+        return multi_head_attention(op, f.has(Fault::kCrossAttentionQueryLength), what);
+      default:
+        break;
+    }
+    TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(n * 4, what));
+    float* po = out.get<float>();
+    cudaStream_t st = be_.stream();
+    const Shape& xs = shape(op.inputs[0]);
+    TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
+    switch (op.kind) {
+      case OpKind::kLayerNorm:
+      case OpKind::kRmsNorm: {
+        const bool rms = op.kind == OpKind::kRmsNorm;
+        int64_t width = rms ? xs.back() : 1;
+        for (int i = int(xs.size()) - a.norm_dims; !rms && i < int(xs.size()); ++i)
+          width *= xs[std::size_t(i)];
+        TP_ASSIGN_OR_RETURN(const float* gamma, optional_param(op.weight));
+        TP_ASSIGN_OR_RETURN(const float* beta, optional_param(rms ? "" : op.bias));
+        TP_CUDA(cuda::layer_norm(x.src, n / width, width, a.eps, rms, gamma, beta, po, st), what);
+        break;
+      }
+      case OpKind::kGelu: {
+        cuda::PointwiseArgs args;
+        args.op = a.tanh_approximation ? cuda::Pointwise::kGeluTanh : cuda::Pointwise::kGelu;
+        TP_CUDA(cuda::pointwise(x.src, n, args, po, st), what);
+        break;
+      }
+      case OpKind::kReshape:  // row-major: the same elements in the same order
+        TP_CUDA(cuda::widen(x.src, n, po, st), what);
+        break;
+      case OpKind::kPermute: {
+        std::vector<int64_t> in_strides(xs.size(), 1), source(xs.size());
+        for (int d = int(xs.size()) - 2; d >= 0; --d)
+          in_strides[std::size_t(d)] = in_strides[std::size_t(d) + 1] * xs[std::size_t(d) + 1];
+        for (std::size_t d = 0; d < xs.size(); ++d) source[d] = in_strides[std::size_t(a.dims[d])];
+        TP_ASSIGN_OR_RETURN(cuda::Strides s, strides(os, source, what));
+        TP_CUDA(cuda::gather(x.src, s, po, st), what);
+        break;
+      }
+      case OpKind::kBinary: {
+        TP_ASSIGN_OR_RETURN(Value y, value(op.inputs[1]));
+        TP_ASSIGN_OR_RETURN(cuda::Strides sa, strides(os, broadcast_strides(xs, os), what));
+        TP_ASSIGN_OR_RETURN(cuda::Strides sb,
+                            strides(os, broadcast_strides(shape(op.inputs[1]), os), what));
+        TP_CUDA(cuda::binary(cuda::Binary(int(a.binary)), x.src, sa, y.src, sb, po, st), what);
+        break;
+      }
+      case OpKind::kConcat: {
+        const int axis = a.axis < 0 ? a.axis + int(os.size()) : a.axis;
+        int64_t outer, along, inner, offset = 0;
+        split_at(os, axis, outer, along, inner);
+        for (int v : op.inputs) {
+          TP_ASSIGN_OR_RETURN(Value part, value(v));
+          const int64_t width = shape(v)[std::size_t(axis)] * inner;
+          TP_CUDA(cuda::copy_blocks(part.src, outer, width, width, 0, po, along * inner,
+                                    offset * inner, st),
+                  what);
+          offset += shape(v)[std::size_t(axis)];
+        }
+        break;
+      }
+      case OpKind::kSlice: {
+        const int axis = a.axis < 0 ? a.axis + int(xs.size()) : a.axis;
+        int64_t outer, along, inner, begin = a.begin;
+        split_at(xs, axis, outer, along, inner);
+        // The faults: a half taken along the last axis (GEGLU's chunk) or the batch (guidance's)
+        // is the other half.
+        const bool half = 2 * os[std::size_t(axis)] == along;
+        if (half && ((axis == int(xs.size()) - 1 && f.has(Fault::kGegluSwap)) ||
+                     (axis == 0 && f.has(Fault::kCfgHalvesSwapped))))
+          begin = (begin + along / 2) % along;
+        const int64_t width = os[std::size_t(axis)] * inner;
+        TP_CUDA(
+            cuda::copy_blocks(x.src, outer, width, along * inner, begin * inner, po, width, 0, st),
+            what);
+        break;
+      }
+      case OpKind::kTimestepEmbedding: {
+        const int64_t half = a.embedding_dim / 2;
+        const bool sin_second = a.flip_sin_to_cos != f.has(Fault::kTimestepSinCosSwap);
+        TP_CUDA(cuda::timestep_embedding(x.src, shape_numel(xs), a.embedding_dim, !sin_second,
+                                         float(double(half) - a.shift), po, st),
+                what);
+        break;
+      }
+      case OpKind::kInterpolateNearest: {
+        const int spatial = int(xs.size()) - 2;
+        if (spatial < 1 || spatial > 3) return Error(what + ": resizes 1 to 3 spatial axes");
+        cuda::Resize r;
+        r.planes = xs[0] * xs[1];
+        std::array<DeviceMemory, 3> tables;
+        for (int i = 0; i < spatial; ++i) {
+          const int d = 3 - spatial + i;
+          const int64_t in = xs[std::size_t(i) + 2], out_i = os[std::size_t(i) + 2];
+          r.in[d] = in;
+          r.out[d] = out_i;
+          // PyTorch's "nearest": floor(dst * float(in / out)), exact halving when out is 2 in.
+          const float ratio = float(in) / float(out_i);
+          std::vector<int64_t>& src = host_tables_.emplace_back();
+          for (int64_t o = 0; o < out_i; ++o)
+            src.push_back(out_i == in ? o
+                          : out_i == 2 * in
+                              ? o / 2
+                              : std::min(int64_t(std::floor(float(o) * ratio)), in - 1));
+          TP_ASSIGN_OR_RETURN(tables[std::size_t(d)],
+                              be_.scratch(int64_t(src.size() * sizeof(int64_t)), what));
+          TP_CUDA(cudaMemcpyAsync(tables[std::size_t(d)].get(), src.data(),
+                                  src.size() * sizeof(int64_t), cudaMemcpyHostToDevice, st),
+                  what + " source indices");
+          r.source[d] = tables[std::size_t(d)].get<int64_t>();
+        }
+        TP_CUDA(cuda::interpolate_nearest(x.src, r, po, st), what);
+        for (DeviceMemory& t : tables) widened_.push_back(std::move(t));  // freed after the group
+        break;
+      }
+      default:
+        return Error(what + ": the CUDA backend has no kernel for op " + op_kind_name(op.kind));
+    }
+    return out;
+  }
+
+  // x [B, Cin, *S] (1 to 3 spatial axes) against weights stored [Cout][*K][Cin/groups]: per image
+  // and channel group, patches [rows][taps][Cin/groups] and one GEMM writing [Cout/groups][rows]
+  // straight into the row-major output; a plain 1x1 conv reads its input in place.
+  Expected<DeviceMemory> conv_nd(const Op& op, const std::string& what) {
+    const OpAttrs& a = op.attrs;
+    const Shape& xs = shape(op.inputs[0]);
+    const Shape& os = shape(op.output);
+    const std::shared_ptr<const PreparedParam>& w = plan_.params.at(op.weight);
+    const int spatial = int(xs.size()) - 2;
+    if (spatial < 1 || spatial > 3) return Error(what + ": convolves 1 to 3 spatial axes");
+    cuda::ConvNd g;
+    g.cin = xs[1];
+    g.cin_g = xs[1] / a.conv_groups;
+    const int64_t cout = w->shape[0], cout_g = cout / a.conv_groups;
+    for (int i = 0; i < spatial; ++i) {
+      const int d = 3 - spatial + i;
+      g.in[d] = xs[std::size_t(i) + 2];
+      g.out[d] = os[std::size_t(i) + 2];
+      g.k[d] = w->shape[std::size_t(i) + 2];
+      g.stride[d] = a.strides[std::size_t(i)];
+      g.dil[d] = a.dilations[std::size_t(i)];
+      g.lo[d] = a.pads_lo[std::size_t(i)];
+    }
+    g.replicate = a.pad_mode == PadMode::kReplicate;
+    const int64_t k = g.taps() * g.cin_g, plane = g.out_plane();
+    if (int64_t(w->values.size()) != cout * k)
+      return Error(w->key + ": weight does not match the input's channels");
+    TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
+    const Storage operand = operand_for(x.src.storage, w->storage);
+    TP_ASSIGN_OR_RETURN(const DeviceParam* dw, be_.param(w, operand));
+    const auto* wp = static_cast<const std::byte*>(dw->values[std::size_t(operand)].get());
+    const int64_t wsize = int64_t(storage_size(operand));
+    TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(shape_numel(os) * 4, what));
+    bool pointwise_conv =
+        a.conv_groups == 1 && g.taps() == 1 && operand == x.src.storage && g.in_plane() == plane;
+    for (int i = 0; i < 3; ++i) pointwise_conv = pointwise_conv && g.stride[i] == 1 && g.lo[i] == 0;
+    if (pointwise_conv) {  // out_n [Cout][P] = W [Cout][Cin] x_n [Cin][P]
+      const auto* px = static_cast<const std::byte*>(x.src.data);
+      for (int64_t n = 0; n < xs[0]; ++n)
+        TP_RETURN_IF_ERROR(be_.gemm(wp, px + n * g.cin * plane * wsize, operand, cout, plane, k,
+                                    false, false, out.get<float>() + n * cout * plane));
+    } else {
+      const int64_t row_bytes = k * wsize;
+      const int64_t rows =
+          std::max<int64_t>(1, std::min<int64_t>(plane, kWorkspaceBytes / row_bytes));
+      TP_ASSIGN_OR_RETURN(DeviceMemory patches, be_.scratch(rows * row_bytes, what + " patches"));
+      for (int64_t n = 0; n < xs[0]; ++n)
+        for (int64_t grp = 0; grp < a.conv_groups; ++grp)
+          for (int64_t p0 = 0; p0 < plane; p0 += rows) {
+            const int64_t r = std::min(rows, plane - p0);
+            TP_CUDA(cuda::im2col_nd(x.src, g, n, grp, p0, r, operand, patches.get(), be_.stream()),
+                    what + " patches");
+            TP_RETURN_IF_ERROR(
+                be_.gemm(wp + grp * cout_g * k * wsize, patches.get(), operand, cout_g, r, k, true,
+                         false, out.get<float>() + (n * cout + grp * cout_g) * plane + p0, plane));
+          }
+    }
+    TP_ASSIGN_OR_RETURN(const float* bias, optional_param(op.bias));
+    TP_CUDA(cuda::scale_bias_strided(out.get<float>(), shape_numel(os), cout, plane,
+                                     dw->scales.get<float>(), bias, be_.stream()),
+            what + " scale and bias");
+    return out;
+  }
+
+  // Over the last axis: out [rows][Dout] = x [rows][Din] W^T, then scale (fp8) and bias.
+  Expected<DeviceMemory> linear_last(const Op& op, const std::string& what) {
+    const std::shared_ptr<const PreparedParam>& w = plan_.params.at(op.weight);
+    const int64_t din = w->shape[1], dout = w->shape[0];
+    const int64_t rows = shape_numel(shape(op.inputs[0])) / din;
+    TP_ASSIGN_OR_RETURN(auto x, matrix_operand(op.inputs[0], *w));
+    TP_ASSIGN_OR_RETURN(const DeviceParam* dw, be_.param(w, x.second));
+    TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(rows * dout * 4, what));
+    TP_RETURN_IF_ERROR(be_.gemm(x.first, dw->values[std::size_t(x.second)].get(), x.second, rows,
+                                dout, din, true, false, out.get<float>()));
+    TP_ASSIGN_OR_RETURN(const float* bias, optional_param(op.bias));
+    TP_CUDA(cuda::scale_bias_strided(out.get<float>(), rows * dout, dout, 1,
+                                     dw->scales.get<float>(), bias, be_.stream()),
+            what + " scale and bias");
+    return out;
+  }
+
+  Expected<DeviceMemory> multi_head_attention(const Op& op, bool keys_as_queries,
+                                              const std::string& what) {
+    const Shape &qs = shape(op.inputs[0]), &ks = shape(op.inputs[1]), &vs = shape(op.inputs[2]);
+    cuda::AttentionShape s;
+    s.batch = qs[0];
+    s.queries = qs[1];
+    s.heads = op.attrs.heads;
+    s.stored_keys = ks[1];
+    s.keys = keys_as_queries ? std::min(s.stored_keys, s.queries) : s.stored_keys;  // the fault
+    s.dh = qs[2] / s.heads;
+    s.dv = vs[2] / s.heads;
+    s.frame_tokens = op.attrs.frame_tokens;
+    s.scale = float(op.attrs.scale);
+    if (std::max(s.dh, s.dv) > cuda::kMaxHeadDim)
+      return Error(what + ": heads of dimension " + std::to_string(std::max(s.dh, s.dv)) +
+                   " have no CUDA kernel (at most " + std::to_string(cuda::kMaxHeadDim) +
+                   "); run it on the CPU emulation (--device cpu)");
+    TP_ASSIGN_OR_RETURN(const float* q, as_f32(op.inputs[0]));
+    TP_ASSIGN_OR_RETURN(const float* k, as_f32(op.inputs[1]));
+    TP_ASSIGN_OR_RETURN(const float* v, as_f32(op.inputs[2]));
+    const float* mask = nullptr;
+    if (op.inputs.size() > 3) {
+      TP_ASSIGN_OR_RETURN(mask, as_f32(op.inputs[3]));
+      s.mask_batch = shape(op.inputs[3]).size() == 3 ? s.queries * s.stored_keys : 0;
+    }
+    TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(s.batch * s.queries * vs[2] * 4, what));
+    TP_CUDA(cuda::multi_head_attention(q, k, v, mask, s, out.get<float>(), be_.stream()), what);
+    return out;
+  }
+
   CudaBackend& be_;
   const Plan& plan_;
   const Graph& g_;
   std::byte* arena_;
   const BoundInputs& bound_;
   std::map<int, DeviceMemory> locals_;
+  std::map<int, DeviceMemory> channels_last_;  // row-major values copied for a [B,C,H,W] kind
   std::vector<DeviceMemory> widened_;
+  std::vector<std::vector<int64_t>> host_tables_;  // host sources of async uploads, per group
 };
 
 // `t` rounded once into its buffer's dtype, channels-last, into the arena.
@@ -526,20 +865,9 @@ Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t) {
   return Status();
 }
 
-// The CUDA kernels of the N-dimensional ops come with the model families that first need them.
-Status check_cuda_kernels(const Plan& plan) {
-  if (!plan.row_major) return Status();
-  for (const Op& op : plan.graph->ops)
-    if (op.kind >= OpKind::kConv)
-      return Error(op.name + ": the CUDA path has no kernel for " + op_kind_name(op.kind) +
-                   " yet; run this graph on the CPU emulation (--device cpu)");
-  return Status();
-}
-
 Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte* arena, int index,
                                                      const Shape& input_shape,
                                                      const std::map<int, Tensor>& values) {
-  TP_RETURN_IF_ERROR(check_cuda_kernels(plan));
   BoundInputs bound;
   TP_ASSIGN_OR_RETURN(bound.shapes, bind_group_inputs(plan, index, input_shape, values));
   const Group& grp = plan.groups[std::size_t(index)];
@@ -555,7 +883,6 @@ Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte
 
 Status CudaBackend::execute(const Plan& plan, std::byte* arena,
                             const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
-  TP_RETURN_IF_ERROR(check_cuda_kernels(plan));
   TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
   for (const auto& [v, t] : bound.uploads) TP_RETURN_IF_ERROR(upload(plan, arena, v, *t));
   GroupRun run(*this, plan, arena, bound);

@@ -54,6 +54,20 @@ inline unsigned blocks_for(int64_t n) {
   return unsigned(std::max<int64_t>(1, std::min<int64_t>((n + kThreads - 1) / kThreads, 65536)));
 }
 
+// The sum of one double per thread over the block (kThreads threads), in a fixed order, so a
+// result does not depend on scheduling. Safe to call several times in one kernel.
+__device__ __forceinline__ double block_sum(double v) {
+  __shared__ double partial[kThreads];
+  __syncthreads();  // the previous call's readers are done with `partial`
+  partial[threadIdx.x] = v;
+  __syncthreads();
+  for (int step = kThreads / 2; step > 0; step /= 2) {
+    if (int(threadIdx.x) < step) partial[threadIdx.x] += partial[threadIdx.x + step];
+    __syncthreads();
+  }
+  return partial[0];
+}
+
 #define TP_GRID_STRIDE(i, n)                                                \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)

@@ -13,17 +13,6 @@ struct Layout {
   int groups;
 };
 
-__device__ double block_sum(double v) {
-  __shared__ double partial[kThreads];
-  partial[threadIdx.x] = v;
-  __syncthreads();
-  for (int step = kThreads / 2; step > 0; step /= 2) {
-    if (int(threadIdx.x) < step) partial[threadIdx.x] += partial[threadIdx.x + step];
-    __syncthreads();
-  }
-  return partial[0];
-}
-
 // blockIdx.y = b * groups + g, blockIdx.x = split. With `sums` (the first pass's partials) the
 // block sums squared deviations from the mean instead of values.
 __global__ void partial_sums(Src x, Layout l, const double* sums, double* out) {

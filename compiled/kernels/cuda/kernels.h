@@ -12,6 +12,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#ifdef __CUDACC__
+#define TP_HOST_DEVICE __host__ __device__
+#else
+#define TP_HOST_DEVICE
+#endif
+
 namespace tp::compiled::cuda {
 
 enum class Storage : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
@@ -54,7 +60,7 @@ cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamm
 cudaError_t softmax_rows(float* scores, int64_t rows, int64_t n, float scale, bool no_max,
                          Storage activation, cudaStream_t stream);
 
-enum class Pointwise : int { kSilu, kRelu, kTanhClamp, kAffine, kClamp };
+enum class Pointwise : int { kSilu, kRelu, kTanhClamp, kAffine, kClamp, kGelu, kGeluTanh };
 struct PointwiseArgs {
   Pointwise op = Pointwise::kSilu;
   float scale = 1, shift = 0, lo = 0, hi = 0;
@@ -64,6 +70,80 @@ cudaError_t add(Src a, Src b, int64_t n, float* out, cudaStream_t stream);
 cudaError_t slice_channels(Src x, int64_t pixels, int64_t c, int begin, int end, float* out,
                            cudaStream_t stream);
 cudaError_t upsample_nearest2x(Src x, Dims xs, float* out, cudaStream_t stream);
+// acc[i] = acc[i] * scale[ch] + bias[ch] with ch = (i / inner) % channels, in place over n
+// values: a row-major [outer, channels, inner] result (inner = 1: channels last).
+cudaError_t scale_bias_strided(float* acc, int64_t n, int64_t channels, int64_t inner,
+                               const float* scale, const float* bias, cudaStream_t stream);
+
+// ---- The N-dimensional ops, on row-major values in their logical shapes (Plan::row_major).
+constexpr int kMaxRank = 6;
+struct Strides {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};     // the output's extents
+  int64_t strides[kMaxRank] = {};  // per output axis, the source's stride (0: broadcast)
+};
+
+// NCHW <-> NHWC over [b, c, plane] in f32 (`to_last`: [b][c][p] -> [b][p][c]).
+cudaError_t transpose_channels(Src x, int64_t b, int64_t c, int64_t plane, bool to_last, float* out,
+                               cudaStream_t stream);
+// out[i] = x[source offset of output index i]: permutes (strides permuted) and copies.
+cudaError_t gather(Src x, const Strides& s, float* out, cudaStream_t stream);
+enum class Binary : int { kAdd, kSub, kMul, kDiv };
+cudaError_t binary(Binary op, Src a, const Strides& sa, Src b, const Strides& sb, float* out,
+                   cudaStream_t stream);
+// Copies `outer` blocks of `width` values from x (block stride `width`) into out at
+// `offset` + o * `out_stride`: concat (out_stride = the joined axis' block) and slice (the
+// reverse).
+cudaError_t copy_blocks(Src x, int64_t outer, int64_t width, int64_t x_stride, int64_t x_offset,
+                        float* out, int64_t out_stride, int64_t out_offset, cudaStream_t stream);
+
+// The patches of an N-d conv over one image and one channel group: for output positions
+// [p0, p0 + rows) of image n, [rows][taps][cin_g] in `out` storage, zeros (or the edge, with
+// `replicate`) outside the input. x is [B, Cin, *S] with S padded to three axes.
+struct ConvNd {
+  int64_t cin = 0, cin_g = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, lo[3] = {0, 0, 0};
+  bool replicate = false;
+  TP_HOST_DEVICE int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+  TP_HOST_DEVICE int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+  TP_HOST_DEVICE int64_t taps() const { return k[0] * k[1] * k[2]; }
+};
+cudaError_t im2col_nd(Src x, const ConvNd& g, int64_t n, int64_t group, int64_t p0, int64_t rows,
+                      Storage out, void* patches, cudaStream_t stream);
+
+// LayerNorm (rms: RMSNorm) over rows of n values, statistics in double (two passes, one block
+// per row); gamma/beta may be null.
+cudaError_t layer_norm(Src x, int64_t rows, int64_t n, double eps, bool rms, const float* gamma,
+                       const float* beta, float* out, cudaStream_t stream);
+
+// softmax(q_h k_h^T * scale + mask) v_h per batch and head, with the online softmax over tiles
+// of keys held in shared memory: no score matrix exists. q [B, Lq, H*Dh], k [B, Lk_stored,
+// H*Dh], v [B, Lk_stored, H*Dv], fp32; the first `keys` keys are read. mask [Lq, Lk_stored] or
+// [B, Lq, Lk_stored] (mask_batch: its batch stride, 0 when shared); frame_tokens > 0: a query
+// sees keys of its own and earlier frames only. Dh and Dv at most kMaxHeadDim.
+constexpr int kMaxHeadDim = 256;
+struct AttentionShape {
+  int64_t batch = 0, heads = 0, queries = 0, keys = 0, stored_keys = 0, dh = 0, dv = 0;
+  int64_t frame_tokens = 0, mask_batch = 0;
+  float scale = 1;
+};
+cudaError_t multi_head_attention(const float* q, const float* k, const float* v, const float* mask,
+                                 const AttentionShape& s, float* out, cudaStream_t stream);
+
+// diffusers' sinusoid in float32: out [n, dim], cos first unless `sin_first`; `denominator` is
+// half - freq_shift; an odd dim's last column is zero.
+cudaError_t timestep_embedding(Src timesteps, int64_t n, int64_t dim, bool sin_first,
+                               float denominator, float* out, cudaStream_t stream);
+
+// Nearest resize over [planes, *S_in] to [planes, *S_out] (up to three axes, padded with ones),
+// each output coordinate's source index from `source` (per axis, device arrays).
+struct Resize {
+  int64_t planes = 0, in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  const int64_t* source[3] = {nullptr, nullptr, nullptr};
+};
+cudaError_t interpolate_nearest(Src x, const Resize& r, float* out, cudaStream_t stream);
+
 // fp32 -> storage, round to nearest even (f16/bf16 overflow to inf): a group output's one rounding.
 cudaError_t store_rounded(const float* src, int64_t n, Storage storage, void* dst,
                           cudaStream_t stream);

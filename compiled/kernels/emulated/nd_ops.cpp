@@ -2,11 +2,19 @@
 // tensors in their logical shapes, computing in T (fp32 under the numerics contract; the tests
 // also run them in fp64 against LibTorch). Weights are read as stored (decoded exactly, fp8
 // scales applied to the accumulator); statistics of the norms are taken in double, as the
-// emulated GroupNorm does. An implementation of its own: it shares no code with the reference.
+// emulated GroupNorm does. In fp32 the convs, linears and attention products are GEMMs (Eigen, as
+// the emulated conv2d);
+// the loops remain for fp64 (the tests against LibTorch). An implementation of its own: it shares
+// no code with the reference.
+#include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "compiled/kernels/emulated/kernels.h"
+#include "harness/core/shapes.h"
 
 namespace tp::compiled::emulated {
 namespace {
@@ -26,59 +34,134 @@ T finish(T acc, const PreparedParam& w, const PreparedParam* bias, int64_t o) {
   return bias ? acc + T(bias->values[std::size_t(o)]) : acc;
 }
 
-// x [B, Cin, *S] (1 to 3 spatial axes), weight stored [Cout][*K][Cin/groups].
+// An N-d conv's geometry over x [B, Cin, *S] (1 to 3 spatial axes), weights stored
+// [Cout][*K][Cin/groups]; the spatial extents padded to three axes with leading ones.
+struct ConvExtents {
+  int64_t batch = 0, cin = 0, cout = 0, cin_g = 0, cout_g = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, lo[3] = {0, 0, 0};
+  bool replicate = false;
+
+  ConvExtents(const Shape& x, const PreparedParam& w, const OpAttrs& a, const Shape& out_shape)
+      : batch(x[0]), cin(x[1]), cout(w.shape[0]), replicate(a.pad_mode == PadMode::kReplicate) {
+    cin_g = cin / a.conv_groups;
+    cout_g = cout / a.conv_groups;
+    const int spatial = int(x.size()) - 2;
+    for (int i = 0; i < spatial; ++i) {
+      const int d = 3 - spatial + i;
+      in[d] = x[std::size_t(i) + 2];
+      out[d] = out_shape[std::size_t(i) + 2];
+      k[d] = w.shape[std::size_t(i) + 2];
+      stride[d] = a.strides[std::size_t(i)];
+      dil[d] = a.dilations[std::size_t(i)];
+      lo[d] = a.pads_lo[std::size_t(i)];
+    }
+  }
+  int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+  int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+  int64_t taps() const { return k[0] * k[1] * k[2]; }
+  // The input-plane offset output position p reads at tap t, or -1 where it reads a zero pad
+  // (replicate padding reads the nearest edge instead).
+  int64_t source(int64_t p, int64_t t) const {
+    const int64_t oz = p / (out[1] * out[2]), oy = p / out[2] % out[1], ox = p % out[2];
+    int64_t iz = oz * stride[0] + t / (k[1] * k[2]) * dil[0] - lo[0];
+    int64_t iy = oy * stride[1] + t / k[2] % k[1] * dil[1] - lo[1];
+    int64_t ix = ox * stride[2] + t % k[2] * dil[2] - lo[2];
+    const bool inside = iz >= 0 && iz < in[0] && iy >= 0 && iy < in[1] && ix >= 0 && ix < in[2];
+    if (!inside) {
+      if (!replicate) return -1;
+      iz = std::min(std::max(iz, int64_t(0)), in[0] - 1);
+      iy = std::min(std::max(iy, int64_t(0)), in[1] - 1);
+      ix = std::min(std::max(ix, int64_t(0)), in[2] - 1);
+    }
+    return (iz * in[1] + iy) * in[2] + ix;
+  }
+};
+
 template <class T>
 Tensor conv_nd(const Tensor& x, const PreparedParam& w, const PreparedParam* bias, const OpAttrs& a,
                const Shape& out_shape) {
-  const int spatial = int(x.rank()) - 2;
-  const int64_t batch = x.dim(0), cin = x.dim(1), cout = w.shape[0];
-  const int64_t cin_g = cin / a.conv_groups, cout_g = cout / a.conv_groups;
-  // Spatial extents padded to three axes with leading ones.
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, lo[3] = {0, 0, 0};
-  for (int i = 0; i < spatial; ++i) {
-    const int d = 3 - spatial + i;
-    in[d] = x.dim(2 + i);
-    out[d] = out_shape[std::size_t(i) + 2];
-    k[d] = w.shape[std::size_t(i) + 2];
-    stride[d] = a.strides[std::size_t(i)];
-    dil[d] = a.dilations[std::size_t(i)];
-    lo[d] = a.pads_lo[std::size_t(i)];
-  }
-  const bool replicate = a.pad_mode == PadMode::kReplicate;
-  const int64_t in_plane = in[0] * in[1] * in[2], out_plane = out[0] * out[1] * out[2];
-  const int64_t taps = k[0] * k[1] * k[2];
+  const ConvExtents g(x.shape(), w, a, out_shape);
+  const int64_t in_plane = g.in_plane(), out_plane = g.out_plane(), taps = g.taps();
   Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
   const T* px = x.data<T>();
   T* po = result.data<T>();
-  const int64_t work = batch * cout * out_plane * taps * cin_g;
+  const int64_t work = g.batch * g.cout * out_plane * taps * g.cin_g;
 #pragma omp parallel for collapse(2) schedule(static) if (work > kParallelWork)
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t o = 0; o < cout; ++o) {
-      const int64_t c0 = o / cout_g * cin_g;
-      const float* wo = w.values.data() + o * taps * cin_g;
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t o = 0; o < g.cout; ++o) {
+      const int64_t c0 = o / g.cout_g * g.cin_g;
+      const float* wo = w.values.data() + o * taps * g.cin_g;
       for (int64_t p = 0; p < out_plane; ++p) {
-        const int64_t oz = p / (out[1] * out[2]), oy = p / out[2] % out[1], ox = p % out[2];
         T acc = 0;
         for (int64_t t = 0; t < taps; ++t) {
-          int64_t iz = oz * stride[0] + t / (k[1] * k[2]) * dil[0] - lo[0];
-          int64_t iy = oy * stride[1] + t / k[2] % k[1] * dil[1] - lo[1];
-          int64_t ix = ox * stride[2] + t % k[2] * dil[2] - lo[2];
-          const bool inside =
-              iz >= 0 && iz < in[0] && iy >= 0 && iy < in[1] && ix >= 0 && ix < in[2];
-          if (!inside) {
-            if (!replicate) continue;  // zeros
-            iz = std::min(std::max(iz, int64_t(0)), in[0] - 1);
-            iy = std::min(std::max(iy, int64_t(0)), in[1] - 1);
-            ix = std::min(std::max(ix, int64_t(0)), in[2] - 1);
-          }
-          const T* xs = px + (b * cin + c0) * in_plane + (iz * in[1] + iy) * in[2] + ix;
-          const float* wt = wo + t * cin_g;
-          for (int64_t c = 0; c < cin_g; ++c) acc += xs[c * in_plane] * T(wt[c]);
+          const int64_t src = g.source(p, t);
+          if (src < 0) continue;  // zeros
+          const T* xs = px + (b * g.cin + c0) * in_plane + src;
+          const float* wt = wo + t * g.cin_g;
+          for (int64_t c = 0; c < g.cin_g; ++c) acc += xs[c * in_plane] * T(wt[c]);
         }
-        po[(b * cout + o) * out_plane + p] = finish(acc, w, bias, o);
+        po[(b * g.cout + o) * out_plane + p] = finish(acc, w, bias, o);
       }
     }
+  return result;
+}
+
+// conv_nd in fp32 as a GEMM: per image and channel group, patches [rows][taps][Cin/groups] (the
+// weights' layout) in chunks of output positions, then Eigen's fp32 GEMM W_g x patches^T straight
+// into [Cout/groups][rows] of the row-major output. The same products and fp32 accumulation as the
+// loop above, in another order.
+Tensor conv_nd_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam* bias,
+                    const OpAttrs& a, const Shape& out_shape) {
+  const ConvExtents g(x.shape(), w, a, out_shape);
+  const int64_t in_plane = g.in_plane(), plane = g.out_plane(), taps = g.taps();
+  const int64_t width = taps * g.cin_g;
+  constexpr int64_t kPatchFloats = int64_t(32) << 20;  // 128 MiB of patches at most
+  const int64_t rows = std::max<int64_t>(1, std::min(plane, kPatchFloats / width));
+  std::vector<float> patches(std::size_t(rows * width)), block(std::size_t(rows * g.cout_g));
+  Tensor result = Tensor::uninitialized(DType::kF32, out_shape);
+  const float* px = x.data<float>();
+  float* po = result.data<float>();
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t grp = 0; grp < a.conv_groups; ++grp)
+      for (int64_t p0 = 0; p0 < plane; p0 += rows) {
+        const int64_t r_end = std::min(rows, plane - p0);
+#pragma omp parallel for schedule(static) if (r_end * width > kParallelWork)
+        for (int64_t r = 0; r < r_end; ++r) {
+          float* row = patches.data() + r * width;
+          for (int64_t t = 0; t < taps; ++t) {
+            const int64_t src = g.source(p0 + r, t);
+            float* dst = row + t * g.cin_g;
+            if (src < 0) {
+              std::fill(dst, dst + g.cin_g, 0.0f);
+              continue;
+            }
+            const float* from = px + (b * g.cin + grp * g.cin_g) * in_plane + src;
+            for (int64_t c = 0; c < g.cin_g; ++c) dst[c] = from[c * in_plane];
+          }
+        }
+        gemm_nt(w.values.data() + grp * g.cout_g * width, patches.data(), g.cout_g, r_end, width,
+                DType::kF32, block.data());
+        for (int64_t o = 0; o < g.cout_g; ++o) {
+          const int64_t channel = grp * g.cout_g + o;
+          float* dst = po + (b * g.cout + channel) * plane + p0;
+          for (int64_t r = 0; r < r_end; ++r)
+            dst[r] = finish(block[std::size_t(o * r_end + r)], w, bias, channel);
+        }
+      }
+  return result;
+}
+
+// linear_last in fp32: one Eigen GEMM x W^T, then scale and bias.
+Tensor linear_last_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam* bias,
+                        const Shape& out_shape) {
+  const int64_t din = w.shape[1], dout = w.shape[0], rows = x.numel() / din;
+  Tensor result = Tensor::uninitialized(DType::kF32, out_shape);
+  float* po = result.data<float>();
+  gemm_nt(x.data<float>(), w.values.data(), rows, dout, din, DType::kF32, po);
+  if (!w.scales.empty() || bias)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t o = 0; o < dout; ++o) po[r * dout + o] = finish(po[r * dout + o], w, bias, o);
   return result;
 }
 
@@ -151,6 +234,61 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   return result;
 }
 
+// multi_head_attention in fp32 with Eigen's GEMMs: per batch, head and block of queries, the
+// scores Q_h K_h^T (rows x keys, never the whole matrix for long sequences), scaled, masked, the
+// row max subtracted, exp, each weight divided by its row's sum as in the loop above, then the
+// weights times V_h. The same fp32 products and sums in another order.
+Tensor multi_head_attention_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
+                                 const Tensor* mask, const OpAttrs& a, bool keys_as_queries) {
+  using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Strided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+  using StridedOut = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+  const int64_t batch = q.dim(0), lq = q.dim(1), heads = a.heads, stored_keys = k.dim(1);
+  const int64_t lk = keys_as_queries ? std::min(stored_keys, lq) : stored_keys;  // the fault
+  const int64_t dq = q.dim(2), dvall = v.dim(2), dh = dq / heads, dv = dvall / heads;
+  Tensor result = Tensor::uninitialized(DType::kF32, {batch, lq, dvall});
+  const float* pm = mask ? mask->data<float>() : nullptr;
+  const int64_t mask_batch = mask && mask->rank() == 3 ? lq * stored_keys : 0;
+  constexpr int64_t kScoreFloats = int64_t(8) << 20;  // 32 MiB of scores per block at most
+  const int64_t block = std::max<int64_t>(1, std::min(lq, kScoreFloats / std::max<int64_t>(1, lk)));
+  RowMatrix scores;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const Strided kh(k.data<float>() + b * stored_keys * dq + h * dh, lk, dh,
+                       Eigen::OuterStride<>(dq));
+      const Strided vh(v.data<float>() + b * stored_keys * dvall + h * dv, lk, dv,
+                       Eigen::OuterStride<>(dvall));
+      for (int64_t i0 = 0; i0 < lq; i0 += block) {
+        const int64_t rows = std::min(block, lq - i0);
+        const Strided qh(q.data<float>() + (b * lq + i0) * dq + h * dh, rows, dh,
+                         Eigen::OuterStride<>(dq));
+        scores.noalias() = qh * kh.transpose();
+#pragma omp parallel for schedule(static) if (rows * lk > kParallelWork)
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r;
+          float* s = scores.data() + r * lk;
+          float max = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < lk; ++j) {
+            float x = -std::numeric_limits<float>::infinity();
+            if (a.frame_tokens <= 0 || j / a.frame_tokens <= i / a.frame_tokens) {
+              x = s[j] * float(a.scale);
+              if (pm) x += pm[b * mask_batch + i * stored_keys + j];
+            }
+            s[j] = x;
+            max = std::max(max, x);
+          }
+          float sum = 0;
+          for (int64_t j = 0; j < lk; ++j) sum += (s[j] = std::exp(s[j] - max));
+          for (int64_t j = 0; j < lk; ++j) s[j] = s[j] / sum;
+        }
+        StridedOut oh(result.data<float>() + (b * lq + i0) * dvall + h * dv, rows, dv,
+                      Eigen::OuterStride<>(dvall));
+        oh.noalias() = scores * vh;
+      }
+    }
+  return result;
+}
+
 // LayerNorm over the last `n` elements of each row (rms: RMSNorm, no centering), statistics in
 // double, two passes.
 template <class T>
@@ -193,18 +331,6 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
                 : half * v * (one + std::erf(v * inv_sqrt2));
   }
   return result;
-}
-
-// Row-major strides of `shape`, with 0 where a broadcast operand has extent 1 (or no axis).
-std::vector<int64_t> broadcast_strides(const Shape& operand, const Shape& out) {
-  std::vector<int64_t> strides(out.size(), 0);
-  int64_t s = 1;
-  for (std::size_t i = 0; i < operand.size(); ++i) {
-    const std::size_t axis = operand.size() - 1 - i, o = out.size() - 1 - i;
-    strides[o] = operand[axis] == 1 ? 0 : s;
-    s *= operand[axis];
-  }
-  return strides;
 }
 
 template <class T>
@@ -366,10 +492,17 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
   auto optional = [&](const std::string& key) { return key.empty() ? nullptr : param(key); };
   switch (op.kind) {
     case OpKind::kConv:
+      if constexpr (std::is_same_v<T, float>)
+        return conv_nd_gemm(x, *param(op.weight), optional(op.bias), a, out_shape);
       return conv_nd<T>(x, *param(op.weight), optional(op.bias), a, out_shape);
     case OpKind::kLinearLast:
+      if constexpr (std::is_same_v<T, float>)
+        return linear_last_gemm(x, *param(op.weight), optional(op.bias), out_shape);
       return linear_last<T>(x, *param(op.weight), optional(op.bias), out_shape);
     case OpKind::kMultiHeadAttention:
+      if constexpr (std::is_same_v<T, float>)
+        return multi_head_attention_gemm(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a,
+                                         faults.has(Fault::kCrossAttentionQueryLength));
       return multi_head_attention<T>(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a,
                                      faults.has(Fault::kCrossAttentionQueryLength));
     case OpKind::kLayerNorm: {

@@ -226,6 +226,18 @@ class UnetFamily : public Family {
   bool image_output(const std::string& pipeline) const override {
     return pipeline == "sdxl.txt2img" || pipeline == "sdxl.base+refiner";
   }
+  // The UNet's blocks end in GroupNorm/LayerNorm-fed residual sums: each group's rounding error
+  // reaches the output damped (measured: docs/tolerances.md). The scheduler's graphs hand their
+  // rounding straight on.
+  bool damps_errors(const std::string& graph) const override { return graph == "unet"; }
+  bool takes_refiner(const std::string& pipeline) const override {
+    return pipeline == "sdxl.base+refiner";
+  }
+  // sdxl.base+refiner returns the refined image and the base's image and latents.
+  std::size_t output_count(const Model& model, const std::string& pipeline) const override {
+    if (pipeline == "sdxl.base+refiner") return 3;
+    return denoises(pipeline) ? 1 : Family::output_count(model, pipeline);
+  }
   bool denoises(const std::string& pipeline) const override {
     return pipeline.rfind("sdxl.", 0) == 0;
   }
