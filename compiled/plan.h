@@ -20,10 +20,12 @@ enum class GroupKind : uint8_t {
   kConv,         // conv + bias [+ residual add] [+ activation] [+ gaussian tail], optional upsample
                  // prologue
   kGroupNorm,    // GroupNorm [+ SiLU]
-  kAttention,    // to_q/to_k/to_v + softmax(q k^T * scale) v + to_out [+ residual add]
+  kAttention,    // [LayerNorm +] to_q/to_k/to_v + softmax(q k^T * scale) v + to_out [+ residual
+                 // add]; the VAE's one-head kind or the N-d multi-head one
   kElementwise,  // a standalone pointwise op (and its pointwise successors)
   kUpsample,     // a standalone nearest upsample (its consumer is not a conv)
-  kTensor,       // one N-dimensional op (graph.h, kConv onwards) [+ pointwise epilogue]
+  kTensor,       // N-dimensional ops (graph.h, kConv onwards): one op, or GEGLU, or a LayerNorm
+                 // with its projections [+ epilogue: GELU, reshape, broadcast binary]
 };
 const char* group_kind_name(GroupKind kind);
 

@@ -41,7 +41,7 @@ Tensor pointwise(OpKind kind, const OpAttrs& attrs, Tensor x);  // unary ops, in
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor slice_channels(const Tensor& x, int begin, int end);
 
-// The N-dimensional ops (kConv onwards), one op per group, on row-major tensors in their logical
+// The N-dimensional ops (kConv onwards), one op at a time, on row-major tensors in their logical
 // shapes, computing in T (float on the compiled path; double in the tests against LibTorch's fp64).
 // `in` holds the op's inputs (dtype_of<T>); `param` finds a prepared parameter by key;
 // `out_shape` is the op's output shape (harness/core/shapes.h). `faults` are the deliberate bugs
