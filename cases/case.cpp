@@ -384,12 +384,10 @@ Status check_case(const Case& c) {
   if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
   if ((c.steps != 50 || c.guidance != 5) && !is_denoising_pipeline(c.pipeline))
     return Error("steps= and guidance= are a denoising loop's; " + c.pipeline + " has none");
-  if ((!c.refiner.empty() || c.split != 0.8) && !is_denoising_pipeline(c.pipeline))
-    return Error("refiner= and split= are a base + refiner pipeline's; " + c.pipeline +
-                 " has no refiner");
-  if (!c.vae.empty() && !is_denoising_pipeline(c.pipeline))
-    return Error("vae= is the VAE a text-to-image pipeline decodes with; " + c.pipeline +
-                 " runs one model");
+  if (c.split != 0.8 && !is_denoising_pipeline(c.pipeline))
+    return Error("split= is where a denoising schedule is split; " + c.pipeline + " has none");
+  TP_RETURN_IF_ERROR(
+      check_other_models(c.pipeline, !c.vae.empty(), !c.refiner.empty(), "vae=", "refiner="));
   if (!c.stream.empty() && c.res_given)
     return Error("a stream= case gives its resolutions in stream=; leave res= out");
   if (c.memory_limit && c.stream.empty())

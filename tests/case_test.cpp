@@ -71,7 +71,7 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
         Bad{"sdxl.denoise model=tiny-unet-xl steps=0", "expected steps=N with N from 1 to 1000"},
         Bad{"sdxl.denoise model=tiny-unet-xl guidance=-1", "expected guidance=SCALE"},
         Bad{"vae.decode steps=3", "steps= and guidance= are a denoising loop's"},
-        Bad{"vae.decode vae=tiny-kl", "vae= is the VAE a text-to-image pipeline decodes with"},
+        Bad{"vae.decode vae=tiny-kl", "vae= names the VAE that decodes a text-to-image pipeline's"},
         Bad{"", "empty case line"}}) {
     auto c = parse_case(b.line);
     ASSERT_FALSE(c.ok()) << b.line;

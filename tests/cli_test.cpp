@@ -30,10 +30,8 @@ class CliTest : public ::testing::Test {
     fs::create_directories(dir_);
     ASSERT_EQ(twinpath("model init --config tiny-kl --seed 1 --out " + p("kl")).code, 0);
     ASSERT_EQ(twinpath("model init --config tiny-taesd --seed 1 --out " + p("taesd")).code, 0);
-    Tensor latent(DType::kF32, {1, 4, 8, 8});
-    for (int64_t i = 0; i < latent.numel(); ++i)
-      latent.data<float>()[i] = float((i * 7919) % 200) / 100.0f - 1.0f;
-    ASSERT_TRUE(write_tensor_file(p("latent.safetensors"), {{"latents", latent}}).ok());
+    ASSERT_TRUE(
+        write_tensor_file(p("latent.safetensors"), {{"latents", patterned({1, 4, 8, 8})}}).ok());
     Tensor image(DType::kF32, {1, 3, 32, 24});
     for (int64_t i = 0; i < image.numel(); ++i)
       image.data<float>()[i] = float((i * 104729) % 200) / 100.0f - 1.0f;
@@ -41,6 +39,13 @@ class CliTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string p(const std::string& name) { return (dir_ / name).string(); }
+  // Values in [-1, 1) from a fixed pattern (`salt` shifts it), as a user's saved tensor.
+  static Tensor patterned(Shape shape, int salt = 0) {
+    Tensor t(DType::kF32, std::move(shape));
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = float(((i + salt) * 7919) % 200) / 100.0f - 1.0f;
+    return t;
+  }
 
   // A user error: exit code 2 and one line naming the problem.
   static void expect_user_error(const std::string& args, const std::string& fragment) {
@@ -132,7 +137,7 @@ TEST_F(CliTest, WrongInputsAndFlagsExitCode2) {
   expect_user_error(model + " --pipeline sdxl.denoise --vae " + p("kl") + " --input " +
                         p("latent.safetensors") + " --output " + p("o.npy"),
                     "--vae names the VAE that decodes a text-to-image pipeline's latents; "
-                    "sdxl.denoise does not decode");
+                    "sdxl.denoise runs no VAE beside its model");
   expect_user_error(model + " --pipeline sdxl.txt2img --refiner " + p("kl") + " --input " +
                         p("latent.safetensors") + " --output " + p("o.npy"),
                     "sdxl.txt2img runs no refiner");
@@ -210,8 +215,6 @@ TEST_F(CliTest, PlanFilesReloadBitwiseInANewProcessAndRefuseMismatches) {
 namespace tp {
 namespace {
 
-// Done-when of the harness: the SDXL-VAE failure (one layer's weights scaled past f16) triaged
-// from a user's model folder: layer, op, cause, and a --keep-fp32 list that makes it pass.
 // A user's text-to-image run: the overflow is named with its step, and the fix passes.
 TEST_F(CliTest, TriageNamesTheStepOfAnOverflowInTheDenoisingLoop) {
   const std::string layer = "up_blocks.0.resnets.1.conv1";
@@ -221,17 +224,11 @@ TEST_F(CliTest, TriageNamesTheStepOfAnOverflowInTheDenoisingLoop) {
             0);
   ASSERT_EQ(twinpath("model init --config tiny-kl --out " + p("vae")).code, 0);
   NamedTensors inputs;
-  auto filled = [](Shape shape, int salt) {
-    Tensor t(DType::kF32, std::move(shape));
-    for (int64_t i = 0; i < t.numel(); ++i)
-      t.data<float>()[i] = float(((i + salt) * 7919) % 200) / 100.0f - 1.0f;
-    return t;
-  };
-  inputs.emplace_back("latents", filled({1, 4, 8, 8}, 0));
-  inputs.emplace_back("prompt_embeds", filled({1, 77, 32}, 1));
-  inputs.emplace_back("pooled_prompt_embeds", filled({1, 32}, 2));
-  inputs.emplace_back("negative_prompt_embeds", filled({1, 77, 32}, 3));
-  inputs.emplace_back("negative_pooled_prompt_embeds", filled({1, 32}, 4));
+  inputs.emplace_back("latents", patterned({1, 4, 8, 8}));
+  inputs.emplace_back("prompt_embeds", patterned({1, 77, 32}, 1));
+  inputs.emplace_back("pooled_prompt_embeds", patterned({1, 32}, 2));
+  inputs.emplace_back("negative_prompt_embeds", patterned({1, 77, 32}, 3));
+  inputs.emplace_back("negative_pooled_prompt_embeds", patterned({1, 32}, 4));
   ASSERT_TRUE(write_tensor_file(p("prompt.safetensors"), inputs).ok());
   const std::string run = "triage --model " + p("unet-hot") + " --vae " + p("vae") +
                           " --pipeline sdxl.txt2img --steps 3 --input " + p("prompt.safetensors") +
@@ -252,16 +249,15 @@ TEST_F(CliTest, TriageNamesTheStepOfAnOverflowInTheDenoisingLoop) {
       << replay.output;
 }
 
+// Done-when of the harness: the SDXL-VAE failure (one layer's weights scaled past f16) triaged
+// from a user's model folder: layer, op, cause, and a --keep-fp32 list that makes it pass.
 TEST_F(CliTest, TriageNamesTheOverflowingLayerAndAFixThatPasses) {
   const std::string layer = "decoder.up_blocks.0.resnets.0.conv1";
   ASSERT_EQ(twinpath("model init --config tiny-kl --seed 4 --scale-layer '" + layer +
                      "*1e5' --out " + p("sdxlish"))
                 .code,
             0);
-  Tensor latent(DType::kF32, {1, 4, 16, 16});
-  for (int64_t i = 0; i < latent.numel(); ++i)
-    latent.data<float>()[i] = float((i * 7919) % 200) / 100.0f - 1.0f;
-  ASSERT_TRUE(write_npy(p("user_latent.npy"), latent).ok());
+  ASSERT_TRUE(write_npy(p("user_latent.npy"), patterned({1, 4, 16, 16})).ok());
   const auto r =
       twinpath("triage --json --model " + p("sdxlish") + " --pipeline vae.decode --input " +
                p("user_latent.npy") + " --policy w=f16,a=f16,acc=f32 --repro " +

@@ -200,7 +200,8 @@ Status check_other_models(const std::string& pipeline, bool vae, bool refiner,
     }
   if (vae && !decodes)
     return Error(vae_flag + " names the VAE that decodes a text-to-image pipeline's latents; " +
-                 pipeline + " does not decode (sdxl.txt2img and sdxl.base+refiner do): drop it");
+                 pipeline +
+                 " runs no VAE beside its model (sdxl.txt2img and sdxl.base+refiner do): drop it");
   if (refiner && !refines)
     return Error(refiner_flag + " names the refiner of sdxl.base+refiner; " + pipeline +
                  " runs no refiner: drop it");

@@ -77,21 +77,22 @@ bool every_weighted_layer_kept(const Case& c, const Model& m) {
 // A keep glob that names no layer would silently keep nothing: refused with what names look like.
 Status check_keep_globs(const std::vector<std::string>& globs,
                         const std::vector<const Model*>& models) {
-  for (const std::string& glob : globs) {
-    std::string example;
-    bool matched = false;
-    for (const Model* m : models)
-      for (const Graph& g : m->family().graphs(*m->config))
-        for (const Op& op : g.ops) {
-          matched = matched || compiled::glob_match(glob, op.name);
-          if (example.empty() && !op.weight.empty()) example = op.name;
-        }
-    if (!matched)
+  if (globs.empty()) return Status();
+  std::vector<std::string> layers;
+  std::string example;
+  for (const Model* m : models)
+    for (const Graph& g : m->family().graphs(*m->config))
+      for (const Op& op : g.ops) {
+        layers.push_back(op.name);
+        if (example.empty() && !op.weight.empty()) example = op.name;
+      }
+  for (const std::string& glob : globs)
+    if (std::none_of(layers.begin(), layers.end(),
+                     [&](const std::string& l) { return compiled::glob_match(glob, l); }))
       return Error("keep=" + glob +
                    " matches no layer of the case's models, so it would keep nothing in fp32; "
                    "layers are named by their diffusers module paths, such as '" +
                    example + "' (separate several globs with '+')");
-  }
   return Status();
 }
 
@@ -177,8 +178,6 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   p.input_name = inputs.front().first;
   p.input = inputs.front().second;
   p.other_inputs.assign(inputs.begin() + 1, inputs.end());
-  TP_RETURN_IF_ERROR(
-      check_other_models(p.pipeline, !c.vae.empty(), !c.refiner.empty(), "vae=", "refiner="));
   for (auto [name, slot] : {std::pair{&c.vae, &p.vae}, std::pair{&c.refiner, &p.refiner}})
     if (!name->empty()) {
       auto m = models.get(*name);

@@ -1,0 +1,284 @@
+// GroupRun's N-dimensional ops (Plan::row_major: values in their logical shapes): N-d conv and
+// linear_last through cuBLAS, multi-head attention, norms, GELU, reshape, permute, broadcast
+// binaries, concat, slice, the timestep sinusoid and nearest resize (kernels in nd_ops.cu).
+#include <cmath>
+
+#include "compiled/kernels/cuda/cuda_backend.h"
+#include "harness/core/shapes.h"
+
+namespace tp::compiled::cuda_impl {
+
+Expected<cuda::Strides> GroupRun::strides(const Shape& out, const std::vector<int64_t>& source,
+                                          const std::string& what) const {
+  if (out.size() > std::size_t(cuda::kMaxRank))
+    return Error(what + ": tensors of rank " + std::to_string(out.size()) +
+                 " have no CUDA kernel (at most " + std::to_string(cuda::kMaxRank) +
+                 "); run it on the CPU emulation (--device cpu)");
+  cuda::Strides st;
+  st.rank = int(out.size());
+  for (std::size_t d = 0; d < out.size(); ++d) {
+    st.dims[d] = out[d];
+    st.strides[d] = source[d];
+  }
+  return st;
+}
+
+void GroupRun::split_at(const Shape& s, int axis, int64_t& outer, int64_t& along, int64_t& inner) {
+  outer = along = inner = 1;
+  for (int i = 0; i < int(s.size()); ++i)
+    (i < axis ? outer : i == axis ? along : inner) *= s[std::size_t(i)];
+}
+
+Expected<const float*> GroupRun::optional_param(const std::string& key) {
+  if (key.empty()) return static_cast<const float*>(nullptr);
+  TP_ASSIGN_OR_RETURN(const DeviceParam* p, be_.param(plan_.params.at(key), Storage::kF32));
+  return static_cast<const float*>(p->values[0].get<float>());
+}
+
+Expected<std::pair<const void*, Storage>> GroupRun::matrix_operand(int x, const PreparedParam& w) {
+  TP_ASSIGN_OR_RETURN(Value v, value(x));
+  const Storage operand = operand_for(v.src.storage, w.storage);
+  if (operand == v.src.storage) return std::pair<const void*, Storage>{v.src.data, operand};
+  TP_ASSIGN_OR_RETURN(const float* wide, as_f32(x));
+  return std::pair<const void*, Storage>{wide, Storage::kF32};
+}
+
+Expected<DeviceMemory> GroupRun::nd_op(const Op& op, const FaultSet& f, const std::string& what) {
+  const Shape& os = shape(op.output);
+  const int64_t n = shape_numel(os);
+  const OpAttrs& a = op.attrs;
+  switch (op.kind) {
+    case OpKind::kConv:
+      return conv_nd(op, what);
+    case OpKind::kLinearLast:
+      return linear_last(op, what);
+    case OpKind::kMultiHeadAttention:
+      return multi_head_attention(op, f.has(Fault::kCrossAttentionQueryLength), what);
+    default:
+      break;
+  }
+  TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(n * 4, what));
+  float* po = out.get<float>();
+  cudaStream_t st = be_.stream();
+  const Shape& xs = shape(op.inputs[0]);
+  TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
+  switch (op.kind) {
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm: {
+      const bool rms = op.kind == OpKind::kRmsNorm;
+      int64_t width = rms ? xs.back() : 1;
+      for (int i = int(xs.size()) - a.norm_dims; !rms && i < int(xs.size()); ++i)
+        width *= xs[std::size_t(i)];
+      TP_ASSIGN_OR_RETURN(const float* gamma, optional_param(op.weight));
+      TP_ASSIGN_OR_RETURN(const float* beta, optional_param(rms ? "" : op.bias));
+      TP_CUDA(cuda::layer_norm(x.src, n / width, width, a.eps, rms, gamma, beta, po, st), what);
+      break;
+    }
+    case OpKind::kGelu: {
+      cuda::PointwiseArgs args;
+      args.op = a.tanh_approximation ? cuda::Pointwise::kGeluTanh : cuda::Pointwise::kGelu;
+      TP_CUDA(cuda::pointwise(x.src, n, args, po, st), what);
+      break;
+    }
+    case OpKind::kReshape:  // row-major: the same elements in the same order
+      TP_CUDA(cuda::widen(x.src, n, po, st), what);
+      break;
+    case OpKind::kPermute: {
+      std::vector<int64_t> in_strides(xs.size(), 1), source(xs.size());
+      for (int d = int(xs.size()) - 2; d >= 0; --d)
+        in_strides[std::size_t(d)] = in_strides[std::size_t(d) + 1] * xs[std::size_t(d) + 1];
+      for (std::size_t d = 0; d < xs.size(); ++d) source[d] = in_strides[std::size_t(a.dims[d])];
+      TP_ASSIGN_OR_RETURN(cuda::Strides s, strides(os, source, what));
+      TP_CUDA(cuda::gather(x.src, s, po, st), what);
+      break;
+    }
+    case OpKind::kBinary: {
+      TP_ASSIGN_OR_RETURN(Value y, value(op.inputs[1]));
+      TP_ASSIGN_OR_RETURN(cuda::Strides sa, strides(os, broadcast_strides(xs, os), what));
+      TP_ASSIGN_OR_RETURN(cuda::Strides sb,
+                          strides(os, broadcast_strides(shape(op.inputs[1]), os), what));
+      TP_CUDA(cuda::binary(cuda::Binary(int(a.binary)), x.src, sa, y.src, sb, po, st), what);
+      break;
+    }
+    case OpKind::kConcat: {
+      const int axis = a.axis < 0 ? a.axis + int(os.size()) : a.axis;
+      int64_t outer, along, inner, offset = 0;
+      split_at(os, axis, outer, along, inner);
+      for (int v : op.inputs) {
+        TP_ASSIGN_OR_RETURN(Value part, value(v));
+        const int64_t width = shape(v)[std::size_t(axis)] * inner;
+        TP_CUDA(cuda::copy_blocks(part.src, outer, width, width, 0, po, along * inner,
+                                  offset * inner, st),
+                what);
+        offset += shape(v)[std::size_t(axis)];
+      }
+      break;
+    }
+    case OpKind::kSlice: {
+      const int axis = a.axis < 0 ? a.axis + int(xs.size()) : a.axis;
+      int64_t outer, along, inner, begin = a.begin;
+      split_at(xs, axis, outer, along, inner);
+      // The faults: a half taken along the last axis (GEGLU's chunk) or the batch (guidance's)
+      // is the other half.
+      const bool half = 2 * os[std::size_t(axis)] == along;
+      if (half && ((axis == int(xs.size()) - 1 && f.has(Fault::kGegluSwap)) ||
+                   (axis == 0 && f.has(Fault::kCfgHalvesSwapped))))
+        begin = (begin + along / 2) % along;
+      const int64_t width = os[std::size_t(axis)] * inner;
+      TP_CUDA(
+          cuda::copy_blocks(x.src, outer, width, along * inner, begin * inner, po, width, 0, st),
+          what);
+      break;
+    }
+    case OpKind::kTimestepEmbedding: {
+      const int64_t half = a.embedding_dim / 2;
+      const bool sin_second = a.flip_sin_to_cos != f.has(Fault::kTimestepSinCosSwap);
+      TP_CUDA(cuda::timestep_embedding(x.src, shape_numel(xs), a.embedding_dim, !sin_second,
+                                       float(double(half) - a.shift), po, st),
+              what);
+      break;
+    }
+    case OpKind::kInterpolateNearest: {
+      const int spatial = int(xs.size()) - 2;
+      if (spatial < 1 || spatial > 3) return Error(what + ": resizes 1 to 3 spatial axes");
+      cuda::Resize r;
+      r.planes = xs[0] * xs[1];
+      std::array<DeviceMemory, 3> tables;
+      for (int i = 0; i < spatial; ++i) {
+        const int d = 3 - spatial + i;
+        const int64_t in = xs[std::size_t(i) + 2], out_i = os[std::size_t(i) + 2];
+        r.in[d] = in;
+        r.out[d] = out_i;
+        // PyTorch's "nearest": floor(dst * float(in / out)), exact halving when out is 2 in.
+        const float ratio = float(in) / float(out_i);
+        std::vector<int64_t>& src = host_tables_.emplace_back();
+        for (int64_t o = 0; o < out_i; ++o)
+          src.push_back(out_i == in ? o
+                        : out_i == 2 * in
+                            ? o / 2
+                            : std::min(int64_t(std::floor(float(o) * ratio)), in - 1));
+        TP_ASSIGN_OR_RETURN(tables[std::size_t(d)],
+                            be_.scratch(int64_t(src.size() * sizeof(int64_t)), what));
+        TP_CUDA(cudaMemcpyAsync(tables[std::size_t(d)].get(), src.data(),
+                                src.size() * sizeof(int64_t), cudaMemcpyHostToDevice, st),
+                what + " source indices");
+        r.source[d] = tables[std::size_t(d)].get<int64_t>();
+      }
+      TP_CUDA(cuda::interpolate_nearest(x.src, r, po, st), what);
+      for (DeviceMemory& t : tables) widened_.push_back(std::move(t));  // freed after the group
+      break;
+    }
+    default:
+      return Error(what + ": the CUDA backend has no kernel for op " + op_kind_name(op.kind));
+  }
+  return out;
+}
+
+Expected<DeviceMemory> GroupRun::conv_nd(const Op& op, const std::string& what) {
+  const OpAttrs& a = op.attrs;
+  const Shape& xs = shape(op.inputs[0]);
+  const Shape& os = shape(op.output);
+  const std::shared_ptr<const PreparedParam>& w = plan_.params.at(op.weight);
+  const int spatial = int(xs.size()) - 2;
+  if (spatial < 1 || spatial > 3) return Error(what + ": convolves 1 to 3 spatial axes");
+  cuda::ConvNd g;
+  g.cin = xs[1];
+  g.cin_g = xs[1] / a.conv_groups;
+  const int64_t cout = w->shape[0], cout_g = cout / a.conv_groups;
+  for (int i = 0; i < spatial; ++i) {
+    const int d = 3 - spatial + i;
+    g.in[d] = xs[std::size_t(i) + 2];
+    g.out[d] = os[std::size_t(i) + 2];
+    g.k[d] = w->shape[std::size_t(i) + 2];
+    g.stride[d] = a.strides[std::size_t(i)];
+    g.dil[d] = a.dilations[std::size_t(i)];
+    g.lo[d] = a.pads_lo[std::size_t(i)];
+  }
+  g.replicate = a.pad_mode == PadMode::kReplicate;
+  const int64_t k = g.taps() * g.cin_g, plane = g.out_plane();
+  if (int64_t(w->values.size()) != cout * k)
+    return Error(w->key + ": weight does not match the input's channels");
+  TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
+  const Storage operand = operand_for(x.src.storage, w->storage);
+  TP_ASSIGN_OR_RETURN(const DeviceParam* dw, be_.param(w, operand));
+  const auto* wp = static_cast<const std::byte*>(dw->values[std::size_t(operand)].get());
+  const int64_t wsize = int64_t(storage_size(operand));
+  TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(shape_numel(os) * 4, what));
+  bool pointwise_conv =
+      a.conv_groups == 1 && g.taps() == 1 && operand == x.src.storage && g.in_plane() == plane;
+  for (int i = 0; i < 3; ++i) pointwise_conv = pointwise_conv && g.stride[i] == 1 && g.lo[i] == 0;
+  if (pointwise_conv) {  // out_n [Cout][P] = W [Cout][Cin] x_n [Cin][P]
+    const auto* px = static_cast<const std::byte*>(x.src.data);
+    for (int64_t n = 0; n < xs[0]; ++n)
+      TP_RETURN_IF_ERROR(be_.gemm(wp, px + n * g.cin * plane * wsize, operand, cout, plane, k,
+                                  false, false, out.get<float>() + n * cout * plane));
+  } else {
+    const int64_t row_bytes = k * wsize;
+    const int64_t rows =
+        std::max<int64_t>(1, std::min<int64_t>(plane, kWorkspaceBytes / row_bytes));
+    TP_ASSIGN_OR_RETURN(DeviceMemory patches, be_.scratch(rows * row_bytes, what + " patches"));
+    for (int64_t n = 0; n < xs[0]; ++n)
+      for (int64_t grp = 0; grp < a.conv_groups; ++grp)
+        for (int64_t p0 = 0; p0 < plane; p0 += rows) {
+          const int64_t r = std::min(rows, plane - p0);
+          TP_CUDA(cuda::im2col_nd(x.src, g, n, grp, p0, r, operand, patches.get(), be_.stream()),
+                  what + " patches");
+          TP_RETURN_IF_ERROR(
+              be_.gemm(wp + grp * cout_g * k * wsize, patches.get(), operand, cout_g, r, k, true,
+                       false, out.get<float>() + (n * cout + grp * cout_g) * plane + p0, plane));
+        }
+  }
+  TP_ASSIGN_OR_RETURN(const float* bias, optional_param(op.bias));
+  TP_CUDA(cuda::scale_bias_strided(out.get<float>(), shape_numel(os), cout, plane,
+                                   dw->scales.get<float>(), bias, be_.stream()),
+          what + " scale and bias");
+  return out;
+}
+
+Expected<DeviceMemory> GroupRun::linear_last(const Op& op, const std::string& what) {
+  const std::shared_ptr<const PreparedParam>& w = plan_.params.at(op.weight);
+  const int64_t din = w->shape[1], dout = w->shape[0];
+  const int64_t rows = shape_numel(shape(op.inputs[0])) / din;
+  TP_ASSIGN_OR_RETURN(auto x, matrix_operand(op.inputs[0], *w));
+  TP_ASSIGN_OR_RETURN(const DeviceParam* dw, be_.param(w, x.second));
+  TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(rows * dout * 4, what));
+  TP_RETURN_IF_ERROR(be_.gemm(x.first, dw->values[std::size_t(x.second)].get(), x.second, rows,
+                              dout, din, true, false, out.get<float>()));
+  TP_ASSIGN_OR_RETURN(const float* bias, optional_param(op.bias));
+  TP_CUDA(cuda::scale_bias_strided(out.get<float>(), rows * dout, dout, 1, dw->scales.get<float>(),
+                                   bias, be_.stream()),
+          what + " scale and bias");
+  return out;
+}
+
+Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, bool keys_as_queries,
+                                                      const std::string& what) {
+  const Shape &qs = shape(op.inputs[0]), &ks = shape(op.inputs[1]), &vs = shape(op.inputs[2]);
+  cuda::AttentionShape s;
+  s.batch = qs[0];
+  s.queries = qs[1];
+  s.heads = op.attrs.heads;
+  s.stored_keys = ks[1];
+  s.keys = keys_as_queries ? std::min(s.stored_keys, s.queries) : s.stored_keys;  // the fault
+  s.dh = qs[2] / s.heads;
+  s.dv = vs[2] / s.heads;
+  s.frame_tokens = op.attrs.frame_tokens;
+  s.scale = float(op.attrs.scale);
+  if (std::max(s.dh, s.dv) > cuda::kMaxHeadDim)
+    return Error(what + ": heads of dimension " + std::to_string(std::max(s.dh, s.dv)) +
+                 " have no CUDA kernel (at most " + std::to_string(cuda::kMaxHeadDim) +
+                 "); run it on the CPU emulation (--device cpu)");
+  TP_ASSIGN_OR_RETURN(const float* q, as_f32(op.inputs[0]));
+  TP_ASSIGN_OR_RETURN(const float* k, as_f32(op.inputs[1]));
+  TP_ASSIGN_OR_RETURN(const float* v, as_f32(op.inputs[2]));
+  const float* mask = nullptr;
+  if (op.inputs.size() > 3) {
+    TP_ASSIGN_OR_RETURN(mask, as_f32(op.inputs[3]));
+    s.mask_batch = shape(op.inputs[3]).size() == 3 ? s.queries * s.stored_keys : 0;
+  }
+  TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(s.batch * s.queries * vs[2] * 4, what));
+  TP_CUDA(cuda::multi_head_attention(q, k, v, mask, s, out.get<float>(), be_.stream()), what);
+  return out;
+}
+
+}  // namespace tp::compiled::cuda_impl
