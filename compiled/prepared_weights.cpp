@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "harness/core/parallel.h"
+
 namespace tp::compiled {
 
 int64_t PreparedParam::storage_bytes() const {
@@ -72,7 +74,7 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
   p.values.resize(w.size());
   if (!dtype_is_fp8(p.storage)) {
     const int64_t n = int64_t(w.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
     for (int64_t i = 0; i < n; ++i)
       p.values[std::size_t(i)] = float(round_through(p.storage, w[std::size_t(i)]));
     return p;
@@ -96,7 +98,7 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
     p.scales[std::size_t(r)] =
         fp8_no_scale || a == 0 ? 1.0f : float(a / dtype_max_finite(p.storage));
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (int64_t(w.size()) >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < per_row; ++i) {
       const std::size_t at = std::size_t(r * per_row + i);

@@ -36,9 +36,10 @@ struct RunCommandOptions {
   std::string filter;              // regex over case ids
   std::string model;               // replaces every case's model
   std::string device = "cpu";
-  std::string inject;  // faults added to every case
-  int64_t reseed = 0;  // seed=N added to every case (other inputs, same cases)
-  std::string shard;   // K/N; else GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS
+  std::string inject;         // faults added to every case
+  int64_t reseed = 0;         // seed=N added to every case (other inputs, same cases)
+  std::string shard;          // K/N; else GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS
+  std::string jobs = "auto";  // concurrent cases: auto or a number (harness/runner/case_pool.h)
   std::string report, junit, baseline;
   std::string dump = "none";
   double growth = 2;  // --baseline: flag error growth past this ratio

@@ -115,6 +115,10 @@ int main(int argc, char** argv) {
   run->add_option("--shard", ro.shard,
                   "K/N: run every N-th case from the K-th (0 <= K < N); default from "
                   "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
+  run->add_option("--jobs", ro.jobs,
+                  "cases run concurrently, the threads divided among them: a number, or auto "
+                  "(one per thread when every case is on a built-in tiny model, else 1)")
+      ->capture_default_str();
   run->add_option("--report", ro.report, "write the HDF5 report here (atomically)");
   run->add_option("--junit", ro.junit, "write JUnit XML here (atomically)");
   run->add_option("--baseline", ro.baseline,

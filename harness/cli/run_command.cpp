@@ -8,6 +8,7 @@
 #include "cases/suite.h"
 #include "harness/cli/commands.h"
 #include "harness/core/format.h"
+#include "harness/runner/case_pool.h"
 #include "harness/runner/case_runner.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
@@ -123,15 +124,21 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   options.device = device;
   options.dump = dump;
   options.search = o.search;
+  std::vector<const Case*> mine;  // this shard's cases
+  std::vector<int64_t> ordinals;
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (int(i % std::size_t(shard.total)) == shard.index) {
+      mine.push_back(&cases[i]);
+      ordinals.push_back(int64_t(i));
+    }
+  TP_ASSIGN_OR_RETURN(const int jobs, resolve_jobs(o.jobs, mine));
   ModelCache models;
-  for (std::size_t i = 0; i < cases.size(); ++i) {
-    if (int(i % std::size_t(shard.total)) != shard.index) continue;
-    CaseResult r = run_case(cases[i], options, models);
-    r.ordinal = int64_t(i);
+  run_cases(mine, options, jobs, models, [&](std::size_t i, CaseResult r) {
+    r.ordinal = ordinals[i];
     if (r.outcome != Outcome::kUnsupported)
       progress << case_lines(r) << std::flush;  // counted at the end
     report.cases.push_back(std::move(r));
-  }
+  });
   if (!o.report.empty()) TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
   if (!o.junit.empty()) TP_RETURN_IF_ERROR(write_junit(o.junit, report));
   bool regressed = false;

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <new>
 #include <sstream>
 
@@ -9,12 +11,59 @@ namespace tp {
 namespace {
 constexpr std::size_t kAlignment = 64;  // one cache line; enough for any SIMD load
 
+// Freed large buffers kept for the next tensor of the same size. An executor frees and
+// allocates the same activation sizes op after op; glibc hands blocks above 32 MiB back to the
+// kernel and maps them again, so each new tensor would pay a page fault and a zeroed page per
+// 4 KiB (5% of an SD decode). At most kCachedBytes are kept; a block is never split.
+constexpr std::size_t kCachedMin = std::size_t(1) << 20;
+constexpr std::size_t kCachedBytes = std::size_t(1) << 29;
+
+struct BlockCache {
+  std::mutex mutex;
+  std::multimap<std::size_t, void*> free_blocks;  // by size
+  std::size_t bytes = 0;
+};
+
+BlockCache& block_cache() {
+  static BlockCache* cache = new BlockCache;  // never destroyed: tensors may outlive statics
+  return *cache;
+}
+
+std::size_t rounded_size(std::size_t nbytes) {
+  return (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
 std::byte* allocate(std::size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  const std::size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  const std::size_t rounded = rounded_size(nbytes);
+  if (rounded >= kCachedMin) {
+    BlockCache& cache = block_cache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.free_blocks.find(rounded);
+    if (it != cache.free_blocks.end()) {
+      void* p = it->second;
+      cache.free_blocks.erase(it);
+      cache.bytes -= rounded;
+      return static_cast<std::byte*>(p);
+    }
+  }
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) throw std::bad_alloc();
   return static_cast<std::byte*>(p);
+}
+
+void release(std::byte* p, std::size_t nbytes) {
+  const std::size_t rounded = rounded_size(nbytes);
+  if (rounded >= kCachedMin) {
+    BlockCache& cache = block_cache();
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    if (cache.bytes + rounded <= kCachedBytes) {
+      cache.free_blocks.emplace(rounded, p);
+      cache.bytes += rounded;
+      return;
+    }
+  }
+  std::free(p);
 }
 }  // namespace
 
@@ -32,14 +81,14 @@ std::string shape_string(const Shape& shape) {
   return os.str();
 }
 
-void Tensor::FreeAligned::operator()(std::byte* p) const { std::free(p); }
+void Tensor::FreeAligned::operator()(std::byte* p) const { release(p, nbytes); }
 
 Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   for (int64_t d : shape) TP_CHECK(d >= 0, "negative dimension in " + shape_string(shape));
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  t.bytes_.reset(allocate(t.nbytes()));
+  t.bytes_ = {allocate(t.nbytes()), FreeAligned{t.nbytes()}};
   return t;
 }
 
@@ -50,7 +99,7 @@ Tensor::Tensor(DType dtype, Shape shape) {
 
 Tensor::Tensor(const Tensor& other) : dtype_(other.dtype_), shape_(other.shape_) {
   if (!other.bytes_) return;  // a default-constructed (empty) tensor copies as empty
-  bytes_.reset(allocate(other.nbytes()));
+  bytes_ = {allocate(other.nbytes()), FreeAligned{other.nbytes()}};
   if (other.nbytes() > 0) std::memcpy(bytes_.get(), other.bytes_.get(), other.nbytes());
 }
 

@@ -50,6 +50,7 @@ class Tensor {
 
  private:
   struct FreeAligned {
+    std::size_t nbytes;  // what was allocated (large blocks go back to a size-keyed cache)
     void operator()(std::byte* p) const;
   };
   DType dtype_ = DType::kF32;

@@ -133,6 +133,7 @@ void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref,
 }  // namespace
 
 Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_or_dir) {
+  std::lock_guard<std::mutex> lock(mutex_);
   auto it = models_.find(name_or_dir);
   if (it != models_.end()) return it->second;
   // A built-in name, optionally with @SEED; anything else is a folder.

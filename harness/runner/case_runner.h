@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "cases/case.h"
@@ -24,12 +25,14 @@ struct RunOptions {
 };
 
 // Models by built-in name or folder, made or loaded once per process. Built-in models are
-// seeded from their name, so every case on `tiny-kl` sees the same weights.
+// seeded from their name, so every case on `tiny-kl` sees the same weights. Cases running
+// concurrently share one cache (a model is read-only once made).
 class ModelCache {
  public:
   Expected<std::shared_ptr<const Model>> get(const std::string& name_or_dir);
 
  private:
+  std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const Model>> models_;
 };
 

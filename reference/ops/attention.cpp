@@ -5,7 +5,10 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "harness/core/parallel.h"
+#include "harness/core/sgemm.h"
 #include "reference/ops/ops.h"
 
 namespace tp::ref {
@@ -25,6 +28,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   const int64_t batch = x.dim(0), cin = x.dim(1), n = x.dim(2) * x.dim(3), cout = weight.dim(0);
   TP_CHECK(weight.dim(1) == cin, "linear input channels");
   Tensor out = Tensor::uninitialized(dtype_of<T>(), {batch, cout, x.dim(2), x.dim(3)});
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t b = 0; b < batch; ++b)  // y [cout, N] = W [cout, cin] x [cin, N] + b
+      sgemm::gemm(cout, n, cin, {weight.data<float>(), cin, 1},
+                  sgemm::pack_strided({x.data<float>() + b * cin * n, n, 1}),
+                  {out.data<float>() + b * cout * n, n, 1}, bias.data<float>());
+    return out;
+  }
   Eigen::Map<const RowMatrix<T>> w(weight.data<T>(), cout, cin);
   for (int64_t b = 0; b < batch; ++b) {
     // NCHW [C, N] row-major: tokens are columns. y = W x + b.
@@ -51,8 +61,12 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
     for (int64_t r0 = 0; r0 < n; r0 += block) {
       const int64_t rows = std::min(block, n - r0);
       auto s = scores.topRows(rows);
-      s.noalias() = qm.middleRows(r0, rows) * km.transpose();  // [rows, N]
-#pragma omp parallel for schedule(static)
+      if constexpr (std::is_same_v<T, float>)  // [rows, N]: query rows of the [C, N] storage
+        sgemm::gemm(rows, n, c, {qm.data() + r0, 1, n}, sgemm::pack_strided({km.data(), n, 1}),
+                    {s.data(), n, 1});
+      else
+        s.noalias() = qm.middleRows(r0, rows) * km.transpose();
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelElements)
       for (int64_t r = 0; r < rows; ++r) {
         T* row = s.row(r).data();
         double mx = -INFINITY;
@@ -66,7 +80,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
         const double inv = 1.0 / sum;
         for (int64_t j = 0; j < n; ++j) row[j] = T(double(row[j]) * inv);
       }
-      om.middleRows(r0, rows).noalias() = s * vm;  // [rows, C]
+      if constexpr (std::is_same_v<T, float>)  // [rows, C], stored into the [C, N] output
+        sgemm::gemm(rows, c, n, {s.data(), n, 1}, sgemm::pack_strided({vm.data(), 1, n}),
+                    {om.data() + r0, 1, n});
+      else
+        om.middleRows(r0, rows).noalias() = s * vm;
     }
   }
   return out;

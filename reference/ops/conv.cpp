@@ -3,6 +3,7 @@
 // HunyuanVideoCausalConv3d), grouped. Direct loops, accumulating in T like the reference GEMM.
 #include <algorithm>
 
+#include "harness/core/parallel.h"
 #include "reference/ops/ops.h"
 
 namespace tp::ref {
@@ -43,7 +44,8 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpA
   const int64_t in_vol = in[0] * in[1] * in[2], out_vol = out[0] * out[1] * out[2];
   const int64_t k_vol = k[0] * k[1] * k[2];
   const bool replicate = a.pad_mode == PadMode::kReplicate;
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (batch * cout * out_vol * cin_g * k_vol >= kParallelMacs)
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t co = 0; co < cout; ++co) {
       const int64_t g = co / cout_g;

@@ -1,12 +1,17 @@
-// Conv2d as im2col + GEMM (Eigen), in blocks of output rows so the column buffer stays small
-// at any resolution; 1x1 stride-1 convs skip im2col. Matches torch.nn.functional.conv2d with
-// explicit (top, bottom, left, right) zero padding, which also covers diffusers' Downsample2D
-// (pad (0,1,0,1) then stride 2) and TAESD's symmetric stride-2 convs.
+// Conv2d. fp32: implicit GEMM (sgemm packs the patches straight from the input), or direct
+// sums for a handful of output channels. fp64: im2col + Eigen GEMM, in blocks of output rows so
+// the column buffer stays small at any resolution; 1x1 stride-1 convs skip im2col. Matches
+// torch.nn.functional.conv2d with explicit (top, bottom, left, right) zero padding, which also
+// covers diffusers' Downsample2D (pad (0,1,0,1) then stride 2) and TAESD's symmetric stride-2
+// convs.
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "harness/core/parallel.h"
+#include "harness/core/sgemm.h"
 #include "reference/ops/ops.h"
 
 namespace tp::ref {
@@ -26,7 +31,7 @@ template <class T>
 void im2col_rows(const T* x, int64_t cin, int64_t h, int64_t w, int64_t kh, int64_t kw,
                  const OpAttrs& a, int64_t y0, int64_t rows, int64_t wo, T* cols) {
   const int64_t np = rows * wo;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (cin * kh * kw * np >= kParallelElements)
   for (int64_t k = 0; k < cin * kh * kw; ++k) {
     const int64_t c = k / (kh * kw), ky = (k / kw) % kh, kx = k % kw;
     T* dst = cols + k * np;
@@ -56,6 +61,93 @@ void im2col_rows(const T* x, int64_t cin, int64_t h, int64_t w, int64_t kh, int6
   }
 }
 
+// Patches of one image as sgemm's B (implicit GEMM): B(k, n) with k = (c*kh + ky)*kw + kx and
+// n = oy*wo + ox is x[c][oy*s - pt + ky][ox*s - pl + kx], or 0 in the padding. A panel of
+// kNr outputs on one row of a stride-1 conv reads a contiguous run of the input row.
+sgemm::PackB conv_patches(const float* x, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                          const OpAttrs& a, int64_t wo) {
+  return [=](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+    constexpr int64_t nr = sgemm::kNr;
+    for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+      float* out = dst + (j0 / nr) * kc * nr;
+      const int64_t cols = std::min(nr, nc - j0), n = n0 + j0, oy = n / wo, ox = n % wo;
+      const bool one_row = ox + cols <= wo;
+      // (c, ky, kx) of row k0, stepped without divisions.
+      int64_t c = k0 / (kh * kw), ky = (k0 / kw) % kh, kx = k0 % kw;
+      for (int64_t kk = 0; kk < kc; ++kk, out += nr) {
+        const float* plane = x + c * h * w;
+        const int64_t iy = oy * a.stride - a.pad_top + ky, ix = ox * a.stride - a.pad_left + kx;
+        if (one_row && a.stride == 1 && cols == nr && iy >= 0 && iy < h && ix >= 0 &&
+            ix + nr <= w) {
+          std::memcpy(out, plane + iy * w + ix, nr * sizeof(float));
+        } else if (one_row && (iy < 0 || iy >= h)) {  // a padding row
+          std::fill(out, out + nr, 0.0f);
+        } else if (one_row && a.stride == 1) {  // a run of one input row cut by the padding
+          const int64_t lo = std::clamp<int64_t>(-ix, 0, cols);
+          const int64_t hi = std::clamp<int64_t>(w - ix, lo, cols);
+          std::fill(out, out + lo, 0.0f);
+          std::copy(plane + iy * w + ix + lo, plane + iy * w + ix + hi, out + lo);
+          std::fill(out + hi, out + nr, 0.0f);
+        } else if (one_row) {  // a strided run of one input row
+          for (int64_t j = 0; j < nr; ++j) {
+            const int64_t xx = ix + j * a.stride;
+            out[j] = j < cols && xx >= 0 && xx < w ? plane[iy * w + xx] : 0.0f;
+          }
+        } else {  // the panel wraps onto the next output row
+          for (int64_t j = 0; j < nr; ++j) {
+            const int64_t q = n + j, y = (q / wo) * a.stride - a.pad_top + ky,
+                          xx = (q % wo) * a.stride - a.pad_left + kx;
+            out[j] = j < cols && y >= 0 && y < h && xx >= 0 && xx < w ? plane[y * w + xx] : 0.0f;
+          }
+        }
+        if (++kx == kw) {
+          kx = 0;
+          if (++ky == kh) ky = 0, ++c;
+        }
+      }
+    }
+  };
+}
+
+// Few output channels (a decoder's conv_out to RGB): a GEMM would pad them to a full tile and
+// pack every patch for 3 uses, so sum directly, one output row at a time: each tap adds a
+// weight times a shifted input row into the row's accumulators (vectorized along x).
+constexpr int64_t kDirectMaxChannels = 8;
+
+void direct_conv(const float* x, int64_t cin, int64_t h, int64_t w, const float* weight,
+                 int64_t cout, int64_t kh, int64_t kw, const float* bias, const OpAttrs& a,
+                 int64_t ho, int64_t wo, float* out) {
+  const int threads = sgemm::threads_for(cout * cin * kh * kw * ho * wo);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<float> acc(std::size_t(cout * wo));
+#pragma omp for schedule(static)
+    for (int64_t oy = 0; oy < ho; ++oy) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t c = 0; c < cin; ++c)
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          const int64_t iy = oy - a.pad_top + ky;
+          if (iy < 0 || iy >= h) continue;
+          const float* row = x + (c * h + iy) * w;
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            // Valid ox: 0 <= ox - pl + kx < w.
+            const int64_t lo = std::clamp<int64_t>(a.pad_left - kx, 0, wo);
+            const int64_t hi = std::clamp<int64_t>(w + a.pad_left - kx, lo, wo);
+            const float* in = row - a.pad_left + kx;
+            for (int64_t co = 0; co < cout; ++co) {
+              const float wt = weight[((co * cin + c) * kh + ky) * kw + kx];
+              float* dst = acc.data() + co * wo;
+              for (int64_t ox = lo; ox < hi; ++ox) dst[ox] += wt * in[ox];
+            }
+          }
+        }
+      for (int64_t co = 0; co < cout; ++co)
+        for (int64_t ox = 0; ox < wo; ++ox)
+          out[(co * ho + oy) * wo + ox] = acc[std::size_t(co * wo + ox)] + (bias ? bias[co] : 0.0f);
+    }
+  }
+}
+
 }  // namespace
 
 template <class T>
@@ -69,6 +161,21 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const O
   TP_CHECK(ho > 0 && wo > 0, "conv input " + shape_string(x.shape()) + " too small");
   Tensor out = Tensor::uninitialized(dtype_of<T>(), {batch, cout, ho, wo});
   const int64_t k = cin * kh * kw, p = ho * wo;
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* xb = x.data<float>() + b * cin * h * w;
+      if (cout <= kDirectMaxChannels && a.stride == 1) {
+        direct_conv(xb, cin, h, w, weight.data<float>(), cout, kh, kw,
+                    bias ? bias->data<float>() : nullptr, a, ho, wo,
+                    out.data<float>() + b * cout * p);
+        continue;
+      }
+      sgemm::gemm(cout, p, k, {weight.data<float>(), k, 1}, conv_patches(xb, h, w, kh, kw, a, wo),
+                  {out.data<float>() + b * cout * p, p, 1},
+                  bias != nullptr ? bias->data<float>() : nullptr);
+    }
+    return out;
+  }
   Eigen::Map<const RowMatrix<T>> wm(weight.data<T>(), cout, k);
   const bool pointwise = kh == 1 && kw == 1 && a.stride == 1 && a.pad_top == 0 &&
                          a.pad_bottom == 0 && a.pad_left == 0 && a.pad_right == 0;
@@ -91,7 +198,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const O
     }
     if (bias != nullptr) {
       const T* bv = bias->data<T>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (cout * p >= kParallelElements)
       for (int64_t c = 0; c < cout; ++c) {
         T* row = ob + c * p;
         for (int64_t i = 0; i < p; ++i) row[i] += bv[c];

@@ -3,6 +3,7 @@
 // squared deviations) so no cancellation at any magnitude.
 #include <cmath>
 
+#include "harness/core/parallel.h"
 #include "reference/ops/ops.h"
 
 namespace tp::ref {
@@ -16,7 +17,7 @@ Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int 
   Tensor out = Tensor::uninitialized(dtype_of<T>(), x.shape());
   const T* g = gamma.data<T>();
   const T* bt = beta.data<T>();
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (x.numel() >= kParallelElements)
   for (int64_t bg = 0; bg < batch * groups; ++bg) {
     const T* in = x.data<T>() + bg * n;
     T* o = out.data<T>() + bg * n;

@@ -1,12 +1,16 @@
 // Ops on token tensors [..., D]: linear over the last dim, multi-head attention (self or cross,
 // with an additive mask or causal per frame), LayerNorm over the last dims, RMSNorm. GEMMs
-// accumulate in T (Eigen); softmax and statistics in double, one rounding to T.
+// accumulate in T (fp32: sgemm; fp64: Eigen); softmax and statistics in double, one rounding to
+// T.
 #include <Eigen/Dense>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "harness/core/parallel.h"
+#include "harness/core/sgemm.h"
 #include "reference/ops/ops.h"
 
 namespace tp::ref {
@@ -28,6 +32,13 @@ Tensor linear_last(const Tensor& x, const Tensor& weight, const Tensor* bias) {
   shape.back() = dout;
   Tensor out = Tensor::uninitialized(dtype_of<T>(), shape);
   const int64_t rows = x.numel() / din;
+  if constexpr (std::is_same_v<T, float>) {
+    // [rows, din] x W^T: W's rows are B's columns, read in order as they are packed.
+    sgemm::gemm(rows, dout, din, {x.data<float>(), din, 1},
+                sgemm::pack_strided({weight.data<float>(), 1, din}), {out.data<float>(), dout, 1},
+                nullptr, bias ? bias->data<float>() : nullptr);
+    return out;
+  }
   Eigen::Map<RowMatrix<T>> o(out.data<T>(), rows, dout);
   o.noalias() =
       ConstMap<T>(x.data<T>(), rows, din) * ConstMap<T>(weight.data<T>(), dout, din).transpose();
@@ -55,7 +66,8 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
   const T* pm = mask ? mask->data<T>() : nullptr;
   T* po = out.data<T>();
-#pragma omp parallel for collapse(2) schedule(static)
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (batch * lq * lk * q.dim(2) >= kParallelMacs)
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       // Head h's columns of q, k and v (strided views of the token rows).
@@ -65,7 +77,13 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
           pk + b * lk * k.dim(2) + h * dh, lk, dh, Eigen::OuterStride<>(k.dim(2)));
       Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> vh(
           pv + b * lk * v.dim(2) + h * dv, lk, dv, Eigen::OuterStride<>(v.dim(2)));
-      RowMatrix<T> scores = qh * kh.transpose();
+      RowMatrix<T> scores(lq, lk);
+      if constexpr (std::is_same_v<T, float>) {
+        sgemm::gemm(lq, lk, dh, {qh.data(), q.dim(2), 1},
+                    sgemm::pack_strided({kh.data(), 1, k.dim(2)}), {scores.data(), lk, 1});
+      } else {
+        scores.noalias() = qh * kh.transpose();
+      }
       RowMatrix<T> probs(lq, lk);
       std::vector<double> row(static_cast<std::size_t>(lk));
       for (int64_t i = 0; i < lq; ++i) {
@@ -84,7 +102,12 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
       }
       Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>> oh(po + b * lq * heads * dv + h * dv, lq,
                                                            dv, Eigen::OuterStride<>(heads * dv));
-      oh.noalias() = probs * vh;
+      if constexpr (std::is_same_v<T, float>) {
+        sgemm::gemm(lq, dv, lk, {probs.data(), lk, 1},
+                    sgemm::pack_strided({vh.data(), v.dim(2), 1}), {oh.data(), heads * dv, 1});
+      } else {
+        oh.noalias() = probs * vh;
+      }
     }
   return out;
 }
@@ -100,7 +123,7 @@ Tensor normalize_rows(const Tensor& x, int64_t n, const Tensor* gamma, const Ten
   const int64_t rows = x.numel() / n;
   const T* px = x.data<T>();
   T* po = out.data<T>();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (x.numel() >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = px + r * n;
     const auto [center, inv] = stats(xr);

@@ -102,6 +102,26 @@ inline const ConvShape kShapes[] = {
     {"encoder.down_blocks.0.downsamplers.0.conv", 128, 128, 3, 2, 256, 256, true},
 };
 
+// Token-layout linears at the denoisers' shapes (x [1, tokens, in] -> [1, tokens, out]): SDXL's
+// attention projections, GEGLU and ff.net.2 at 1024^2 (64^2 and 32^2 latent tokens) and
+// Wan-1.3B's FFN on one 480x832 latent frame (30x52 patches). tools/bench/peer_torch.py times
+// the same list.
+struct LinearShape {
+  const char* where;
+  int64_t tokens, in, out;
+};
+
+inline const LinearShape kLinearShapes[] = {
+    {"sdxl 1024^2 down_blocks.1 attn to_q (4096 tok)", 4096, 640, 640},
+    {"sdxl 1024^2 down_blocks.1 ff GEGLU proj", 4096, 640, 5120},
+    {"sdxl 1024^2 down_blocks.1 ff.net.2", 4096, 2560, 640},
+    {"sdxl 1024^2 down_blocks.2 attn to_q (1024 tok)", 1024, 1280, 1280},
+    {"sdxl 1024^2 down_blocks.2 ff GEGLU proj", 1024, 1280, 10240},
+    {"sdxl 1024^2 down_blocks.2 ff.net.2", 1024, 5120, 1280},
+    {"wan-1.3b 480x832 ffn.0 (1 latent frame)", 1560, 1536, 8960},
+    {"wan-1.3b 480x832 ffn.2 (1 latent frame)", 1560, 8960, 1536},
+};
+
 // One path's per-group benchmark: the fused group of the sd-kl plan (256x256 image,
 // w=f16,a=f16,acc=f32) that holds kShapes[state.range(0)]'s conv, run alone
 // (Session::run_group) on seeded inputs on `backend`. The group adds its fused epilogue (bias,

@@ -8,6 +8,7 @@
 #include "harness/models/vae/pipeline.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
+#include "reference/ops/ops.h"
 #include "reference/torch/torch_path.h"
 #include "tests/bench/bench_support.h"
 
@@ -50,6 +51,28 @@ void conv_bench(benchmark::State& state, bool torch) {
   state.SetLabel(s.where);
 }
 
+// The reference's conv op alone (no graph executor: no input copy, no output of its own), the
+// work F.conv2d does in tools/bench/peer_torch.py.
+void BM_ConvReferenceOp(benchmark::State& state) {
+  const ConvShape& s = kShapes[state.range(0)];
+  const Tensor w = random_f32({s.cout, s.cin, s.k, s.k}, "w"), bias = random_f32({s.cout}, "b");
+  const Tensor x = random_f32({1, s.cin, s.h, s.w}, "x");
+  OpAttrs a;
+  a.stride = s.stride;
+  const int pad = s.k / 2;
+  a.pad_top = a.pad_left = s.asymmetric_pad ? 0 : pad;
+  a.pad_bottom = a.pad_right = s.asymmetric_pad ? 1 : pad;
+  for (auto _ : state) benchmark::DoNotOptimize(ref::conv2d<float>(x, w, &bias, a));
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * s.cin * s.cout * s.k * s.k * (s.h / s.stride) * (s.w / s.stride),
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(s.where);
+}
+BENCHMARK(BM_ConvReferenceOp)
+    ->DenseRange(0, std::size(kShapes) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 void BM_ConvReference(benchmark::State& state) { conv_bench(state, false); }
 void BM_ConvTorch(benchmark::State& state) { conv_bench(state, true); }
 BENCHMARK(BM_ConvReference)
@@ -58,6 +81,40 @@ BENCHMARK(BM_ConvReference)
     ->UseRealTime();
 BENCHMARK(BM_ConvTorch)
     ->DenseRange(0, std::size(kShapes) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void linear_bench(benchmark::State& state, bool torch) {
+  const bench::LinearShape& s = bench::kLinearShapes[state.range(0)];
+  GraphBuilder b("bench.linear");
+  b.output("y", b.linear_last("proj", b.input("x"), int(s.in), int(s.out)));
+  const Graph g = b.finish();
+  Weights w{{"proj.weight", random_f32({s.out, s.in}, "w")},
+            {"proj.bias", random_f32({s.out}, "b")}};
+  const NamedTensors in = {{"x", random_f32({1, s.tokens, s.in}, "x")}};
+  for (auto _ : state) {
+    if (!torch) {  // the op alone, as nn.Linear in tools/bench/peer_torch.py
+      benchmark::DoNotOptimize(
+          ref::linear_last<float>(in[0].second, w.at("proj.weight"), &w.at("proj.bias")));
+      continue;
+    }
+    auto out = torch_path::run_graph(g, w, in, DType::kF32);
+    if (!out.ok()) state.SkipWithError(out.error().message().c_str());
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * s.tokens * s.in * s.out,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(s.where);
+}
+
+void BM_LinearReference(benchmark::State& state) { linear_bench(state, false); }
+void BM_LinearTorch(benchmark::State& state) { linear_bench(state, true); }
+BENCHMARK(BM_LinearReference)
+    ->DenseRange(0, std::size(bench::kLinearShapes) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_LinearTorch)
+    ->DenseRange(0, std::size(bench::kLinearShapes) - 1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "compiled/kernels/emulated/kernels.h"
+#include "harness/core/parallel.h"
 
 namespace tp::compiled::emulated {
 
@@ -15,13 +16,13 @@ void store_rounded(const float* src, int64_t n, DType dt, void* dst) {
       return;
     case DType::kF16: {
       auto* out = static_cast<Eigen::half*>(dst);
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
       for (int64_t i = 0; i < n; ++i) out[i] = Eigen::half(src[i]);
       return;
     }
     case DType::kBF16: {
       auto* out = static_cast<Eigen::bfloat16*>(dst);
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
       for (int64_t i = 0; i < n; ++i) out[i] = Eigen::bfloat16(src[i]);
       return;
     }
@@ -37,13 +38,13 @@ void load_f32(const void* src, DType dt, int64_t n, float* dst) {
       return;
     case DType::kF16: {
       const auto* in = static_cast<const Eigen::half*>(src);
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
       for (int64_t i = 0; i < n; ++i) dst[i] = float(in[i]);
       return;
     }
     case DType::kBF16: {
       const auto* in = static_cast<const Eigen::bfloat16*>(src);
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
       for (int64_t i = 0; i < n; ++i) dst[i] = float(in[i]);
       return;
     }

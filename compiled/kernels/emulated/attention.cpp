@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compiled/kernels/emulated/kernels.h"
+#include "harness/core/parallel.h"
 
 namespace tp::compiled::emulated {
 namespace {
@@ -28,7 +29,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
       const int64_t rows = std::min(kQueryBlock, n - q0);
       Eigen::Map<RowMatrix> S(scores.data(), rows, n);
       S.noalias() = Q.middleRows(q0, rows) * K.transpose();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * n >= kParallelElements)
       for (int64_t r = 0; r < rows; ++r) {
         float* row = scores.data() + r * n;
         float m = 0;

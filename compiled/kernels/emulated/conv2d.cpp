@@ -1,18 +1,18 @@
 // Channels-last conv2d: patches gathered row block by row block (each tap is a contiguous run
 // of Cin values), then one GEMM against [Cout][ky][kx][Cin] weights. A fused nearest 2x
 // upsample is folded into the gather: the upsampled input is never materialized.
-#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "compiled/kernels/emulated/kernels.h"
+#include "harness/core/parallel.h"
+#include "harness/core/sgemm.h"
 
 namespace tp::compiled::emulated {
 namespace {
 
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 constexpr int64_t kPatchBudget = 1 << 21;  // floats in the patch buffer
 
 int64_t source_index(int64_t i, int64_t extent, Upsample up) {
@@ -27,18 +27,49 @@ int64_t source_index(int64_t i, int64_t extent, Upsample up) {
   return i;
 }
 
+// Patches of one channels-last image as sgemm's B (implicit GEMM, fp32 accumulation): B(kk, q)
+// with kk = (ky*kw + kx)*ci + c and q = oy*wo + ox is the (upsampled) input at that tap, or 0
+// in the padding. Each position's taps are runs of ci contiguous values.
+sgemm::PackB channels_last_patches(const float* in, int64_t h, int64_t w, int64_t ci, int64_t kw,
+                                   const OpAttrs& a, Upsample up, int64_t wo) {
+  const int64_t hin = up == Upsample::kNone ? h : 2 * h, win = up == Upsample::kNone ? w : 2 * w;
+  return [=](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+    constexpr int64_t nr = sgemm::kNr;
+    for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+      float* panel = dst + (j0 / nr) * kc * nr;
+      const int64_t cols = std::min(nr, nc - j0);
+      if (cols < nr) std::fill(panel, panel + kc * nr, 0.0f);
+      for (int64_t j = 0; j < cols; ++j) {
+        const int64_t q = n0 + j0 + j, oy = q / wo, ox = q % wo;
+        for (int64_t kk = 0; kk < kc;) {
+          const int64_t tap = (k0 + kk) / ci, c0 = (k0 + kk) % ci, run = std::min(ci - c0, kc - kk);
+          const int64_t iy = oy * a.stride - a.pad_top + tap / kw,
+                        ix = ox * a.stride - a.pad_left + tap % kw;
+          float* out = panel + kk * nr + j;
+          if (iy < 0 || iy >= hin || ix < 0 || ix >= win) {
+            for (int64_t c = 0; c < run; ++c) out[c * nr] = 0.0f;
+          } else {
+            const float* src =
+                in + (source_index(iy, h, up) * w + source_index(ix, w, up)) * ci + c0;
+            for (int64_t c = 0; c < run; ++c) out[c * nr] = src[c];
+          }
+          kk += run;
+        }
+      }
+    }
+  };
+}
+
 }  // namespace
 
 void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation,
              float* out) {
-  if (accumulation == DType::kF32) {
-    Eigen::Map<const RowMatrix> A(a, m, k), W(w, n, k);
-    Eigen::Map<RowMatrix> C(out, m, n);
-    C.noalias() = A * W.transpose();
+  if (accumulation == DType::kF32) {  // W's rows are B's columns, read in order as packed
+    sgemm::gemm(m, n, k, {a, k, 1}, sgemm::pack_strided({w, 1, k}), {out, n, 1});
     return;
   }
   TP_CHECK(accumulation == DType::kF16, "accumulation is f32 or f16");
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (m * n * k >= kParallelMacs)
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       float s = 0;
@@ -65,6 +96,17 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
   Tensor out = Tensor::uninitialized(DType::kF32, {b, ho, wo, co});
   const float* in = x.data<float>();
   float* dst = out.data<float>();
+  const float* scale = weight.scales.empty() ? nullptr : weight.scales.data();
+  const float* shift = bias ? bias->values.data() : nullptr;
+  if (accumulation == DType::kF32 && scale == nullptr) {
+    // [co, k] weights times the patches, stored transposed into the [ho*wo, co] output; the
+    // bias is added after the sum, as the separate pass below does.
+    for (int64_t n = 0; n < b; ++n)
+      sgemm::gemm(co, ho * wo, k, {weight.values.data(), k, 1},
+                  channels_last_patches(in + n * h * w * ci, h, w, ci, kw, a, upsample, wo),
+                  {dst + n * ho * wo * co, 1, co}, shift);
+    return out;
+  }
   const bool direct = kh == 1 && kw == 1 && a.stride == 1 && upsample == Upsample::kNone &&
                       a.pad_top == 0 && a.pad_left == 0 && a.pad_bottom == 0 && a.pad_right == 0;
   const int64_t rows =
@@ -76,7 +118,7 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
       const int64_t p = r * wo;
       const float* a_rows = in + (n * h * w + y0 * wo) * ci;
       if (!direct) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p * k >= kParallelElements)
         for (int64_t q = 0; q < p; ++q) {
           const int64_t oy = y0 + q / wo, ox = q % wo;
           float* row = patches.data() + q * k;
@@ -97,10 +139,8 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
       }
       float* c = dst + (n * ho + y0) * wo * co;
       gemm_nt(a_rows, weight.values.data(), p, co, k, accumulation, c);
-      const float* scale = weight.scales.empty() ? nullptr : weight.scales.data();
-      const float* shift = bias ? bias->values.data() : nullptr;
       if (scale || shift) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (p * co >= kParallelElements)
         for (int64_t q = 0; q < p; ++q)
           for (int64_t o = 0; o < co; ++o) {
             float v = c[q * co + o];

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "compiled/kernels/emulated/kernels.h"
+#include "harness/core/parallel.h"
 
 namespace tp::compiled::emulated {
 
@@ -14,7 +15,7 @@ Tensor pointwise(OpKind kind, const OpAttrs& a, Tensor x) {
   float* p = x.data<float>();
   const int64_t n = x.numel();
   const float scale = float(a.scale), shift = float(a.shift), lo = float(a.lo), hi = float(a.hi);
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
   for (int64_t i = 0; i < n; ++i) {
     const float v = p[i];
     switch (kind) {
@@ -48,7 +49,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   const float* y = b.data<float>();
   float* o = out.data<float>();
   const int64_t n = a.numel();
-#pragma omp parallel for schedule(static) if (n > (1 << 16))
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
   for (int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
   return out;
 }

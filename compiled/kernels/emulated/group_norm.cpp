@@ -1,52 +1,94 @@
-// Channels-last GroupNorm (torch.nn.GroupNorm: biased variance, affine). Statistics are exact
-// two-pass sums in double, rounded to fp32 (the contract asks for fp32 or better; a naive f16
+// Channels-last GroupNorm (torch.nn.GroupNorm: biased variance, affine). Statistics are
+// two-pass sums in double (per channel over fixed chunks of pixels, one sweep of memory per
+// pass, then per group), rounded to fp32 (the contract asks for fp32 or better; a naive f16
 // reduction overflows on SDXL-size groups, which the groupnorm-f16-accum fault reproduces).
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "compiled/kernels/emulated/kernels.h"
+#include "harness/core/parallel.h"
 
 namespace tp::compiled::emulated {
+
+namespace {
+
+constexpr int64_t kChunk = 256;  // pixels per partial sum: fixed, so sums do not depend on threads
+
+// Per-channel double sums of f(v) over each chunk of pixels of one image: part[chunk * c + ch].
+template <class F>
+std::vector<double> channel_sums(const float* in, int64_t pixels, int64_t c, F f) {
+  const int64_t chunks = (pixels + kChunk - 1) / kChunk;
+  std::vector<double> part(static_cast<std::size_t>(chunks * c), 0.0);
+#pragma omp parallel for schedule(static) if (pixels * c >= kParallelElements)
+  for (int64_t k = 0; k < chunks; ++k) {
+    double* sums = part.data() + k * c;
+    for (int64_t p = k * kChunk; p < std::min(pixels, (k + 1) * kChunk); ++p)
+      for (int64_t j = 0; j < c; ++j) sums[j] += f(in[p * c + j], j);
+  }
+  return part;
+}
+
+// Group totals of the chunk sums, in chunk order then channel order.
+std::vector<double> group_totals(const std::vector<double>& part, int64_t c, int64_t groups) {
+  std::vector<double> total(static_cast<std::size_t>(groups), 0.0);
+  const int64_t cpg = c / groups;
+  for (std::size_t k = 0; k < part.size(); k += std::size_t(c))
+    for (int64_t j = 0; j < c; ++j) total[std::size_t(j / cpg)] += part[k + std::size_t(j)];
+  return total;
+}
+
+}  // namespace
 
 Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedParam& beta,
                   int groups, double eps, bool f16_accumulation) {
   const int64_t b = x.dim(0), pixels = x.dim(1) * x.dim(2), c = x.dim(3), cpg = c / groups;
-  const float* in = x.data<float>();
   Tensor out = Tensor::uninitialized(DType::kF32, x.shape());
-  float* dst = out.data<float>();
   const double count = double(pixels * cpg);
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t n = 0; n < b; ++n)
-    for (int64_t g = 0; g < groups; ++g) {
-      const float* base = in + n * pixels * c + g * cpg;
-      float mean = 0, rstd = 0;
-      if (f16_accumulation) {
+  const auto channels = static_cast<std::size_t>(c);
+  std::vector<float> mean(channels), rstd(channels);  // per channel, of its group
+  for (int64_t n = 0; n < b; ++n) {
+    const float* in = x.data<float>() + n * pixels * c;
+    if (f16_accumulation) {
+      for (int64_t g = 0; g < groups; ++g) {  // the fault: sequential f16 sums, E[x^2] - E[x]^2
         float s = 0, ss = 0;
         for (int64_t p = 0; p < pixels; ++p)
-          for (int64_t j = 0; j < cpg; ++j) {
-            const float v = base[p * c + j];
+          for (int64_t j = g * cpg; j < (g + 1) * cpg; ++j) {
+            const float v = in[p * c + j];
             s = round_to(DType::kF16, s + v);
             ss = round_to(DType::kF16, ss + round_to(DType::kF16, v * v));
           }
-        mean = float(s / count);
-        rstd = 1.0f / std::sqrt(float(ss / count) - mean * mean + float(eps));
-      } else {
-        double s = 0;
-        for (int64_t p = 0; p < pixels; ++p)
-          for (int64_t j = 0; j < cpg; ++j) s += base[p * c + j];
-        const double m = s / count;
-        double ss = 0;
-        for (int64_t p = 0; p < pixels; ++p)
-          for (int64_t j = 0; j < cpg; ++j) ss += (base[p * c + j] - m) * (base[p * c + j] - m);
-        mean = float(m);
-        rstd = float(1.0 / std::sqrt(ss / count + eps));
+        const float m = float(s / count);
+        const float r = 1.0f / std::sqrt(float(ss / count) - m * m + float(eps));
+        std::fill(mean.begin() + g * cpg, mean.begin() + (g + 1) * cpg, m);
+        std::fill(rstd.begin() + g * cpg, rstd.begin() + (g + 1) * cpg, r);
       }
-      float* o = dst + n * pixels * c + g * cpg;
-      const float* gw = gamma.values.data() + g * cpg;
-      const float* bw = beta.values.data() + g * cpg;
-      for (int64_t p = 0; p < pixels; ++p)
-        for (int64_t j = 0; j < cpg; ++j)
-          o[p * c + j] = (base[p * c + j] - mean) * rstd * gw[j] + bw[j];
+    } else {  // two passes (mean, then squared deviations), so no cancellation
+      const std::vector<double> sum = group_totals(
+          channel_sums(in, pixels, c, [](float v, int64_t) { return double(v); }), c, groups);
+      std::vector<double> m(channels);
+      for (int64_t j = 0; j < c; ++j) m[std::size_t(j)] = sum[std::size_t(j / cpg)] / count;
+      const std::vector<double> ss = group_totals(channel_sums(in, pixels, c,
+                                                               [&m](float v, int64_t j) {
+                                                                 const double d =
+                                                                     v - m[std::size_t(j)];
+                                                                 return d * d;
+                                                               }),
+                                                  c, groups);
+      for (int64_t j = 0; j < c; ++j) {
+        mean[std::size_t(j)] = float(m[std::size_t(j)]);
+        rstd[std::size_t(j)] = float(1.0 / std::sqrt(ss[std::size_t(j / cpg)] / count + eps));
+      }
     }
+    float* o = out.data<float>() + n * pixels * c;
+    const float* gw = gamma.values.data();
+    const float* bw = beta.values.data();
+#pragma omp parallel for schedule(static) if (pixels * c >= kParallelElements)
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t j = 0; j < c; ++j)
+        o[p * c + j] =
+            (in[p * c + j] - mean[std::size_t(j)]) * rstd[std::size_t(j)] * gw[j] + bw[j];
+  }
   return out;
 }
 

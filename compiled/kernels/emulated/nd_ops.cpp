@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "compiled/kernels/emulated/kernels.h"
+#include "harness/core/parallel.h"
 #include "harness/core/shapes.h"
 
 namespace tp::compiled::emulated {
 namespace {
 
-constexpr int64_t kParallelWork = 1
-                                  << 15;  // below this, a parallel region costs more than it saves
+constexpr int64_t kParallelWork = kParallelElements;
 
 template <class T>
 T at_or_zero(const PreparedParam* p, int64_t i) {

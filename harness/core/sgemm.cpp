@@ -1,0 +1,281 @@
+// Blocking (Goto's scheme, roles as below): A is packed whole, once per call, into panels of
+// kMr rows along K; each thread owns a range of N and packs it a block of columns at a time
+// (all of K, up to 4 MiB, in L3), then sweeps it against A in strips of kMc rows and blocks of
+// kKc: a B micro-panel (kKc x kNr, 16 KiB) stays in L1 across the A panels of a strip, which
+// stay in L2, and so does the strip of C until all of K is summed. Each C element is the fp32
+// sum over one K block (FMA, in K order), added to C block by block.
+#include "harness/core/sgemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "harness/core/parallel.h"
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+namespace tp::sgemm {
+namespace {
+
+constexpr int64_t kKc = 256;   // K block: a B micro-panel of 16 KiB
+constexpr int64_t kMc = 144;   // A rows per block: 24 panels, 144 KiB at kKc
+constexpr int64_t kNc = 1024;  // B columns per block at most: a kMc x kNc strip of C in L2
+constexpr int64_t kBBudget = int64_t(1) << 20;  // floats of one thread's packed B (4 MiB, in L3)
+
+// The bias a tile adds on its last K block: per row and/or per column of the tile, or none.
+struct Bias {
+  const float* row = nullptr;
+  const float* col = nullptr;
+};
+
+// Writes a finished kMr x kNr tile: C = (accumulate ? C : 0) + tile (+ bias per row), for the
+// first mr rows and nr columns.
+void store_tile(const float* tile, int64_t mr, int64_t nr, float* c, int64_t rs, int64_t cs,
+                bool accumulate, const Bias& bias) {
+  // In C's memory order: rows inner when C is stored transposed (rs == 1).
+  const bool columns_outer = rs == 1;
+  for (int64_t outer = 0; outer < (columns_outer ? nr : mr); ++outer)
+    for (int64_t inner = 0; inner < (columns_outer ? mr : nr); ++inner) {
+      const int64_t r = columns_outer ? inner : outer, j = columns_outer ? outer : inner;
+      float* out = c + r * rs + j * cs;
+      float v = accumulate ? *out + tile[r * kNr + j] : tile[r * kNr + j];
+      if (bias.row != nullptr) v += bias.row[r];
+      if (bias.col != nullptr) v += bias.col[j];
+      *out = v;
+    }
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+// Rows r0..r7 of an 8x8 block become its columns.
+void transpose8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+// A full tile into a C stored transposed (rs == 1): column j of the tile is kMr contiguous
+// floats at c + j * cs, written with masked vector loads and stores; the same sums as
+// store_tile: (C + tile) + row bias + column bias.
+void store_transposed(const __m256 (&acc)[kMr][2], float* c, int64_t cs, bool accumulate,
+                      const Bias& bias) {
+  const __m256i mask = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
+  const __m256 row_bias =
+      bias.row != nullptr ? _mm256_maskload_ps(bias.row, mask) : _mm256_setzero_ps();
+  for (int half = 0; half < 2; ++half) {
+    __m256 col[8];
+    for (int r = 0; r < 8; ++r) col[r] = r < kMr ? acc[r][half] : _mm256_setzero_ps();
+    transpose8(col);
+    for (int j = 0; j < 8; ++j) {
+      float* out = c + (half * 8 + j) * cs;
+      __m256 v = col[j];
+      if (accumulate) v = _mm256_add_ps(_mm256_maskload_ps(out, mask), v);
+      if (bias.row != nullptr) v = _mm256_add_ps(v, row_bias);
+      if (bias.col != nullptr) v = _mm256_add_ps(v, _mm256_set1_ps(bias.col[half * 8 + j]));
+      _mm256_maskstore_ps(out, mask, v);
+    }
+  }
+}
+
+// 6 x 16 micro-kernel: 12 accumulators, two B vectors and one A broadcast per step.
+void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs,
+                  int64_t mr, int64_t nr, bool accumulate, const Bias& bias) {
+  // C's rows are often a power-of-two apart (one output channel of an image): they share cache
+  // sets and miss; fetch them while the K loop runs.
+  if (rs == 1) {  // stored transposed: a line per column
+    for (int64_t j = 0; j < nr; ++j)
+      _mm_prefetch(reinterpret_cast<const char*>(c + j * cs), _MM_HINT_T0);
+  } else {
+    for (int64_t r = 0; r < mr; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * rs), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * rs + (nr - 1) * cs), _MM_HINT_T0);
+    }
+  }
+  __m256 acc[kMr][2];
+  for (auto& row : acc) row[0] = row[1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    for (int64_t r = 0; r < kMr; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(a + r);
+      acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
+    }
+    a += kMr;
+    b += kNr;
+  }
+  if (mr == kMr && nr == kNr && cs == 1) {
+    for (int64_t r = 0; r < kMr; ++r) {
+      float* out = c + r * rs;
+      __m256 v0 = acc[r][0], v1 = acc[r][1];
+      if (accumulate) {
+        v0 = _mm256_add_ps(_mm256_loadu_ps(out), v0);
+        v1 = _mm256_add_ps(_mm256_loadu_ps(out + 8), v1);
+      }
+      if (bias.row != nullptr) {
+        const __m256 br = _mm256_set1_ps(bias.row[r]);
+        v0 = _mm256_add_ps(v0, br);
+        v1 = _mm256_add_ps(v1, br);
+      }
+      if (bias.col != nullptr) {
+        v0 = _mm256_add_ps(v0, _mm256_loadu_ps(bias.col));
+        v1 = _mm256_add_ps(v1, _mm256_loadu_ps(bias.col + 8));
+      }
+      _mm256_storeu_ps(out, v0);
+      _mm256_storeu_ps(out + 8, v1);
+    }
+    return;
+  }
+  if (mr == kMr && nr == kNr && rs == 1) {  // C stored transposed: a tile column is a C row
+    store_transposed(acc, c, cs, accumulate, bias);
+    return;
+  }
+  alignas(32) float tile[kMr * kNr];
+  for (int64_t r = 0; r < kMr; ++r) {
+    _mm256_store_ps(tile + r * kNr, acc[r][0]);
+    _mm256_store_ps(tile + r * kNr + 8, acc[r][1]);
+  }
+  store_tile(tile, mr, nr, c, rs, cs, accumulate, bias);
+}
+#else
+// Portable micro-kernel: the same tile and order; the compiler vectorizes the j loop.
+void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs,
+                  int64_t mr, int64_t nr, bool accumulate, const Bias& bias) {
+  float tile[kMr * kNr] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    for (int64_t r = 0; r < kMr; ++r)
+      for (int64_t j = 0; j < kNr; ++j) tile[r * kNr + j] += a[r] * b[j];
+    a += kMr;
+    b += kNr;
+  }
+  store_tile(tile, mr, nr, c, rs, cs, accumulate, bias);
+}
+#endif
+
+// A [m, k] into panels of kMr rows: dst[p * k * kMr + kk * kMr + r] = A(p * kMr + r, kk).
+void pack_a(const Strided& a, int64_t m, int64_t k, float* dst, int threads) {
+  const int64_t panels = (m + kMr - 1) / kMr;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int64_t p = 0; p < panels; ++p) {
+    float* out = dst + p * k * kMr;
+    const int64_t rows = std::min(kMr, m - p * kMr);
+    if (rows < kMr) std::fill(out, out + k * kMr, 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* src = a.data + (p * kMr + r) * a.row_stride;
+      for (int64_t kk = 0; kk < k; ++kk) out[kk * kMr + r] = src[kk * a.col_stride];
+    }
+  }
+}
+
+std::vector<float>& scratch(int which) {
+  thread_local std::vector<float> buffers[2];
+  return buffers[which];
+}
+
+float* grow(std::vector<float>& v, int64_t n) {
+  if (int64_t(v.size()) < n) v.resize(std::size_t(n));
+  return v.data();
+}
+
+// One thread's columns [n_begin, n_end) of C against the packed A, a block of columns at a time:
+// the block's B is packed whole (all of K), then each kMc-row strip of C is summed over every K
+// block while it stays in L2, so C is written once per strip, not once per K block.
+void run_columns(int64_t m, int64_t k, const float* ap, const PackB& pack_b, const StridedOut& c,
+                 const float* row_bias, const float* col_bias, int64_t n_begin, int64_t n_end) {
+  const int64_t ncb = std::clamp(kBBudget / k / kNr * kNr, kNr, kNc);
+  const int64_t width = std::min(ncb, (n_end - n_begin + kNr - 1) / kNr * kNr);
+  float* bp = grow(scratch(1), k * width);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += ncb) {
+    const int64_t nc = std::min(ncb, n_end - n0), nc_padded = (nc + kNr - 1) / kNr * kNr;
+    for (int64_t k0 = 0; k0 < k; k0 += kKc)
+      pack_b(k0, std::min(kKc, k - k0), n0, nc, bp + k0 * nc_padded);
+    for (int64_t m0 = 0; m0 < m; m0 += kMc) {
+      const int64_t mc = std::min(kMc, m - m0);
+      for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+        const int64_t kc = std::min(kKc, k - k0);
+        const bool first = k0 == 0, last = k0 + kc == k;
+        for (int64_t j = 0; j < nc; j += kNr) {
+          const float* b_panel = bp + k0 * nc_padded + (j / kNr) * kc * kNr;
+          for (int64_t i = 0; i < mc; i += kMr) {
+            const int64_t row = m0 + i;
+            micro_kernel(kc, ap + row * k + k0 * kMr, b_panel,
+                         c.data + row * c.row_stride + (n0 + j) * c.col_stride, c.row_stride,
+                         c.col_stride, std::min(kMr, m - row), std::min(kNr, nc - j), !first,
+                         last ? Bias{row_bias ? row_bias + row : nullptr,
+                                     col_bias ? col_bias + n0 + j : nullptr}
+                              : Bias{});
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int threads_for(int64_t macs) {
+  if (macs < kParallelMacs || omp_in_parallel()) return 1;
+  return omp_get_max_threads();
+}
+
+PackB pack_strided(Strided b) {
+  return [b](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+    for (int64_t j0 = 0; j0 < nc; j0 += kNr) {
+      const int64_t cols = std::min(kNr, nc - j0);
+      float* panel = dst + (j0 / kNr) * kc * kNr;
+      const float* src = b.data + k0 * b.row_stride + (n0 + j0) * b.col_stride;
+      if (b.col_stride == 1) {
+        for (int64_t kk = 0; kk < kc; ++kk) {
+          std::memcpy(panel + kk * kNr, src + kk * b.row_stride, std::size_t(cols) * sizeof(float));
+          std::fill(panel + kk * kNr + cols, panel + (kk + 1) * kNr, 0.0f);
+        }
+        continue;
+      }
+      if (cols < kNr) std::fill(panel, panel + kc * kNr, 0.0f);
+      for (int64_t j = 0; j < cols; ++j)  // read each column of B in order
+        for (int64_t kk = 0; kk < kc; ++kk)
+          panel[kk * kNr + j] = src[j * b.col_stride + kk * b.row_stride];
+    }
+  };
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, Strided a, const PackB& b, StridedOut c,
+          const float* row_bias, const float* col_bias) {
+  if (m <= 0 || n <= 0) return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c.data[i * c.row_stride + j * c.col_stride] =
+            (row_bias ? row_bias[i] : 0.0f) + (col_bias ? col_bias[j] : 0.0f);
+    return;
+  }
+  const int threads = threads_for(m * n * k);
+  const int64_t panels = (m + kMr - 1) / kMr;
+  float* ap = grow(scratch(0), panels * kMr * k);
+  pack_a(a, m, k, ap, threads);
+  // Columns split evenly in whole panels; a thread with none skips.
+  const int64_t per_thread = ((n + threads - 1) / threads + kNr - 1) / kNr * kNr;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int64_t begin = std::min(n, per_thread * omp_get_thread_num());
+    const int64_t end = std::min(n, begin + per_thread);
+    if (begin < end) run_columns(m, k, ap, b, c, row_bias, col_bias, begin, end);
+  }
+}
+
+}  // namespace tp::sgemm

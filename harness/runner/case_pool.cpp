@@ -1,0 +1,88 @@
+#include "harness/runner/case_pool.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "harness/models/family.h"
+
+namespace tp {
+
+Expected<int> resolve_jobs(const std::string& jobs, const std::vector<const Case*>& cases) {
+  if (jobs == "auto") {
+    const std::vector<std::string> builtins = builtin_config_names();
+    const bool all_tiny = std::all_of(cases.begin(), cases.end(), [&](const Case* c) {
+      const std::string name = c->model.substr(0, c->model.rfind('@'));  // NAME[@SEED]
+      return name.rfind("tiny-", 0) == 0 &&
+             std::find(builtins.begin(), builtins.end(), name) != builtins.end();
+    });
+    return all_tiny ? std::max(1, omp_get_max_threads()) : 1;
+  }
+  int n = 0;
+  std::size_t used = 0;
+  try {
+    n = std::stoi(jobs, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != jobs.size() || n < 1 || n > 64)
+    return Error("--jobs " + jobs + " is not auto or a number of concurrent cases from 1 to 64");
+  return n;
+}
+
+void run_cases(const std::vector<const Case*>& cases, const RunOptions& options, int jobs,
+               ModelCache& models, const std::function<void(std::size_t, CaseResult)>& done) {
+  if (jobs <= 1 || cases.size() <= 1) {
+    for (std::size_t i = 0; i < cases.size(); ++i) done(i, run_case(*cases[i], options, models));
+    return;
+  }
+  struct Slot {
+    std::optional<CaseResult> result;
+    std::exception_ptr error;
+  };
+  std::vector<Slot> slots(cases.size());
+  std::mutex mutex;
+  std::condition_variable finished;
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> stop{false};
+  const int threads_each = std::max(1, omp_get_max_threads() / jobs);
+  auto worker = [&] {
+    omp_set_num_threads(threads_each);  // this thread's own OpenMP team size
+    for (std::size_t i = next++; i < cases.size() && !stop; i = next++) {
+      Slot s;
+      try {
+        s.result = run_case(*cases[i], options, models);
+      } catch (...) {
+        s.error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      slots[i] = std::move(s);
+      finished.notify_all();
+    }
+  };
+  std::vector<std::thread> workers;
+  for (int j = 0; j < jobs; ++j) workers.emplace_back(worker);
+  std::exception_ptr error;
+  for (std::size_t i = 0; i < cases.size() && !error; ++i) {
+    std::unique_lock<std::mutex> lock(mutex);
+    finished.wait(lock, [&] { return slots[i].result || slots[i].error; });
+    if (slots[i].error) {
+      error = slots[i].error;
+      break;
+    }
+    CaseResult r = std::move(*slots[i].result);
+    lock.unlock();
+    done(i, std::move(r));
+  }
+  stop = true;
+  for (std::thread& t : workers) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace tp

@@ -1,0 +1,82 @@
+// The fp32 matrix product under every layout its callers use (row- and column-major A and B,
+// C stored transposed, row and column biases), at sizes that leave partial tiles and K blocks,
+// on one thread and on all: each element within the fp32 summation bound of the exact product,
+// |c - exact| <= (k + 2) * u * (sum |a*b| + |bias|), u = 2^-24 (the bound of any summation order).
+#include "harness/core/sgemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "harness/core/parallel.h"
+#include "harness/core/rng.h"
+
+namespace tp {
+namespace {
+
+struct Layout {
+  bool a_column_major, b_column_major, c_transposed, row_bias, col_bias;
+};
+
+std::vector<float> seeded(int64_t n, const std::string& stream) {
+  Rng rng(7, stream);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = float(rng.uniform(-1, 1));
+  return v;
+}
+
+void check_product(int64_t m, int64_t n, int64_t k, const Layout& l) {
+  const std::string id = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  const std::vector<float> a = seeded(m * k, "a" + id), b = seeded(k * n, "b" + id);
+  const std::vector<float> rb = seeded(m, "r" + id), cb = seeded(n, "c" + id);
+  const sgemm::Strided av =
+      l.a_column_major ? sgemm::Strided{a.data(), 1, m} : sgemm::Strided{a.data(), k, 1};
+  const sgemm::Strided bv =
+      l.b_column_major ? sgemm::Strided{b.data(), 1, k} : sgemm::Strided{b.data(), n, 1};
+  std::vector<float> c(std::size_t(m * n), NAN);
+  const sgemm::StridedOut cv =
+      l.c_transposed ? sgemm::StridedOut{c.data(), 1, m} : sgemm::StridedOut{c.data(), n, 1};
+  sgemm::gemm(m, n, k, av, sgemm::pack_strided(bv), cv, l.row_bias ? rb.data() : nullptr,
+              l.col_bias ? cb.data() : nullptr);
+  const double u = std::ldexp(1.0, -24);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double exact = 0, magnitude = 0;
+      for (int64_t t = 0; t < k; ++t) {
+        const double p = double(av.data[i * av.row_stride + t * av.col_stride]) *
+                         double(bv.data[t * bv.row_stride + j * bv.col_stride]);
+        exact += p;
+        magnitude += std::fabs(p);
+      }
+      if (l.row_bias) exact += rb[std::size_t(i)], magnitude += std::fabs(rb[std::size_t(i)]);
+      if (l.col_bias) exact += cb[std::size_t(j)], magnitude += std::fabs(cb[std::size_t(j)]);
+      const double got = cv.data[i * cv.row_stride + j * cv.col_stride];
+      if (!(std::fabs(got - exact) <= double(k + 2) * u * magnitude) && bad++ < 3)
+        ADD_FAILURE() << id << " element (" << i << ", " << j << "): " << got << " vs exact "
+                      << exact;
+    }
+  EXPECT_EQ(bad, 0) << id;
+}
+
+TEST(Sgemm, MatchesTheExactProductInEveryLayout) {
+  const int64_t sizes[][3] = {{1, 1, 1},   {5, 7, 3},    {6, 16, 256},  {7, 17, 257},
+                              {13, 33, 0}, {145, 40, 9}, {31, 300, 600}};
+  for (const auto& s : sizes)
+    for (int mask = 0; mask < 32; ++mask)
+      check_product(
+          s[0], s[1], s[2],
+          {bool(mask & 1), bool(mask & 2), bool(mask & 4), bool(mask & 8), bool(mask & 16)});
+}
+
+TEST(Sgemm, SplitsLargeProductsAcrossThreadsWithTheSameBound) {
+  // Above kParallelMacs, with a column count that leaves one thread a partial panel.
+  ASSERT_GT(int64_t(96) * 1000 * 1200, kParallelMacs);
+  check_product(96, 1000, 300 * 4, {false, false, false, true, false});
+  check_product(96, 1000, 300 * 4, {true, true, true, false, true});
+}
+
+}  // namespace
+}  // namespace tp
