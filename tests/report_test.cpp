@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -169,6 +170,38 @@ TEST_F(ReportTest, MergedShardsEqualTheUnshardedRun) {
   const auto bad_shard = twinpath("run --suite " + p("suite.txt") + " --shard 3/3");
   EXPECT_EQ(bad_shard.code, 2);
   EXPECT_NE(bad_shard.output.find("K counts from 0"), std::string::npos) << bad_shard.output;
+}
+
+TEST_F(ReportTest, ConcurrentCasesEqualOneAtATime) {
+  // --jobs 3 on any machine: three cases in flight, finishing out of order.
+  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --jobs 1 --report " + p("j1.h5")).code, 1);
+  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --jobs 3 --report " + p("j3.h5")).code, 1);
+  auto one = read_h5_report(p("j1.h5"));
+  auto three = read_h5_report(p("j3.h5"));
+  ASSERT_TRUE(one.ok() && three.ok());
+  ASSERT_EQ(three->cases.size(), one->cases.size());
+  for (std::size_t i = 0; i < one->cases.size(); ++i) {
+    const CaseResult &a = one->cases[i], &b = three->cases[i];
+    EXPECT_EQ(b.id, a.id);
+    EXPECT_EQ(b.ordinal, a.ordinal) << a.id;
+    EXPECT_EQ(b.outcome, a.outcome) << a.id;
+    EXPECT_EQ(b.reason, a.reason) << a.id;
+    ASSERT_EQ(b.checkpoints.size(), a.checkpoints.size()) << a.id;
+    const auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+    for (std::size_t k = 0; k < a.checkpoints.size(); ++k) {
+      const CheckpointRecord &ca = a.checkpoints[k], &cb = b.checkpoints[k];
+      EXPECT_EQ(cb.name, ca.name) << a.id;
+      EXPECT_TRUE(same(cb.accumulated.rel_l2, ca.accumulated.rel_l2)) << a.id << " " << ca.name;
+      EXPECT_EQ(cb.has_local, ca.has_local) << a.id << " " << ca.name;
+      EXPECT_TRUE(same(cb.local.rel_l2, ca.local.rel_l2)) << a.id << " " << ca.name;
+    }
+  }
+  for (const char* bad : {"0", "two", "65"}) {
+    const auto r = twinpath("run --suite " + p("suite.txt") + " --jobs " + bad);
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.output.find("is not auto or a number of concurrent cases"), std::string::npos)
+        << r.output;
+  }
 }
 
 TEST_F(ReportTest, DiffFlagsPlantedErrorGrowthAndNewNonFinite) {

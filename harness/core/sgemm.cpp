@@ -69,25 +69,39 @@ void transpose8(__m256 (&r)[8]) {
   }
 }
 
-// A full tile into a C stored transposed (rs == 1): column j of the tile is kMr contiguous
-// floats at c + j * cs, written with masked vector loads and stores; the same sums as
-// store_tile: (C + tile) + row bias + column bias.
-void store_transposed(const __m256 (&acc)[kMr][2], float* c, int64_t cs, bool accumulate,
-                      const Bias& bias) {
-  const __m256i mask = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
-  const __m256 row_bias =
-      bias.row != nullptr ? _mm256_maskload_ps(bias.row, mask) : _mm256_setzero_ps();
+// A full tile (kMr x kNr floats) into a C stored transposed (rs == 1): column j of the tile is kMr
+// contiguous floats at c + j * cs; the same sums as store_tile: (C + tile) + row bias + column
+// bias.
+void store_transposed(const float* tile, float* c, int64_t cs, bool accumulate, const Bias& bias) {
+  // Six floats as a 4-lane and a 2-lane part (masked stores are slow on some x86 cores).
+  const auto load6 = [](const float* p, __m128& lo, __m128& hi) {
+    lo = _mm_loadu_ps(p);
+    hi = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p + 4)));
+  };
+  __m128 bias_lo = _mm_setzero_ps(), bias_hi = _mm_setzero_ps();
+  if (bias.row != nullptr) load6(bias.row, bias_lo, bias_hi);
   for (int half = 0; half < 2; ++half) {
     __m256 col[8];
-    for (int r = 0; r < 8; ++r) col[r] = r < kMr ? acc[r][half] : _mm256_setzero_ps();
+    for (int r = 0; r < 8; ++r)
+      col[r] = r < kMr ? _mm256_load_ps(tile + r * kNr + half * 8) : _mm256_setzero_ps();
     transpose8(col);
     for (int j = 0; j < 8; ++j) {
       float* out = c + (half * 8 + j) * cs;
-      __m256 v = col[j];
-      if (accumulate) v = _mm256_add_ps(_mm256_maskload_ps(out, mask), v);
-      if (bias.row != nullptr) v = _mm256_add_ps(v, row_bias);
-      if (bias.col != nullptr) v = _mm256_add_ps(v, _mm256_set1_ps(bias.col[half * 8 + j]));
-      _mm256_maskstore_ps(out, mask, v);
+      __m128 lo = _mm256_castps256_ps128(col[j]), hi = _mm256_extractf128_ps(col[j], 1);
+      if (accumulate) {
+        __m128 old_lo, old_hi;
+        load6(out, old_lo, old_hi);
+        lo = _mm_add_ps(old_lo, lo);
+        hi = _mm_add_ps(old_hi, hi);
+      }
+      if (bias.row != nullptr) lo = _mm_add_ps(lo, bias_lo), hi = _mm_add_ps(hi, bias_hi);
+      if (bias.col != nullptr) {
+        const __m128 b = _mm_set1_ps(bias.col[half * 8 + j]);
+        lo = _mm_add_ps(lo, b);
+        hi = _mm_add_ps(hi, b);
+      }
+      _mm_storeu_ps(out, lo);
+      _mm_store_sd(reinterpret_cast<double*>(out + 4), _mm_castps_pd(hi));
     }
   }
 }
@@ -141,14 +155,16 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
     }
     return;
   }
-  if (mr == kMr && nr == kNr && rs == 1) {  // C stored transposed: a tile column is a C row
-    store_transposed(acc, c, cs, accumulate, bias);
-    return;
-  }
+  // The accumulators go through memory (a call taking their address would keep them there
+  // through the K loop above).
   alignas(32) float tile[kMr * kNr];
   for (int64_t r = 0; r < kMr; ++r) {
     _mm256_store_ps(tile + r * kNr, acc[r][0]);
     _mm256_store_ps(tile + r * kNr + 8, acc[r][1]);
+  }
+  if (mr == kMr && nr == kNr && rs == 1) {  // C stored transposed: a tile column is a C row
+    store_transposed(tile, c, cs, accumulate, bias);
+    return;
   }
   store_tile(tile, mr, nr, c, rs, cs, accumulate, bias);
 }

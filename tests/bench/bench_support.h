@@ -13,9 +13,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "compiled/describe_session.h"
 #include "harness/core/rng.h"
+#include "harness/core/sgemm.h"
 #include "harness/models/model.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "reference/torch/torch_path.h"
@@ -49,7 +51,21 @@ inline Model& seeded_model(const std::string& name) {
 
 inline const Model& sd_kl() { return seeded_model("sd-kl"); }
 
-// The machine's practical fp32 ceiling: a large square SGEMM with Eigen on all threads.
+// The machine's practical fp32 ceiling: a large square SGEMM on all threads, with Eigen
+// (sgemm_ceiling) and with twinpath's own product (sgemm_ceiling_twinpath); a floor is taken
+// from the faster.
+inline void sgemm_ceiling_twinpath(benchmark::State& state) {
+  const int64_t n = 2048;
+  std::vector<float> a(std::size_t(n * n), 0.5f), b(std::size_t(n * n), 0.25f),
+      c(std::size_t(n * n));
+  for (auto _ : state) {
+    sgemm::gemm(n, n, n, {a.data(), n, 1}, sgemm::pack_strided({b.data(), n, 1}), {c.data(), n, 1});
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["FLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 inline void sgemm_ceiling(benchmark::State& state) {
   const int n = 2048;
   Eigen::MatrixXf a = Eigen::MatrixXf::Random(n, n), b = Eigen::MatrixXf::Random(n, n), c(n, n);

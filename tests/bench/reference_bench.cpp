@@ -179,6 +179,8 @@ BENCHMARK(BM_DecodeSdKl256Compiled)
 
 void BM_SgemmCeiling(benchmark::State& state) { bench::sgemm_ceiling(state); }
 BENCHMARK(BM_SgemmCeiling)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_SgemmCeilingTwinpath(benchmark::State& state) { bench::sgemm_ceiling_twinpath(state); }
+BENCHMARK(BM_SgemmCeilingTwinpath)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace tp
