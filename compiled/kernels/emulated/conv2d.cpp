@@ -60,6 +60,55 @@ sgemm::PackB channels_last_patches(const float* in, int64_t h, int64_t w, int64_
   };
 }
 
+// The conv's epilogue on [pixels, co] sums: times the fp8 weights' per-channel scale, then plus
+// the bias, each where given.
+void scale_and_shift(float* c, int64_t pixels, int64_t co, const float* scale, const float* shift) {
+  if (scale == nullptr && shift == nullptr) return;
+#pragma omp parallel for schedule(static) if (pixels * co >= kParallelElements)
+  for (int64_t q = 0; q < pixels; ++q)
+    for (int64_t o = 0; o < co; ++o) {
+      float v = c[q * co + o];
+      if (scale) v = v * scale[o];
+      if (shift) v = v + shift[o];
+      c[q * co + o] = v;
+    }
+}
+
+// Few output channels (a decoder's conv_out to RGB): each output pixel summed directly over its
+// taps and channels, eight channel lanes at a time, where a GEMM would pad the channels to a
+// full tile and pack every patch for three uses. fp32 sums (lane partials, then the lanes).
+constexpr int64_t kDirectMaxChannels = 8;
+
+void direct_conv(const float* in, int64_t h, int64_t w, int64_t ci, const float* weight, int64_t co,
+                 int64_t kh, int64_t kw, const OpAttrs& a, Upsample up, int64_t ho, int64_t wo,
+                 float* out) {
+  const int64_t hin = up == Upsample::kNone ? h : 2 * h, win = up == Upsample::kNone ? w : 2 * w;
+  const int64_t k = kh * kw * ci, lanes_end = ci / 8 * 8;
+#pragma omp parallel for schedule(static) if (co * k * ho * wo >= kParallelMacs)
+  for (int64_t oy = 0; oy < ho; ++oy)
+    for (int64_t ox = 0; ox < wo; ++ox) {
+      float part[kDirectMaxChannels][8] = {};
+      for (int64_t ky = 0; ky < kh; ++ky)
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const int64_t iy = oy * a.stride - a.pad_top + ky, ix = ox * a.stride - a.pad_left + kx;
+          if (iy < 0 || iy >= hin || ix < 0 || ix >= win) continue;
+          const float* src = in + (source_index(iy, h, up) * w + source_index(ix, w, up)) * ci;
+          const float* tap = weight + (ky * kw + kx) * ci;
+          for (int64_t o = 0; o < co; ++o) {
+            const float* wt = tap + o * k;
+            for (int64_t c0 = 0; c0 < lanes_end; c0 += 8)
+              for (int64_t l = 0; l < 8; ++l) part[o][l] += src[c0 + l] * wt[c0 + l];
+            for (int64_t c = lanes_end; c < ci; ++c) part[o][c % 8] += src[c] * wt[c];
+          }
+        }
+      for (int64_t o = 0; o < co; ++o) {
+        const float* p = part[o];
+        out[(oy * wo + ox) * co + o] =
+            ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+      }
+    }
+}
+
 }  // namespace
 
 void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation,
@@ -98,13 +147,23 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
   float* dst = out.data<float>();
   const float* scale = weight.scales.empty() ? nullptr : weight.scales.data();
   const float* shift = bias ? bias->values.data() : nullptr;
-  if (accumulation == DType::kF32 && scale == nullptr) {
-    // [co, k] weights times the patches, stored transposed into the [ho*wo, co] output; the
-    // bias is added after the sum, as the separate pass below does.
-    for (int64_t n = 0; n < b; ++n)
-      sgemm::gemm(co, ho * wo, k, {weight.values.data(), k, 1},
-                  channels_last_patches(in + n * h * w * ci, h, w, ci, kw, a, upsample, wo),
-                  {dst + n * ho * wo * co, 1, co}, shift);
+  if (accumulation == DType::kF32) {
+    for (int64_t n = 0; n < b; ++n) {
+      const float* image = in + n * h * w * ci;
+      float* image_out = dst + n * ho * wo * co;
+      if (co <= kDirectMaxChannels) {
+        direct_conv(image, h, w, ci, weight.values.data(), co, kh, kw, a, upsample, ho, wo,
+                    image_out);
+      } else {
+        // [co, k] weights times the patches, stored transposed into the [ho*wo, co] output; a
+        // bias without scales is added after the sum, as the pass below does.
+        sgemm::gemm(co, ho * wo, k, {weight.values.data(), k, 1},
+                    channels_last_patches(image, h, w, ci, kw, a, upsample, wo), {image_out, 1, co},
+                    scale == nullptr ? shift : nullptr);
+        if (scale == nullptr) continue;
+      }
+      scale_and_shift(image_out, ho * wo, co, scale, shift);
+    }
     return out;
   }
   const bool direct = kh == 1 && kw == 1 && a.stride == 1 && upsample == Upsample::kNone &&
@@ -139,16 +198,7 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
       }
       float* c = dst + (n * ho + y0) * wo * co;
       gemm_nt(a_rows, weight.values.data(), p, co, k, accumulation, c);
-      if (scale || shift) {
-#pragma omp parallel for schedule(static) if (p * co >= kParallelElements)
-        for (int64_t q = 0; q < p; ++q)
-          for (int64_t o = 0; o < co; ++o) {
-            float v = c[q * co + o];
-            if (scale) v = v * scale[o];
-            if (shift) v = v + shift[o];
-            c[q * co + o] = v;
-          }
-      }
+      scale_and_shift(c, p, co, scale, shift);
     }
   return out;
 }
