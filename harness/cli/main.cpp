@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
                   "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
   run->add_option("--jobs", ro.jobs,
                   "cases run concurrently, the threads divided among them: a number, or auto "
-                  "(one per thread when every case is on a built-in tiny model, else 1)")
+                  "(one per thread when every case is on a built-in tiny model on the CPU, else 1)")
       ->capture_default_str();
   run->add_option("--report", ro.report, "write the HDF5 report here (atomically)");
   run->add_option("--junit", ro.junit, "write JUnit XML here (atomically)");

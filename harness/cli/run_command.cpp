@@ -131,7 +131,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
       mine.push_back(&cases[i]);
       ordinals.push_back(int64_t(i));
     }
-  TP_ASSIGN_OR_RETURN(const int jobs, resolve_jobs(o.jobs, mine));
+  TP_ASSIGN_OR_RETURN(const int jobs, resolve_jobs(o.jobs, mine, device));
   ModelCache models;
   run_cases(mine, options, jobs, models, [&](std::size_t i, CaseResult r) {
     r.ordinal = ordinals[i];

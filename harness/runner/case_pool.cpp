@@ -14,8 +14,10 @@
 
 namespace tp {
 
-Expected<int> resolve_jobs(const std::string& jobs, const std::vector<const Case*>& cases) {
+Expected<int> resolve_jobs(const std::string& jobs, const std::vector<const Case*>& cases,
+                           compiled::Device device) {
   if (jobs == "auto") {
+    if (device != compiled::Device::kCpu) return 1;
     const std::vector<std::string> builtins = builtin_config_names();
     const bool all_tiny = std::all_of(cases.begin(), cases.end(), [&](const Case* c) {
       const std::string name = c->model.substr(0, c->model.rfind('@'));  // NAME[@SEED]

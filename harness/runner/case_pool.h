@@ -13,9 +13,11 @@
 namespace tp {
 
 // The concurrent cases `jobs` asks for: "auto" is one per OpenMP thread when every case runs on
-// a built-in tiny model (too small to share threads), else 1 (each case gets every thread); a
+// a built-in tiny model (too small to share threads) on the CPU, else 1 (each case gets every
+// thread; cases on a GPU share one device and its kernels' streams, so they take turns); a
 // number is taken as given (1 to 64). Each job runs with the OpenMP threads divided among them.
-Expected<int> resolve_jobs(const std::string& jobs, const std::vector<const Case*>& cases);
+Expected<int> resolve_jobs(const std::string& jobs, const std::vector<const Case*>& cases,
+                           compiled::Device device);
 
 // Runs `cases` on `jobs` threads sharing `models`, calling `done(i, result)` for i = 0, 1, ... in
 // order on the calling thread. An exception thrown by a case (an internal error) is rethrown
