@@ -7,11 +7,7 @@
 
 #include "harness/core/parallel.h"
 #include "reference/ops/ops.h"
-
-#if defined(__AVX2__)
-#include <immintrin.h>
-extern "C" __m256d _ZGVdN4v_exp(__m256d);  // glibc's libmvec, AVX2 variant of exp
-#endif
+#include "reference/ops/vector_exp.h"
 
 namespace tp::ref {
 namespace {

@@ -12,6 +12,7 @@
 #include "harness/core/parallel.h"
 #include "harness/core/sgemm.h"
 #include "reference/ops/ops.h"
+#include "reference/ops/vector_exp.h"
 
 namespace tp::ref {
 namespace {
@@ -66,49 +67,55 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
   const T* pm = mask ? mask->data<T>() : nullptr;
   T* po = out.data<T>();
-#pragma omp parallel for collapse(2) \
-    schedule(static) if (batch * lq * lk * q.dim(2) >= kParallelMacs)
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      // Head h's columns of q, k and v (strided views of the token rows).
-      Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> qh(
-          pq + b * lq * q.dim(2) + h * dh, lq, dh, Eigen::OuterStride<>(q.dim(2)));
-      Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> kh(
-          pk + b * lk * k.dim(2) + h * dh, lk, dh, Eigen::OuterStride<>(k.dim(2)));
-      Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> vh(
-          pv + b * lk * v.dim(2) + h * dv, lk, dv, Eigen::OuterStride<>(v.dim(2)));
-      RowMatrix<T> scores(lq, lk);
-      if constexpr (std::is_same_v<T, float>) {
-        sgemm::gemm(lq, lk, dh, {qh.data(), q.dim(2), 1},
-                    sgemm::pack_strided({kh.data(), 1, k.dim(2)}), {scores.data(), lk, 1});
-      } else {
-        scores.noalias() = qh * kh.transpose();
-      }
-      RowMatrix<T> probs(lq, lk);
-      std::vector<double> row(static_cast<std::size_t>(lk));
-      for (int64_t i = 0; i < lq; ++i) {
-        double max = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < lk; ++j) {
-          double s = double(scores(i, j)) * a.scale;
-          if (pm) s += double(pm[(mask->rank() == 3 ? b * lq * lk : 0) + i * lk + j]);
-          if (a.frame_tokens > 0 && j / a.frame_tokens > i / a.frame_tokens)
-            s = -std::numeric_limits<double>::infinity();
-          row[std::size_t(j)] = s;
-          max = std::max(max, s);
+  // Each thread's scores, then its probabilities in place, reused for every head it takes:
+  // an [lq, lk] matrix per head would be a fresh 64 MiB (page faults and zeroing) at 4096 tokens.
+#pragma omp parallel if (batch * lq * lk * q.dim(2) >= kParallelMacs)
+  {
+    std::vector<T> buffer(static_cast<std::size_t>(lq * lk));
+    std::vector<double> row(static_cast<std::size_t>(lk));
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h) {
+        // Head h's columns of q, k and v (strided views of the token rows).
+        Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> qh(
+            pq + b * lq * q.dim(2) + h * dh, lq, dh, Eigen::OuterStride<>(q.dim(2)));
+        Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> kh(
+            pk + b * lk * k.dim(2) + h * dh, lk, dh, Eigen::OuterStride<>(k.dim(2)));
+        Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> vh(
+            pv + b * lk * v.dim(2) + h * dv, lk, dv, Eigen::OuterStride<>(v.dim(2)));
+        Eigen::Map<RowMatrix<T>> scores(buffer.data(), lq, lk);
+        if constexpr (std::is_same_v<T, float>) {
+          sgemm::gemm(lq, lk, dh, {qh.data(), q.dim(2), 1},
+                      sgemm::pack_strided({kh.data(), 1, k.dim(2)}), {scores.data(), lk, 1});
+        } else {
+          scores.noalias() = qh * kh.transpose();
         }
-        double sum = 0;
-        for (double& s : row) sum += (s = std::exp(s - max));
-        for (int64_t j = 0; j < lk; ++j) probs(i, j) = T(row[std::size_t(j)] / sum);
+        for (int64_t i = 0; i < lq; ++i) {
+          double max = -std::numeric_limits<double>::infinity();
+          for (int64_t j = 0; j < lk; ++j) {
+            double s = double(scores(i, j)) * a.scale;
+            if (pm) s += double(pm[(mask->rank() == 3 ? b * lq * lk : 0) + i * lk + j]);
+            if (a.frame_tokens > 0 && j / a.frame_tokens > i / a.frame_tokens)
+              s = -std::numeric_limits<double>::infinity();
+            row[std::size_t(j)] = s;
+            max = std::max(max, s);
+          }
+          for (double& s : row) s -= max;
+          exp_in_place(row.data(), lk);
+          double sum = 0;
+          for (double s : row) sum += s;
+          for (int64_t j = 0; j < lk; ++j) scores(i, j) = T(row[std::size_t(j)] / sum);
+        }
+        Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>> oh(po + b * lq * heads * dv + h * dv, lq,
+                                                             dv, Eigen::OuterStride<>(heads * dv));
+        if constexpr (std::is_same_v<T, float>) {
+          sgemm::gemm(lq, dv, lk, {scores.data(), lk, 1},
+                      sgemm::pack_strided({vh.data(), v.dim(2), 1}), {oh.data(), heads * dv, 1});
+        } else {
+          oh.noalias() = scores * vh;
+        }
       }
-      Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>> oh(po + b * lq * heads * dv + h * dv, lq,
-                                                           dv, Eigen::OuterStride<>(heads * dv));
-      if constexpr (std::is_same_v<T, float>) {
-        sgemm::gemm(lq, dv, lk, {probs.data(), lk, 1},
-                    sgemm::pack_strided({vh.data(), v.dim(2), 1}), {oh.data(), heads * dv, 1});
-      } else {
-        oh.noalias() = probs * vh;
-      }
-    }
+  }
   return out;
 }
 
