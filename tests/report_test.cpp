@@ -30,6 +30,31 @@ std::string read_text(const fs::path& p) {
   return s.str();
 }
 
+// Two reports of the same cases agree case by case (id, ordinal, outcome, reason) and checkpoint
+// by checkpoint (name, accumulated and local relative L2; NaN equals NaN).
+void expect_same_cases(const std::string& expected_file, const std::string& actual_file) {
+  auto expected = read_h5_report(expected_file);
+  auto actual = read_h5_report(actual_file);
+  ASSERT_TRUE(expected.ok() && actual.ok());
+  ASSERT_EQ(actual->cases.size(), expected->cases.size());
+  const auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+  for (std::size_t i = 0; i < expected->cases.size(); ++i) {
+    const CaseResult &a = expected->cases[i], &b = actual->cases[i];
+    EXPECT_EQ(b.id, a.id);
+    EXPECT_EQ(b.ordinal, a.ordinal) << a.id;
+    EXPECT_EQ(b.outcome, a.outcome) << a.id;
+    EXPECT_EQ(b.reason, a.reason) << a.id;
+    ASSERT_EQ(b.checkpoints.size(), a.checkpoints.size()) << a.id;
+    for (std::size_t k = 0; k < a.checkpoints.size(); ++k) {
+      const CheckpointRecord &ca = a.checkpoints[k], &cb = b.checkpoints[k];
+      EXPECT_EQ(cb.name, ca.name) << a.id;
+      EXPECT_TRUE(same(cb.accumulated.rel_l2, ca.accumulated.rel_l2)) << a.id << " " << ca.name;
+      EXPECT_EQ(cb.has_local, ca.has_local) << a.id << " " << ca.name;
+      EXPECT_TRUE(same(cb.local.rel_l2, ca.local.rel_l2)) << a.id << " " << ca.name;
+    }
+  }
+}
+
 class ReportTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -150,19 +175,7 @@ TEST_F(ReportTest, MergedShardsEqualTheUnshardedRun) {
   const auto merged = twinpath("report merge " + p("s2.h5") + " " + p("s0.h5") + " " + p("s1.h5") +
                                " --out " + p("merged.h5"));
   ASSERT_EQ(merged.code, 0) << merged.output;
-  auto all = read_h5_report(p("all.h5"));
-  auto m = read_h5_report(p("merged.h5"));
-  ASSERT_TRUE(all.ok() && m.ok());
-  ASSERT_EQ(m->cases.size(), all->cases.size());
-  for (std::size_t i = 0; i < m->cases.size(); ++i) {
-    const CaseResult &a = all->cases[i], &b = m->cases[i];
-    EXPECT_EQ(b.id, a.id);
-    EXPECT_EQ(b.outcome, a.outcome) << a.id;
-    EXPECT_EQ(b.reason, a.reason) << a.id;
-    ASSERT_EQ(b.checkpoints.size(), a.checkpoints.size()) << a.id;
-    for (std::size_t k = 0; k < a.checkpoints.size(); ++k)
-      EXPECT_EQ(b.checkpoints[k].accumulated.rel_l2, a.checkpoints[k].accumulated.rel_l2);
-  }
+  expect_same_cases(p("all.h5"), p("merged.h5"));
   const auto twice =
       twinpath("report merge " + p("s0.h5") + " " + p("s0.h5") + " --out " + p("bad.h5"));
   EXPECT_EQ(twice.code, 2);
@@ -176,26 +189,7 @@ TEST_F(ReportTest, ConcurrentCasesEqualOneAtATime) {
   // --jobs 3 on any machine: three cases in flight, finishing out of order.
   ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --jobs 1 --report " + p("j1.h5")).code, 1);
   ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --jobs 3 --report " + p("j3.h5")).code, 1);
-  auto one = read_h5_report(p("j1.h5"));
-  auto three = read_h5_report(p("j3.h5"));
-  ASSERT_TRUE(one.ok() && three.ok());
-  ASSERT_EQ(three->cases.size(), one->cases.size());
-  for (std::size_t i = 0; i < one->cases.size(); ++i) {
-    const CaseResult &a = one->cases[i], &b = three->cases[i];
-    EXPECT_EQ(b.id, a.id);
-    EXPECT_EQ(b.ordinal, a.ordinal) << a.id;
-    EXPECT_EQ(b.outcome, a.outcome) << a.id;
-    EXPECT_EQ(b.reason, a.reason) << a.id;
-    ASSERT_EQ(b.checkpoints.size(), a.checkpoints.size()) << a.id;
-    const auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
-    for (std::size_t k = 0; k < a.checkpoints.size(); ++k) {
-      const CheckpointRecord &ca = a.checkpoints[k], &cb = b.checkpoints[k];
-      EXPECT_EQ(cb.name, ca.name) << a.id;
-      EXPECT_TRUE(same(cb.accumulated.rel_l2, ca.accumulated.rel_l2)) << a.id << " " << ca.name;
-      EXPECT_EQ(cb.has_local, ca.has_local) << a.id << " " << ca.name;
-      EXPECT_TRUE(same(cb.local.rel_l2, ca.local.rel_l2)) << a.id << " " << ca.name;
-    }
-  }
+  expect_same_cases(p("j1.h5"), p("j3.h5"));
   for (const char* bad : {"0", "two", "65"}) {
     const auto r = twinpath("run --suite " + p("suite.txt") + " --jobs " + bad);
     EXPECT_EQ(r.code, 2) << bad;

@@ -14,7 +14,7 @@ constexpr std::size_t kAlignment = 64;  // one cache line; enough for any SIMD l
 // Freed large buffers kept for the next tensor of the same size. An executor frees and
 // allocates the same activation sizes op after op; glibc hands blocks above 32 MiB back to the
 // kernel and maps them again, so each new tensor would pay a page fault and a zeroed page per
-// 4 KiB (5% of an SD decode). At most kCachedBytes are kept; a block is never split.
+// 4 KiB (about 4% of an SD decode). At most kCachedBytes are kept; a block is never split.
 constexpr std::size_t kCachedMin = std::size_t(1) << 20;
 constexpr std::size_t kCachedBytes = std::size_t(1) << 29;
 
