@@ -1,9 +1,9 @@
 // Blocking (Goto's scheme, roles as below): A is packed whole, once per call, into panels of
 // kMr rows along K; each thread owns a range of N and packs it a block of columns at a time
 // (all of K, up to 4 MiB, in L3), then sweeps it against A in strips of kMc rows and blocks of
-// kKc: a B micro-panel (kKc x kNr, 16 KiB) stays in L1 across the A panels of a strip, which
-// stay in L2, and so does the strip of C until all of K is summed. Each C element is the fp32
-// sum over one K block (FMA, in K order), added to C block by block.
+// kKc: a B micro-panel (kKc x kNr) is reused from L1/L2 across the A panels of a strip, which
+// stay in L2, and each tile of C is summed over a whole K block (in sub-blocks of kSubK). Each C
+// element is the fp32 sum over one K block (FMA, in K order), added to C block by block.
 #include "harness/core/sgemm.h"
 
 #include <omp.h>
@@ -13,16 +13,23 @@
 #include <vector>
 
 #include "harness/core/parallel.h"
+#include "harness/core/transpose16.h"
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__) && defined(__FMA__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
 namespace tp::sgemm {
 namespace {
 
-constexpr int64_t kKc = 256;   // K block: a B micro-panel of 16 KiB
-constexpr int64_t kMc = 144;   // A rows per block: 24 panels, 144 KiB at kKc
+// kKc and kMc measured on a Zen 4 VM (docs/benchmarks.md): 512 x 96 beat 256 x 144 by 5-10% on
+// the SD-VAE's conv shapes with both micro-kernels (half as many passes over C).
+constexpr int64_t kKc = 512;  // K block: a B micro-panel of 32 KiB
+constexpr int64_t kMc = 96;   // A rows per block: 192 KiB at kKc, in L2
+// Each element is summed in registers over kSubK products at a time, the sub-sums added in order:
+// a sum of 512 products in one accumulator put the SD-VAE decode at 2.8e-6 from fp64, sub-sums
+// of 128 at 1.6e-6, of 64 at 1.3e-6 (PyTorch's oneDNN: 1.7e-6; docs/benchmarks.md).
+constexpr int64_t kSubK = 64;
 constexpr int64_t kNc = 1024;  // B columns per block at most: a kMc x kNc strip of C in L2
 constexpr int64_t kBBudget = int64_t(1) << 20;  // floats of one thread's packed B (4 MiB, in L3)
 
@@ -49,7 +56,82 @@ void store_tile(const float* tile, int64_t mr, int64_t nr, float* c, int64_t rs,
     }
 }
 
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__) || defined(__AVX2__) && defined(__FMA__)
+// C's rows are often a power-of-two apart (one output channel of an image): they share cache
+// sets and miss; a micro-kernel fetches its tile's lines before its K loop runs.
+void prefetch_tile(const float* c, int64_t rs, int64_t cs, int64_t mr, int64_t nr) {
+  if (rs == 1) {  // stored transposed: a line per column
+    for (int64_t j = 0; j < nr; ++j)
+      _mm_prefetch(reinterpret_cast<const char*>(c + j * cs), _MM_HINT_T0);
+  } else {
+    for (int64_t r = 0; r < mr; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * rs), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(c + r * rs + (nr - 1) * cs), _MM_HINT_T0);
+    }
+  }
+}
+#endif
+
+#if defined(__AVX512F__)
+// 16 x 16 micro-kernel: 16 accumulators, one B vector per step and one A broadcast per FMA
+// (folded into it as a memory operand).
+void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs,
+                  int64_t mr, int64_t nr, bool accumulate, const Bias& bias) {
+  prefetch_tile(c, rs, cs, mr, nr);
+  __m512 acc[kMr];
+  alignas(64) float partial[kMr * kNr];  // the finished sub-blocks' sum
+  for (int64_t k0 = 0; k0 < kc; k0 += kSubK) {
+#pragma GCC unroll 16
+    for (int64_t r = 0; r < kMr; ++r) acc[r] = _mm512_setzero_ps();
+    const int64_t len = std::min(kSubK, kc - k0);
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < len; ++k) {
+      const __m512 b0 = _mm512_loadu_ps(b);
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < kMr; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a[r]), b0, acc[r]);
+      a += kMr;
+      b += kNr;
+    }
+    if (k0 + len < kc) {
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < kMr; ++r)
+        _mm512_store_ps(
+            partial + r * kNr,
+            k0 == 0 ? acc[r] : _mm512_add_ps(_mm512_load_ps(partial + r * kNr), acc[r]));
+    } else if (k0 > 0) {
+#pragma GCC unroll 16
+      for (int64_t r = 0; r < kMr; ++r)
+        acc[r] = _mm512_add_ps(_mm512_load_ps(partial + r * kNr), acc[r]);
+    }
+  }
+  if (mr == kMr && nr == kNr && (cs == 1 || rs == 1)) {
+    // In C's memory order: a C row per tile row, or (C stored transposed) a tile column.
+    const bool transposed = cs != 1;
+    if (transposed) simd::transpose16(acc);
+    const __m512 row_bias =
+        transposed && bias.row != nullptr ? _mm512_loadu_ps(bias.row) : _mm512_setzero_ps();
+    const __m512 col_bias =
+        !transposed && bias.col != nullptr ? _mm512_loadu_ps(bias.col) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kMr; ++i) {
+      float* out = transposed ? c + i * cs : c + i * rs;
+      __m512 v = acc[i];
+      if (accumulate) v = _mm512_add_ps(_mm512_loadu_ps(out), v);
+      // The same sums as store_tile: (C + tile) + row bias + column bias.
+      if (bias.row != nullptr)
+        v = _mm512_add_ps(v, transposed ? row_bias : _mm512_set1_ps(bias.row[i]));
+      if (bias.col != nullptr)
+        v = _mm512_add_ps(v, transposed ? _mm512_set1_ps(bias.col[i]) : col_bias);
+      _mm512_storeu_ps(out, v);
+    }
+    return;
+  }
+  alignas(64) float tile[kMr * kNr];
+#pragma GCC unroll 16
+  for (int64_t r = 0; r < kMr; ++r) _mm512_store_ps(tile + r * kNr, acc[r]);
+  store_tile(tile, mr, nr, c, rs, cs, accumulate, bias);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
 // Rows r0..r7 of an 8x8 block become its columns.
 void transpose8(__m256 (&r)[8]) {
   __m256 t[8], u[8];
@@ -109,33 +191,37 @@ void store_transposed(const float* tile, float* c, int64_t cs, bool accumulate, 
 // 6 x 16 micro-kernel: 12 accumulators, two B vectors and one A broadcast per step.
 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs,
                   int64_t mr, int64_t nr, bool accumulate, const Bias& bias) {
-  // C's rows are often a power-of-two apart (one output channel of an image): they share cache
-  // sets and miss; fetch them while the K loop runs.
-  if (rs == 1) {  // stored transposed: a line per column
-    for (int64_t j = 0; j < nr; ++j)
-      _mm_prefetch(reinterpret_cast<const char*>(c + j * cs), _MM_HINT_T0);
-  } else {
-    for (int64_t r = 0; r < mr; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(c + r * rs), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(c + r * rs + (nr - 1) * cs), _MM_HINT_T0);
-    }
-  }
+  prefetch_tile(c, rs, cs, mr, nr);
   // Every loop over the tile's rows is unrolled so the accumulators stay in registers at any
   // optimization level (-O2 alone would keep them in memory: 3x slower).
   __m256 acc[kMr][2];
+  alignas(32) float partial[kMr * kNr];  // the finished sub-blocks' sum
+  for (int64_t k0 = 0; k0 < kc; k0 += kSubK) {
 #pragma GCC unroll 6
-  for (int64_t r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t r = 0; r < kMr; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    const int64_t len = std::min(kSubK, kc - k0);
 #pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
-    const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+    for (int64_t k = 0; k < len; ++k) {
+      const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
 #pragma GCC unroll 6
-    for (int64_t r = 0; r < kMr; ++r) {
-      const __m256 ar = _mm256_broadcast_ss(a + r);
-      acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
+      for (int64_t r = 0; r < kMr; ++r) {
+        const __m256 ar = _mm256_broadcast_ss(a + r);
+        acc[r][0] = _mm256_fmadd_ps(ar, b0, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(ar, b1, acc[r][1]);
+      }
+      a += kMr;
+      b += kNr;
     }
-    a += kMr;
-    b += kNr;
+#pragma GCC unroll 6
+    for (int64_t r = 0; r < kMr; ++r)
+      for (int half = 0; half < 2; ++half) {
+        float* p = partial + r * kNr + half * 8;
+        if (k0 + len < kc)
+          _mm256_store_ps(p,
+                          k0 == 0 ? acc[r][half] : _mm256_add_ps(_mm256_load_ps(p), acc[r][half]));
+        else if (k0 > 0)
+          acc[r][half] = _mm256_add_ps(_mm256_load_ps(p), acc[r][half]);
+      }
   }
   if (mr == kMr && nr == kNr && cs == 1) {
 #pragma GCC unroll 6
@@ -178,12 +264,16 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 // Portable micro-kernel: the same tile and order; the compiler vectorizes the j loop.
 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs,
                   int64_t mr, int64_t nr, bool accumulate, const Bias& bias) {
-  float tile[kMr * kNr] = {};
-  for (int64_t k = 0; k < kc; ++k) {
-    for (int64_t r = 0; r < kMr; ++r)
-      for (int64_t j = 0; j < kNr; ++j) tile[r * kNr + j] += a[r] * b[j];
-    a += kMr;
-    b += kNr;
+  float tile[kMr * kNr] = {}, sub[kMr * kNr];
+  for (int64_t k0 = 0; k0 < kc; k0 += kSubK) {
+    std::fill(sub, sub + kMr * kNr, 0.0f);
+    for (int64_t k = k0; k < std::min(kc, k0 + kSubK); ++k) {
+      for (int64_t r = 0; r < kMr; ++r)
+        for (int64_t j = 0; j < kNr; ++j) sub[r * kNr + j] += a[r] * b[j];
+      a += kMr;
+      b += kNr;
+    }
+    for (int64_t i = 0; i < kMr * kNr; ++i) tile[i] = k0 == 0 ? sub[i] : tile[i] + sub[i];
   }
   store_tile(tile, mr, nr, c, rs, cs, accumulate, bias);
 }

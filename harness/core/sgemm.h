@@ -2,9 +2,9 @@
 // C = A·B with A packed once per call into panels of kMr rows, B packed block by block into
 // panels of kNr columns by a packer the caller chooses (a strided matrix, or a conv's patches
 // gathered straight from its input: implicit GEMM, no im2col buffer), and a register-blocked
-// micro-kernel (AVX2+FMA where the build targets it, portable C++ otherwise) accumulating each
-// element over a block of K in fp32 before adding it to C. Threads split N above a work
-// threshold; below it, and inside another parallel region, the product runs on one thread.
+// micro-kernel (AVX-512 or AVX2+FMA where the build targets it, portable C++ otherwise)
+// accumulating each element over a block of K in fp32 before adding it to C. Threads split N above
+// a work threshold; below it, and inside another parallel region, the product runs on one thread.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,12 @@
 
 namespace tp::sgemm {
 
-constexpr int64_t kMr = 6;   // rows of a micro-tile (A broadcasts)
-constexpr int64_t kNr = 16;  // columns of a micro-tile (two 8-float vectors)
+#if defined(__AVX512F__)
+constexpr int64_t kMr = 16;  // rows of a micro-tile (A broadcasts): 16 accumulators of 32
+#else
+constexpr int64_t kMr = 6;  // rows of a micro-tile (A broadcasts): 12 accumulators of 16
+#endif
+constexpr int64_t kNr = 16;  // columns of a micro-tile (one 16-float or two 8-float vectors)
 
 // Element (r, c) of a matrix at data[r * row_stride + c * col_stride]: row-major, column-major
 // and transposed views alike.

@@ -9,6 +9,7 @@
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
 #include "harness/core/sgemm.h"
+#include "harness/core/transpose16.h"
 
 namespace tp::compiled::emulated {
 namespace {
@@ -27,6 +28,37 @@ int64_t source_index(int64_t i, int64_t extent, Upsample up) {
   return i;
 }
 
+#if defined(__AVX512F__)
+// One full panel of 16 output positions when every tap's channel run is whole 16-blocks: each
+// 16 x 16 block (16 positions' runs of 16 channels) is loaded a position per register,
+// transposed, and stored a channel per row of the panel.
+void pack_panel16(const float* in, int64_t h, int64_t w, int64_t ci, int64_t kw, const OpAttrs& a,
+                  Upsample up, int64_t wo, int64_t hin, int64_t win, int64_t k0, int64_t kc,
+                  int64_t q0, float* panel) {
+  thread_local std::vector<float> zeros;
+  if (int64_t(zeros.size()) < ci) zeros.assign(std::size_t(ci), 0.0f);
+  const float* src[16];
+  for (int64_t kk = 0; kk < kc;) {
+    const int64_t tap = (k0 + kk) / ci, c0 = (k0 + kk) % ci, run = std::min(ci - c0, kc - kk);
+    for (int64_t j = 0; j < 16; ++j) {
+      const int64_t q = q0 + j, oy = q / wo, ox = q % wo;
+      const int64_t iy = oy * a.stride - a.pad_top + tap / kw,
+                    ix = ox * a.stride - a.pad_left + tap % kw;
+      src[j] = iy < 0 || iy >= hin || ix < 0 || ix >= win
+                   ? zeros.data()
+                   : in + (source_index(iy, h, up) * w + source_index(ix, w, up)) * ci + c0;
+    }
+    for (int64_t c = 0; c < run; c += 16) {
+      __m512 block[16];
+      for (int64_t j = 0; j < 16; ++j) block[j] = _mm512_loadu_ps(src[j] + c);
+      simd::transpose16(block);
+      for (int64_t i = 0; i < 16; ++i) _mm512_storeu_ps(panel + (kk + c + i) * 16, block[i]);
+    }
+    kk += run;
+  }
+}
+#endif
+
 // Patches of one channels-last image as sgemm's B (implicit GEMM, fp32 accumulation): B(kk, q)
 // with kk = (ky*kw + kx)*ci + c and q = oy*wo + ox is the (upsampled) input at that tap, or 0
 // in the padding. Each position's taps are runs of ci contiguous values.
@@ -38,6 +70,12 @@ sgemm::PackB channels_last_patches(const float* in, int64_t h, int64_t w, int64_
     for (int64_t j0 = 0; j0 < nc; j0 += nr) {
       float* panel = dst + (j0 / nr) * kc * nr;
       const int64_t cols = std::min(nr, nc - j0);
+#if defined(__AVX512F__)
+      if (cols == 16 && nr == 16 && ci % 16 == 0 && k0 % 16 == 0 && kc % 16 == 0) {
+        pack_panel16(in, h, w, ci, kw, a, up, wo, hin, win, k0, kc, n0 + j0, panel);
+        continue;
+      }
+#endif
       if (cols < nr) std::fill(panel, panel + kc * nr, 0.0f);
       for (int64_t j = 0; j < cols; ++j) {
         const int64_t q = n0 + j0 + j, oy = q / wo, ox = q % wo;
