@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
 
+#include "compiled/kernels/emulated/kernels.h"
 #include "compiled/session.h"
 #include "harness/core/rng.h"
 #include "harness/models/vae/pipeline.h"
@@ -15,6 +19,48 @@
 
 namespace tp::compiled {
 namespace {
+
+// The f16 stores and loads of group outputs (eight values per vector instruction where the
+// build has F16C, a scalar tail) give the bits of f16 encoder's round to nearest even
+// (tp::f32_to_f16_bits), on every f16 value, halfway cases, overflow, NaN, and a length that
+// leaves a tail.
+TEST(ActivationIo, F16StoresAndLoadsMatchTheScalarEncoderBitForBit) {
+  std::vector<float> x;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float v = f16_bits_to_f32(uint16_t(h));
+    x.push_back(v);
+    x.push_back(std::nextafter(v, 0.0f));  // just below a halfway point or an f16 value
+  }
+  const float specials[] = {65504.0f,
+                            65520.0f,
+                            1e6f,
+                            -1e6f,
+                            1e-9f,
+                            0.5f + 0x1p-12f,
+                            std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  x.insert(x.end(), std::begin(specials), std::end(specials));
+  x.push_back(1.0f);  // odd length: a scalar tail
+  ASSERT_NE(x.size() % 8, 0u);
+  std::vector<uint16_t> stored(x.size());
+  emulated::store_rounded(x.data(), int64_t(x.size()), DType::kF16, stored.data());
+  std::vector<float> loaded(x.size());
+  emulated::load_f32(stored.data(), DType::kF16, int64_t(x.size()), loaded.data());
+  int64_t bad = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const uint16_t want = f32_to_f16_bits(x[i]);
+    const bool nan = std::isnan(x[i]);
+    const bool same =
+        nan ? (stored[i] & 0x7c00) == 0x7c00 && (stored[i] & 0x3ff) != 0 : stored[i] == want;
+    const float back = f16_bits_to_f32(stored[i]);
+    const bool loads =
+        nan ? std::isnan(loaded[i]) : std::memcmp(&loaded[i], &back, sizeof(float)) == 0;
+    if ((!same || !loads) && bad++ < 3)
+      ADD_FAILURE() << "x = " << x[i] << ": stored 0x" << std::hex << stored[i] << ", want 0x"
+                    << want << std::dec << ", loaded " << loaded[i];
+  }
+  EXPECT_EQ(bad, 0);
+}
 
 using testing::bitwise_equal;
 

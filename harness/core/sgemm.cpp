@@ -2,8 +2,8 @@
 // kMr rows along K; each thread owns a range of N and packs it a block of columns at a time
 // (all of K, up to 4 MiB, in L3), then sweeps it against A in strips of kMc rows and blocks of
 // kKc: a B micro-panel (kKc x kNr) is reused from L1/L2 across the A panels of a strip, which
-// stay in L2, and each tile of C is summed over a whole K block (in sub-blocks of kSubK). Each C
-// element is the fp32 sum over one K block (FMA, in K order), added to C block by block.
+// stay in L2. Each C element of a K block is summed in fp32 (FMA, in K order) kSubK products
+// at a time, the sub-sums added in order; the block's sum is added to C block by block.
 #include "harness/core/sgemm.h"
 
 #include <omp.h>
