@@ -6,6 +6,7 @@
 // convs.
 #include <Eigen/Core>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -13,6 +14,10 @@
 #include "harness/core/parallel.h"
 #include "harness/core/sgemm.h"
 #include "reference/ops/ops.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 namespace tp::ref {
 namespace {
@@ -64,6 +69,36 @@ void im2col_rows(const T* x, int64_t cin, int64_t h, int64_t w, int64_t kh, int6
 // Patches of one image as sgemm's B (implicit GEMM): B(k, n) with k = (c*kh + ky)*kw + kx and
 // n = oy*wo + ox is x[c][oy*s - pt + ky][ox*s - pl + kx], or 0 in the padding. A panel of
 // kNr outputs on one row of a stride-1 conv reads a contiguous run of the input row.
+#if defined(__AVX512F__)
+// A full panel of a stride-1 conv on one output row, one masked 16-float load per row k: lanes
+// whose input column falls in the padding are masked off (not read) and stored as zeros, rows in
+// the padding stored as zeros. (The SD-VAE's 32- and 64-wide images leave few panels clear of the
+// padding; this path packs them all without branching per lane.)
+void pack_row_panel(const float* x, int64_t h, int64_t w, int64_t kh, int64_t kw, const OpAttrs& a,
+                    int64_t oy, int64_t ox, int64_t k0, int64_t kc, float* out) {
+  static_assert(sgemm::kNr == 16, "one 16-float vector per panel row");
+  int64_t c = k0 / (kh * kw), ky = (k0 / kw) % kh, kx = k0 % kw;
+  for (int64_t kk = 0; kk < kc; ++kk, out += 16) {
+    const int64_t iy = oy - a.pad_top + ky, ix = ox - a.pad_left + kx;
+    __m512 v = _mm512_setzero_ps();
+    if (iy >= 0 && iy < h) {
+      // Lanes j with 0 <= ix + j < w.
+      const int64_t lo = std::clamp<int64_t>(-ix, 0, 16), hi = std::clamp<int64_t>(w - ix, lo, 16);
+      const auto mask = __mmask16(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+      // The address of lane 0 may lie outside x when lo > 0; masked lanes are never read.
+      const auto lane0 = reinterpret_cast<const float*>(reinterpret_cast<std::uintptr_t>(x) +
+                                                        std::uintptr_t((c * h + iy) * w + ix) * 4u);
+      v = _mm512_maskz_loadu_ps(mask, lane0);
+    }
+    _mm512_storeu_ps(out, v);
+    if (++kx == kw) {
+      kx = 0;
+      if (++ky == kh) ky = 0, ++c;
+    }
+  }
+}
+#endif
+
 sgemm::PackB conv_patches(const float* x, int64_t h, int64_t w, int64_t kh, int64_t kw,
                           const OpAttrs& a, int64_t wo) {
   return [=](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
@@ -72,6 +107,12 @@ sgemm::PackB conv_patches(const float* x, int64_t h, int64_t w, int64_t kh, int6
       float* out = dst + (j0 / nr) * kc * nr;
       const int64_t cols = std::min(nr, nc - j0), n = n0 + j0, oy = n / wo, ox = n % wo;
       const bool one_row = ox + cols <= wo;
+#if defined(__AVX512F__)
+      if (one_row && cols == nr && a.stride == 1) {
+        pack_row_panel(x, h, w, kh, kw, a, oy, ox, k0, kc, out);
+        continue;
+      }
+#endif
       // (c, ky, kx) of row k0, stepped without divisions.
       int64_t c = k0 / (kh * kw), ky = (k0 / kw) % kh, kx = k0 % kw;
       for (int64_t kk = 0; kk < kc; ++kk, out += nr) {

@@ -9,7 +9,8 @@ or the tests. On the CPU, fp32, NCHW, with the thread count the C++ benchmarks u
   - the whole sd-kl decode (diffusers' AutoencoderKL.decode) of the model folder twinpath wrote,
     on a seeded 1x4x32x32 latent, with its relative L2 from the same decode in fp64; the latent
     and the fp64 output are written to --out for the reference's own error.
-Prints one JSON object per line: {"name", "ms", "gflops", ...}.
+--only decode-time times the decode without its fp64 error. Prints one JSON object per line:
+{"name", "ms", "gflops", ...}.
 """
 import argparse
 import json
@@ -107,7 +108,7 @@ def main():
                 lin = torch.nn.Linear(din, dout)
                 x = torch.rand(1, tokens, din, generator=gen)
                 emit("linear " + where, timed(lambda: lin(x)), 2.0 * tokens * din * dout)
-        if "decode" in only:
+        if "decode" in only or "decode-time" in only:
             from diffusers import AutoencoderKL
 
             vae = AutoencoderKL.from_pretrained(args.model).eval()
@@ -115,6 +116,9 @@ def main():
             np.save(f"{args.out}/latent.npy", latent.float().numpy())
             run = lambda: vae.decode(latent.float()).sample
             ms = timed(run, min_seconds=5.0)
+            if "decode" not in only:  # decode-time: the time alone (bench-peer.sh's paired rounds)
+                emit("decode sd-kl 256^2", ms, decoder_flops(256))
+                return
             out32 = run().double()
             out64 = vae.double().decode(latent).sample
             np.save(f"{args.out}/decode_f64.npy", out64.numpy())

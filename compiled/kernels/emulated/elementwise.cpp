@@ -6,38 +6,67 @@
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+extern "C" __m512 _ZGVeN16v_expf(__m512);  // glibc's libmvec, AVX-512 variant of expf
+#endif
+
 namespace tp::compiled::emulated {
 
+namespace {
+
+// y[i] = f(x[i]) in place, one loop per op so each vectorizes.
+template <class F>
+void map_in_place(float* p, int64_t n, F f) {
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) p[i] = f(p[i]);
+}
+
+float silu(float v) { return v / (1.0f + std::exp(-v)); }
+
+// SiLU in fp32, sixteen at a time where the build targets AVX-512: glibc's vector expf (libmvec,
+// within 1 ulp of exp like the scalar expf) in place of the scalar call, the same fp32 quotient.
+void silu_in_place(float* p, int64_t n) {
+#if defined(__AVX512F__)
+  const int64_t vectors = n / 16;
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < vectors; ++i) {
+    const __m512 v = _mm512_loadu_ps(p + 16 * i);
+    const __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    _mm512_storeu_ps(p + 16 * i, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+  }
+  for (int64_t i = 16 * vectors; i < n; ++i) p[i] = silu(p[i]);
+#else
+  map_in_place(p, n, silu);
+#endif
+}
+
+}  // namespace
+
 Tensor pointwise(OpKind kind, const OpAttrs& a, Tensor x) {
-  TP_CHECK(kind == OpKind::kSilu || kind == OpKind::kRelu || kind == OpKind::kTanhClamp ||
-               kind == OpKind::kAffine || kind == OpKind::kClamp,
-           std::string("not a unary op: ") + op_kind_name(kind));
   float* p = x.data<float>();
   const int64_t n = x.numel();
   const float scale = float(a.scale), shift = float(a.shift), lo = float(a.lo), hi = float(a.hi);
-#pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = p[i];
-    switch (kind) {
-      case OpKind::kSilu:
-        p[i] = v / (1.0f + std::exp(-v));
-        break;
-      case OpKind::kRelu:
-        p[i] = v > 0 ? v : 0.0f;
-        break;
-      case OpKind::kTanhClamp:
-        p[i] = std::tanh(v / scale) * scale;
-        break;
-      case OpKind::kAffine:
-        p[i] = v * scale + shift;
-        break;
-      case OpKind::kClamp:
-        p[i] = std::min(std::max(v, lo), hi);
-        break;
-      default:
-        break;
-    }
+  switch (kind) {
+    case OpKind::kSilu:
+      silu_in_place(p, n);
+      return x;
+    case OpKind::kRelu:
+      map_in_place(p, n, [](float v) { return v > 0 ? v : 0.0f; });
+      return x;
+    case OpKind::kTanhClamp:
+      map_in_place(p, n, [=](float v) { return std::tanh(v / scale) * scale; });
+      return x;
+    case OpKind::kAffine:
+      map_in_place(p, n, [=](float v) { return v * scale + shift; });
+      return x;
+    case OpKind::kClamp:
+      map_in_place(p, n, [=](float v) { return std::min(std::max(v, lo), hi); });
+      return x;
+    default:
+      break;
   }
+  TP_CHECK(false, std::string("not a unary op: ") + op_kind_name(kind));
   return x;
 }
 
