@@ -31,6 +31,34 @@ TEST(Compare, IdenticalTensorsHaveNoError) {
   EXPECT_EQ(m->non_finite_new, 0);
 }
 
+// Rounding bias: the same values stored in f16 by rounding to nearest and by truncating (the
+// magnitude's low bits dropped): the mean signed error is near 0 ULP for the first and near
+// -0.5 ULP (toward zero) for the second, many standard errors out.
+TEST(Compare, TruncatingStoreShowsAsBiasTowardZero) {
+  Tensor want(DType::kF32, {1, 4, 32, 32});
+  Rng rng(5, "bias");
+  for (int64_t i = 0; i < want.numel(); ++i)
+    want.data<float>()[i] = float(rng.uniform(1.0, 2.0)) * (i % 3 ? 1.0f : -1.0f);
+  const Tensor nearest = want.to(DType::kF16).to(DType::kF32);
+  Tensor truncated = nearest;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    float& t = truncated.data<float>()[i];
+    const float w = want.data<float>()[i];
+    if (std::abs(t) > std::abs(w)) t -= std::copysign(float(0x1p-10), w);  // f16 ulp in [1, 2)
+  }
+  auto rne = compare_tensors(nearest, want, DType::kF16);
+  auto rtz = compare_tensors(truncated, want, DType::kF16);
+  ASSERT_TRUE(rne.ok() && rtz.ok());
+  EXPECT_LT(std::abs(rne->bias_ulp), 4 * rne->bias_se + 0.02);
+  EXPECT_NEAR(rtz->bias_ulp, -0.5, 0.03);
+  EXPECT_GT(-rtz->bias_ulp, 50 * rtz->bias_se);
+  EXPECT_GT(rtz->toward_zero, 0.99);
+  EXPECT_NEAR(rne->toward_zero, 0.5, 0.05);
+  EXPECT_NEAR(rne->away_from_zero, 0.5, 0.05);
+  EXPECT_LT(rtz->bias_ratio, -0.8);  // mean / rms of a uniform [-1, 0) ULP error: -0.87
+  EXPECT_NEAR(rtz->ulp_rms, std::sqrt(1.0 / 3.0), 0.03);
+}
+
 TEST(Compare, PlantedErrorIsMeasuredInUlpsAndLocated) {
   const Tensor want = ramp({1, 2, 4, 4});
   Tensor got = want.to(DType::kF16).to(DType::kF32);  // within half an f16 ulp everywhere

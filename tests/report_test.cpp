@@ -252,9 +252,15 @@ TEST_F(ReportTest, EveryColumnRoundTripsAndLargeTablesAreCompressed) {
     r.dtype = "f16";
     for (Metrics* m : {&r.accumulated, &r.local}) {
       const double k = i + (m == &r.local ? 0.5 : 0.25);
-      *m = Metrics{int64_t(k * 7), k,     k + 1,          k + 2,          k + 3,           k + 4,
-                   k + 5,          k + 6, int64_t(k * 3), int64_t(k * 5), int64_t(k * 11), k + 7,
-                   k + 8,          {}};
+      *m = Metrics{};
+      m->count = int64_t(k * 7);
+      m->max_abs = k, m->max_rel = k + 1, m->rel_l2 = k + 2, m->cosine = k + 3;
+      m->ulp_median = k + 4, m->ulp_p99 = k + 5, m->ulp_max = k + 6;
+      m->non_finite_got = int64_t(k * 3), m->non_finite_want = int64_t(k * 5);
+      m->non_finite_new = int64_t(k * 11);
+      m->bias_ulp = -k / 8, m->bias_se = k / 64, m->ulp_rms = k + 9, m->bias_ratio = -k / 16;
+      m->toward_zero = 0.5 + k / 100, m->away_from_zero = 0.25;
+      m->want_max_abs = k + 7, m->headroom = k + 8;
       m->worst.push_back(WorstElement{{0, 1, i, 2}, k, -k, 2 * k});
     }
     r.has_local = true;

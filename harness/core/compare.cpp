@@ -42,7 +42,9 @@ double quantile(std::vector<double>& v, double q) {
 
 double ulp_at(double x, DType dt) {
   const double m = std::max(std::abs(x), smallest_normal(dt));
-  return dtype_epsilon(dt) * std::exp2(std::floor(std::log2(m)));
+  int e = 0;
+  std::frexp(m, &e);  // m = f * 2^e, f in [0.5, 1): its binade starts at 2^(e-1)
+  return std::ldexp(dtype_epsilon(dt), e - 1);
 }
 
 Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType compared,
@@ -55,10 +57,22 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
   const double* b = w.data<double>();
   const int64_t n = g.numel();
   Metrics m;
+  double want_sq_all = 0;
+  int64_t finite_want = 0;
   for (int64_t i = 0; i < n; ++i)
-    if (std::isfinite(b[i])) m.want_max_abs = std::max(m.want_max_abs, std::abs(b[i]));
+    if (std::isfinite(b[i])) {
+      m.want_max_abs = std::max(m.want_max_abs, std::abs(b[i]));
+      want_sq_all += b[i] * b[i];
+      ++finite_want;
+    }
+  // Bias statistics count each element in ULPs at its own magnitude, but no finer than at the
+  // reference's rms: near-zero elements (whose ULP is tiny) would otherwise swamp the mean with
+  // compute noise.
+  const double bias_ulp_from = finite_want > 0 ? std::sqrt(want_sq_all / double(finite_want)) : 0;
+  double aligned_sum = 0;
   const double floor = std::max(rel_floor * m.want_max_abs, std::numeric_limits<double>::min());
-  double diff_sq = 0, want_sq = 0, got_sq = 0, dot = 0;
+  double diff_sq = 0, want_sq = 0, got_sq = 0, dot = 0, s_sum = 0, s_sq = 0;
+  int64_t toward = 0, away = 0;
   std::vector<double> ulps;
   ulps.reserve(std::size_t(n));
   std::vector<std::pair<double, int64_t>> errors;
@@ -80,12 +94,32 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
     want_sq += b[i] * b[i];
     got_sq += a[i] * a[i];
     dot += a[i] * b[i];
-    ulps.push_back(d / ulp_at(b[i], compared));
+    const double ulp = ulp_at(b[i], compared);
+    ulps.push_back(d / ulp);
+    const double sign = b[i] > 0 ? 1 : b[i] < 0 ? -1 : 0;
+    const double signed_ulps =
+        (a[i] - b[i]) * sign / ulp_at(std::max(std::abs(b[i]), bias_ulp_from), compared);
+    aligned_sum += (a[i] - b[i]) * sign;
+    s_sum += signed_ulps;
+    s_sq += signed_ulps * signed_ulps;
+    toward += signed_ulps < 0 ? 1 : 0;
+    away += signed_ulps > 0 ? 1 : 0;
     errors.emplace_back(d, i);
   }
   m.rel_l2 = want_sq > 0 ? std::sqrt(diff_sq / want_sq) : (diff_sq > 0 ? INFINITY : 0);
   m.cosine =
       (want_sq > 0 && got_sq > 0) ? dot / std::sqrt(want_sq * got_sq) : (want_sq == got_sq ? 1 : 0);
+  if (m.count > 0 && diff_sq > 0)
+    m.bias_ratio = aligned_sum / double(m.count) / std::sqrt(diff_sq / double(m.count));
+  if (m.count > 0) {
+    const double n_elements = double(m.count), mean = s_sum / n_elements;
+    m.bias_ulp = mean;
+    m.ulp_rms = std::sqrt(s_sq / n_elements);
+    const double var = std::max(0.0, s_sq / n_elements - mean * mean);
+    m.bias_se = std::sqrt(var / n_elements);
+    m.toward_zero = double(toward) / n_elements;
+    m.away_from_zero = double(away) / n_elements;
+  }
   if (!ulps.empty()) m.ulp_max = *std::max_element(ulps.begin(), ulps.end());
   m.ulp_median = quantile(ulps, 0.5);
   m.ulp_p99 = quantile(ulps, 0.99);

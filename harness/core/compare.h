@@ -28,6 +28,18 @@ struct Metrics {
   int64_t non_finite_got = 0, non_finite_want = 0;
   int64_t non_finite_new =
       0;  // non-finite in got where want is finite, or a different non-finite value
+  // Rounding bias: each element's error in units of the last place of `compared` at want (at
+  // want's rms for smaller elements), signed toward want's magnitude, s = (got - want) *
+  // sign(want) / ulp (negative: toward zero). Round-to-nearest leaves its mean near zero; a store
+  // that truncates pulls it toward zero. Reported, not judged (docs/tolerances.md).
+  double bias_ulp = 0;        // mean of s
+  double bias_se = 0;         // its standard error, sd(s) / sqrt(count)
+  double ulp_rms = 0;         // root mean square of s
+  double toward_zero = 0;     // fraction of those elements with s < 0
+  double away_from_zero = 0;  // fraction with s > 0
+  // Over every compared element, in absolute terms: mean((got - want) * sign(want)) /
+  // rms(got - want), in [-1, 1].
+  double bias_ratio = 0;
   double want_max_abs = 0;  // max |want| over finite elements
   double headroom =
       0;  // largest finite value of `compared` / want_max_abs (inf for an all-zero want)

@@ -3,6 +3,7 @@
 // plans saved and loaded into a fresh session must equal isolated runs bit for bit.
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -153,9 +154,13 @@ std::string check_plan_reload(const PreparedCase& p) {
   alone.warm.reset();
   auto fresh = run_compiled(alone, p.session.policy, false);
   if (!fresh.ok()) return "the run before saving plans failed: " + fresh.error().message();
-  const std::string file = (std::filesystem::temp_directory_path() /
-                            ("twinpath-reload-" + std::to_string(::getpid()) + ".plan"))
-                               .string();
+  // One file per check: cases run concurrently in one process (`--jobs`), and a name shared
+  // between them let one case remove the file another was loading.
+  static std::atomic<uint64_t> checks{0};
+  const std::string file =
+      (std::filesystem::temp_directory_path() /
+       ("twinpath-reload-" + std::to_string(::getpid()) + "-" + std::to_string(checks++) + ".plan"))
+          .string();
   struct Remove {
     const std::string& f;
     ~Remove() { std::remove(f.c_str()); }
