@@ -35,7 +35,7 @@ struct Metrics {
   double bias_ulp = 0;        // mean of s
   double bias_se = 0;         // its standard error, sd(s) / sqrt(count)
   double ulp_rms = 0;         // root mean square of s
-  double toward_zero = 0;     // fraction of those elements with s < 0
+  double toward_zero = 0;     // fraction of elements with s < 0
   double away_from_zero = 0;  // fraction with s > 0
   // Over every compared element, in absolute terms: mean((got - want) * sign(want)) /
   // rms(got - want), in [-1, 1].

@@ -66,9 +66,6 @@ void im2col_rows(const T* x, int64_t cin, int64_t h, int64_t w, int64_t kh, int6
   }
 }
 
-// Patches of one image as sgemm's B (implicit GEMM): B(k, n) with k = (c*kh + ky)*kw + kx and
-// n = oy*wo + ox is x[c][oy*s - pt + ky][ox*s - pl + kx], or 0 in the padding. A panel of
-// kNr outputs on one row of a stride-1 conv reads a contiguous run of the input row.
 #if defined(__AVX512F__)
 // A full panel of a stride-1 conv on one output row, one masked 16-float load per row k: lanes
 // whose input column falls in the padding are masked off (not read) and stored as zeros, rows in
@@ -99,6 +96,9 @@ void pack_row_panel(const float* x, int64_t h, int64_t w, int64_t kh, int64_t kw
 }
 #endif
 
+// Patches of one image as sgemm's B (implicit GEMM): B(k, n) with k = (c*kh + ky)*kw + kx and
+// n = oy*wo + ox is x[c][oy*s - pt + ky][ox*s - pl + kx], or 0 in the padding. A panel of
+// kNr outputs on one row of a stride-1 conv reads a contiguous run of the input row.
 sgemm::PackB conv_patches(const float* x, int64_t h, int64_t w, int64_t kh, int64_t kw,
                           const OpAttrs& a, int64_t wo) {
   return [=](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {

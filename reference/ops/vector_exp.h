@@ -1,8 +1,7 @@
 // exp over an array of doubles in place, eight at a time where the build targets AVX-512 and four
 // where it targets AVX2: glibc's vector exp (libmvec, within 1 ulp like the scalar exp; the
-// reference links it). The softmax of
-// every attention layer spends most of its time here (1.7e9 calls in one SDXL UNet call at
-// 1024^2).
+// reference links it). The softmax of every attention layer spends most of its time here (1.7e9
+// calls in one SDXL UNet call at 1024^2).
 #pragma once
 
 #include <cmath>
