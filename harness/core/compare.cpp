@@ -69,6 +69,7 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
   // reference's rms: near-zero elements (whose ULP is tiny) would otherwise swamp the mean with
   // compute noise.
   const double bias_ulp_from = finite_want > 0 ? std::sqrt(want_sq_all / double(finite_want)) : 0;
+  const double ulp_at_rms = ulp_at(bias_ulp_from, compared);
   double aligned_sum = 0;
   const double floor = std::max(rel_floor * m.want_max_abs, std::numeric_limits<double>::min());
   double diff_sq = 0, want_sq = 0, got_sq = 0, dot = 0, s_sum = 0, s_sq = 0;
@@ -98,7 +99,7 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
     ulps.push_back(d / ulp);
     const double sign = b[i] > 0 ? 1 : b[i] < 0 ? -1 : 0;
     const double signed_ulps =
-        (a[i] - b[i]) * sign / ulp_at(std::max(std::abs(b[i]), bias_ulp_from), compared);
+        (a[i] - b[i]) * sign / (std::abs(b[i]) >= bias_ulp_from ? ulp : ulp_at_rms);
     aligned_sum += (a[i] - b[i]) * sign;
     s_sum += signed_ulps;
     s_sq += signed_ulps * signed_ulps;
