@@ -82,7 +82,10 @@ class GroupRun {
           out = em::slice_channels(value(op.inputs[0]), op.attrs.begin, op.attrs.end);
           break;
         default:
-          out = em::pointwise(op.kind, op.attrs, value(op.inputs[0]));
+          if (op.kind == OpKind::kSilu && f.has(Fault::kSiluInActivationDtype))
+            out = em::silu_rounded_to(pol.activation, value(op.inputs[0]));
+          else
+            out = em::pointwise(op.kind, op.attrs, value(op.inputs[0]));
           break;
       }
       if (relayout) {
@@ -94,7 +97,9 @@ class GroupRun {
     for (int v : grp.outputs) {
       const Buffer& b = plan_.buffers.at(v);
       const Tensor& t = local_.at(v);
-      em::store_rounded(t.data<float>(), t.numel(), b.dtype, arena_ + b.offset);
+      const bool truncate = (b.dtype == DType::kF16 && f.has(Fault::kF16StoreTruncate)) ||
+                            (b.dtype == DType::kBF16 && f.has(Fault::kBf16StoreTruncate));
+      em::store_rounded(t.data<float>(), t.numel(), b.dtype, arena_ + b.offset, truncate);
     }
   }
 

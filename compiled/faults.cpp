@@ -36,6 +36,17 @@ const std::vector<FaultInfo>& all_faults() {
       {Fault::kPlanLoadFirstModel, "plan-load-first-model",
        "loading a plan file maps every plan to the first model of a shared session, so the "
        "refiner's and the shared VAE's plans are checked against the base UNet (field report 2)"},
+      {Fault::kF16StoreTruncate, "f16-store-truncate",
+       "group outputs stored in f16 are truncated toward zero instead of rounded to nearest even"},
+      {Fault::kBf16StoreTruncate, "bf16-store-truncate",
+       "group outputs stored in bf16 keep the high 16 bits of the fp32 value (truncation) "
+       "instead of rounding to nearest even"},
+      {Fault::kSiluInActivationDtype, "silu-in-activation-dtype",
+       "SiLU rounds its input, exp(-x), 1 + exp(-x) and the quotient to the activation dtype "
+       "instead of computing in fp32"},
+      {Fault::kArenaIntervalShort, "arena-interval-short",
+       "buffer liveness intervals end one group before their last read, so the arena may give "
+       "a live value's bytes to a later group's output"},
   };
   return faults;
 }

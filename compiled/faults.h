@@ -34,8 +34,14 @@ enum class Fault : uint8_t {
                                // unconditional one and back
   kPlanLoadFirstModel,  // a plan file's plans are all loaded against the first model of a session
                         // several models share (field report 2)
+  kF16StoreTruncate,   // group outputs stored in f16 truncate (round toward zero), not nearest even
+  kBf16StoreTruncate,  // the same for bf16 (a bf16 store that drops the low 16 bits)
+  kSiluInActivationDtype,  // SiLU computed with its input, exp, sum and quotient rounded to the
+                           // activation dtype instead of in fp32
+  kArenaIntervalShort,     // liveness intervals end one group before the last read, so a later
+                           // group's output may take the bytes of a value still to be read
 };
-constexpr int kFaultCount = 12;
+constexpr int kFaultCount = 16;
 
 struct FaultInfo {
   Fault fault;

@@ -12,6 +12,7 @@
 #include "compiled/faults.h"
 #include "compiled/policy.h"
 #include "compiled/prepared_weights.h"
+#include "harness/core/contract.h"
 #include "harness/core/graph.h"
 
 namespace tp::compiled {
@@ -87,5 +88,17 @@ Expected<std::vector<Shape>> infer_shapes(const Graph& graph, const Shape& input
                                           const std::vector<Shape>& other_inputs = {});
 // The same for a plan's graph, its other inputs at the plan's shapes.
 Expected<std::vector<Shape>> plan_shapes(const Plan& plan, const Shape& input_shape);
+
+// Checks a plan before it runs (compiled/plan_validator.cpp): every read after its write, liveness
+// intervals (inclusive) covering every read, no two buffers live in one group sharing bytes,
+// every buffer inside the arena, and each stored value's dtype as the contract says. A violation
+// names the plan, the group and the buffers.
+Status validate_plan(const Plan& plan);
+// What a session's error says after a validation failure (SessionOptions::validate_plans).
+constexpr const char* kInvalidPlan = "the planner made an invalid plan";
+
+// Group `index`'s numerics contract (compiled/contract.cpp), and every group's as rows.
+GroupContract group_contract(const Plan& plan, int index);
+std::vector<ContractRow> plan_contract_rows(const Plan& plan);
 
 }  // namespace tp::compiled

@@ -25,6 +25,14 @@ uint64_t checksum(const std::string& s) {
   return h;
 }
 
+// The plan's numerics contract, one row per rounding point: [group, point, name, dtype, rounding].
+json contract_json(const Plan& p) {
+  json rows = json::array();
+  for (const ContractRow& r : plan_contract_rows(p))
+    rows.push_back({r.group, r.point, r.name, r.dtype, r.rounding});
+  return rows;
+}
+
 json plan_to_json(const Plan& p) {
   json groups = json::array();
   for (const Group& g : p.groups)
@@ -56,6 +64,7 @@ json plan_to_json(const Plan& p) {
                 {"unshared_bytes", p.stats.unshared_bytes},
                 {"compile_seconds", p.stats.compile_seconds}}}};
   if (!p.other_inputs.empty()) out["other_inputs"] = p.other_inputs;  // multi-input graphs only
+  out["contract"] = contract_json(p);
   return out;
 }
 
@@ -161,6 +170,17 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
   const std::vector<Shape>& shapes = *inferred;
   for (const auto& [v, b] : plan->buffers)
     if (b.shape != shapes[std::size_t(v)]) return bad("buffer shape");
+  // The contract the file states must be the one this twinpath derives from the plan.
+  const json stated = j.value("contract", json::array()), derived = contract_json(*plan);
+  for (std::size_t i = 0; i < std::max(stated.size(), derived.size()); ++i)
+    if (i >= stated.size() || i >= derived.size() || stated[i] != derived[i]) {
+      const json& row = i < derived.size() ? derived[i] : stated[i];
+      return Error(file + ": its " + graph_name + " plan states another numerics contract than " +
+                   "this twinpath gives it (group " + row[0].dump() + ", " +
+                   row[1].get<std::string>() + " " + row[2].get<std::string>() +
+                   "); make a new plan file with --save-plan");
+    }
+  if (Status valid = validate_plan(*plan); !valid.ok()) return bad(valid.error().message());
   TP_RETURN_IF_ERROR(session.prepare_params(*plan, *model.weights));
   plan->stats.groups = int(plan->groups.size());
   plan->stats.ops = n_ops;

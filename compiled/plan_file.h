@@ -1,8 +1,8 @@
 // Plan files (`--save-plan` / `--load-plan`): a session's plans, so a fresh process can skip
 // planning. A file is validated on load — format version, tool version, device, checksum,
-// graph hash, weights identity, policy — and any mismatch is one sentence saying what does not
-// match and what to do (field report 2), never an assertion. Weights are not in the file:
-// they are prepared again from the model, which must be the one the plan was made for.
+// graph hash, weights identity, policy, numerics contract — and any mismatch is one sentence saying
+// what does not match and what to do (field report 2), never an assertion. Weights are not in the
+// file: they are prepared again from the model, which must be the one the plan was made for.
 //   line 1: "twinpath-plan <format version>"; line 2: JSON; line 3: "checksum <hex>"
 #pragma once
 
@@ -13,7 +13,7 @@
 
 namespace tp::compiled {
 
-constexpr int kPlanFormatVersion = 1;
+constexpr int kPlanFormatVersion = 2;  // 2: each plan states its numerics contract
 
 // Writes every plan in the session, atomically.
 Status save_plans(const Session& session, const std::string& path);

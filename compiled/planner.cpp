@@ -438,6 +438,10 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
       b.last_group = std::max(b.last_group, gi);
     }
   for (const auto& [name, v] : g.outputs) plan->buffers.at(v).last_group = last;
+  if (plan->faults.has(
+          Fault::kArenaIntervalShort))  // the fault: an exclusive end taken as inclusive
+    for (auto& [v, b] : plan->buffers)
+      if (b.last_group < last) b.last_group = std::max(b.first_group, b.last_group - 1);
 
   PlanStats& s = plan->stats;
   for (const auto& [v, b] : plan->buffers) s.unshared_bytes += b.bytes;

@@ -82,6 +82,10 @@ Expected<const Plan*> Session::plan_for(const Graph& graph, const Weights& weigh
   PlanRequest request{&graph,          &weights,        identity,           capacity,
                       options_.policy, options_.faults, backend_->device(), other_inputs};
   TP_ASSIGN_OR_RETURN(std::unique_ptr<Plan> plan, compile_plan(request, store_));
+  if (options_.validate_plans)
+    if (Status valid = validate_plan(*plan); !valid.ok())
+      return Error(std::string(kInvalidPlan) + ": " + valid.error().message() +
+                   "; report it with the case line");
   plan->key = key;
   ++stats_.compilations;
   stats_.compile_seconds += plan->stats.compile_seconds;

@@ -34,6 +34,7 @@ struct SessionOptions {
   FaultSet faults;
   ShapePolicy shapes;
   int64_t memory_limit_bytes = 0;  // 0: the machine's available memory
+  bool validate_plans = false;     // check every plan before it runs (validate_plan)
 };
 
 struct CacheStats {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/core/compare.h"
+#include "harness/core/contract.h"
 #include "harness/core/safetensors.h"
 
 namespace tp {
@@ -26,6 +27,7 @@ struct CheckpointRecord {
   Metrics local;  // this group alone on the reference's inputs
   double tolerance_rel_l2 = 0, tolerance_max_element = 0;
   std::string tolerance_basis;
+  ContractMetrics contract;  // the stored value against the numerics contract
   bool passed = true;
 };
 
@@ -87,7 +89,8 @@ struct CaseResult {
   int search_runs = 0;
   std::string repro_file;  // the origin group's minimal repro (triage), for `twinpath replay`
   NamedTensors dumps;      // "<checkpoint>/compiled", "<checkpoint>/reference" (with --dump)
-  std::vector<StreamStep> stream;  // stream= cases, one per resolution
+  std::vector<StreamStep> stream;     // stream= cases, one per resolution
+  std::vector<ContractRow> contract;  // every plan's rounding points, group by group
 };
 
 }  // namespace tp

@@ -3,6 +3,22 @@
 #include "harness/core/format.h"
 
 namespace tp {
+namespace {
+
+// An element index (a Shape) as a comma-separated string column.
+template <class Row>
+Column<Row> index_column(std::string name, Shape Row::*member) {
+  Column<Row> c{std::move(name), ColumnType::kString, 48, {}, {}};
+  c.get = [member](const Row& r) -> ColumnValue { return join_numbers(r.*member, ','); };
+  c.set = [member](Row& r, const ColumnValue& v) {
+    (r.*member).clear();
+    for (const std::string& n : split_list(std::get<std::string>(v), ','))
+      (r.*member).push_back(std::stoll(n));
+  };
+  return c;
+}
+
+}  // namespace
 
 const RowSchema<Metrics>& metrics_schema() {
   static const RowSchema<Metrics> s = {
@@ -29,6 +45,30 @@ const RowSchema<Metrics>& metrics_schema() {
   return s;
 }
 
+const RowSchema<ContractMetrics>& contract_metrics_schema() {
+  using R = ContractMetrics;
+  static const RowSchema<R> s = {column("checked", &R::checked),
+                                 column("decided", &R::decided),
+                                 column("ambiguous", &R::ambiguous),
+                                 column("violations", &R::violations),
+                                 column("toward_zero", &R::toward_zero),
+                                 column("worst_ulps", &R::worst_ulps),
+                                 index_column("first", &R::first),
+                                 column("got", &R::got),
+                                 column("lo", &R::lo),
+                                 column("hi", &R::hi)};
+  return s;
+}
+
+const RowSchema<ContractRow>& contract_row_schema() {
+  using R = ContractRow;
+  static const RowSchema<R> s = {
+      column("graph", &R::graph, 32), column("group", &R::group),
+      column("point", &R::point, 16), column("name", &R::name, kNameWidth),
+      column("dtype", &R::dtype, 8),  column("rounding", &R::rounding, kNameWidth)};
+  return s;
+}
+
 const RowSchema<CheckpointRecord>& checkpoint_schema() {
   static const RowSchema<CheckpointRecord> s = [] {
     using R = CheckpointRecord;
@@ -41,6 +81,7 @@ const RowSchema<CheckpointRecord>& checkpoint_schema() {
     s.push_back(column("tol_rel_l2", &R::tolerance_rel_l2));
     s.push_back(column("tol_max_element", &R::tolerance_max_element));
     s.push_back(column("tol_basis", &R::tolerance_basis, 48));
+    append_nested(s, "contract_", &R::contract, contract_metrics_schema());
     s.push_back(column("passed", &R::passed));
     return s;
   }();
@@ -48,23 +89,14 @@ const RowSchema<CheckpointRecord>& checkpoint_schema() {
 }
 
 const RowSchema<WorstRow>& worst_schema() {
-  static const RowSchema<WorstRow> s = [] {
-    using R = WorstRow;
-    Column<R> index{"index", ColumnType::kString, 48, {}, {}};
-    index.get = [](const R& r) -> ColumnValue { return join_numbers(r.index, ','); };
-    index.set = [](R& r, const ColumnValue& v) {
-      r.index.clear();
-      for (const std::string& n : split_list(std::get<std::string>(v), ','))
-        r.index.push_back(std::stoll(n));
-    };
-    return RowSchema<R>{column("checkpoint", &R::checkpoint, kNameWidth),
-                        column("local", &R::local),
-                        column("rank", &R::rank),
-                        index,
-                        column("got", &R::got),
-                        column("want", &R::want),
-                        column("abs_error", &R::abs_error)};
-  }();
+  using R = WorstRow;
+  static const RowSchema<R> s = {column("checkpoint", &R::checkpoint, kNameWidth),
+                                 column("local", &R::local),
+                                 column("rank", &R::rank),
+                                 index_column("index", &R::index),
+                                 column("got", &R::got),
+                                 column("want", &R::want),
+                                 column("abs_error", &R::abs_error)};
   return s;
 }
 

@@ -27,6 +27,8 @@ struct OriginInput {
 constexpr std::size_t kNameWidth = 192;  // bytes for module paths and notes in HDF5
 
 const RowSchema<Metrics>& metrics_schema();
+const RowSchema<ContractMetrics>& contract_metrics_schema();
+const RowSchema<ContractRow>& contract_row_schema();
 const RowSchema<CheckpointRecord>& checkpoint_schema();  // metrics, then "local_" metrics
 const RowSchema<WorstRow>& worst_schema();
 const RowSchema<OriginInput>& origin_input_schema();

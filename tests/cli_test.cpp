@@ -199,6 +199,22 @@ TEST_F(CliTest, PlanFilesReloadBitwiseInANewProcessAndRefuseMismatches) {
   std::ofstream(p("flipped.plan")) << flipped;
   expect_user_error(roundtrip + " --model " + p("kl") + out + p("flipped.plan"),
                     "is corrupt (its checksum does not match");
+  // A stated rounding point changed, checksum made right: the contract no longer matches.
+  {
+    const std::size_t body = text.find('\n') + 1, end = text.find('\n', body);
+    std::string changed = text.substr(body, end - body);
+    const std::string stated = "nearest even, overflow to inf";
+    ASSERT_NE(changed.find(stated), std::string::npos);
+    changed.replace(changed.find(stated), stated.size(), "toward zero, overflow to max");
+    uint64_t h = 1469598103934665603ull;  // the file's FNV-1a
+    for (unsigned char ch : changed) h = (h ^ ch) * 1099511628211ull;
+    char sum[17];
+    std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(h));
+    std::ofstream(p("contract.plan"))
+        << text.substr(0, body) << changed << "\nchecksum " << sum << "\n";
+    expect_user_error(roundtrip + " --model " + p("kl") + out + p("contract.plan"),
+                      "plan states another numerics contract than this twinpath gives it");
+  }
   std::ofstream(p("future.plan")) << "twinpath-plan 99\n" << text.substr(text.find('\n') + 1);
   expect_user_error(roundtrip + " --model " + p("kl") + out + p("future.plan"),
                     "is plan format 99");

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "harness/core/contract.h"
 #include "harness/core/rng.h"
 
 namespace tp {
@@ -134,6 +135,45 @@ TEST(Compare, UlpSpacingFollowsTheDtype) {
   EXPECT_DOUBLE_EQ(ulp_at(1.5, DType::kBF16), 0x1p-7);
   EXPECT_DOUBLE_EQ(ulp_at(0.0, DType::kF16), 0x1p-24);  // subnormal spacing
   EXPECT_DOUBLE_EQ(ulp_at(-1024.0, DType::kF32), 0x1p-13);
+}
+
+}  // namespace
+}  // namespace tp
+
+namespace tp {
+namespace {
+
+// The contract check's verdict: a value equal to a decided interval passes, any other fails,
+// and an ambiguous interval admits both of its ends and nothing past them.
+TEST(Contract, StoredValuesOutsideTheAdmittedIntervalAreViolations) {
+  auto f16 = [](std::vector<float> v) {
+    Tensor t(DType::kF32, {int64_t(v.size())});
+    std::copy(v.begin(), v.end(), t.data<float>());
+    return t.to(DType::kF16);
+  };
+  const ContractInterval admitted{f16({1.0f, 2.0f, -3.0f, 0.5f}),
+                                  f16({1.0f, 2.0f, -2.998046875f, 0.5f})};
+  auto ok = check_contract(f16({1.0f, 2.0f, -2.998046875f, 0.5f}), admitted);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->decided, 3);
+  EXPECT_EQ(ok->ambiguous, 1);
+  EXPECT_EQ(ok->violations, 0);
+  // One ulp toward zero on a decided element (a truncating store), and one past an end.
+  auto bad = check_contract(f16({1.0f, 1.9990234375f, -3.001953125f, 0.5f}), admitted);
+  ASSERT_TRUE(bad.ok());
+  EXPECT_EQ(bad->violations, 2);
+  EXPECT_EQ(bad->first, Shape{1});
+  EXPECT_EQ(bad->got, 1.9990234375);
+  EXPECT_DOUBLE_EQ(bad->worst_ulps, 1.0);
+  EXPECT_EQ(bad->toward_zero, 1);
+  EXPECT_FALSE(biased_rounding(*bad)) << "two violations, one each way";
+  ContractMetrics truncating;
+  truncating.violations = 40;
+  truncating.toward_zero = 39;
+  EXPECT_TRUE(biased_rounding(truncating));
+  truncating.toward_zero = 30;
+  EXPECT_FALSE(biased_rounding(truncating));
+  EXPECT_FALSE(check_contract(f16({1.0f}), admitted).ok()) << "shapes must match";
 }
 
 }  // namespace

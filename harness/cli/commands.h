@@ -44,7 +44,8 @@ struct RunCommandOptions {
   std::string dump = "none";
   double growth = 2;  // --baseline: flag error growth past this ratio
   bool json = false;
-  bool search = false;  // precision search for failing cases
+  bool search = false;   // precision search for failing cases
+  bool contract = true;  // check every group against the numerics contract (torch contract mode)
 };
 
 // The cases a run selects: --case lines, then the suite (ci when neither is given), with
@@ -99,5 +100,7 @@ RunReport report_header(const std::string& command_line, compiled::Device device
 Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir,
                           const std::string& scale);
 Status exec_command(const ExecOptions& options);
+// `twinpath plan show --case LINE`: the case's plans and every group's numerics contract.
+Expected<int> plan_show_command(const std::string& case_line, bool json);
 
 }  // namespace tp

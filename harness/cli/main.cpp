@@ -129,6 +129,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   run->add_flag("--search", ro.search,
                 "for failing cases, search the smallest --keep-fp32 list that passes");
+  run->add_flag("!--no-contract", ro.contract,
+                "skip the check of every group against the numerics contract (LibTorch's "
+                "contract mode)");
   run->add_flag("--json", ro.json, "print one JSON object on stdout (progress goes to stderr)");
 
   CLI::App* cases_cmd = app.add_subcommand("cases", "Suites and their expanded cases");
@@ -140,6 +143,15 @@ int main(int argc, char** argv) {
   list->add_option("--filter", lo.filter, "only ids matching this regular expression");
   CLI::App* options = cases_cmd->add_subcommand(
       "options", "Print every option a case line takes, in id order, with its syntax");
+
+  CLI::App* plan_cmd = app.add_subcommand("plan", "The compiled plans of a case");
+  plan_cmd->require_subcommand(1);
+  CLI::App* plan_show = plan_cmd->add_subcommand(
+      "show", "Print a case's plans, group by group, with each group's numerics contract");
+  std::string plan_case_line;
+  bool plan_json = false;
+  plan_show->add_option("--case", plan_case_line, "the case line")->required();
+  plan_show->add_flag("--json", plan_json, "print JSON");
 
   CLI::App* triage = app.add_subcommand(
       "triage", "Find where a user's NaN comes from, why, and which layers to keep in fp32");
@@ -243,6 +255,7 @@ int main(int argc, char** argv) {
     };
     if (triage->parsed()) return exit_code(tp::triage_command(to));
     if (list->parsed()) return exit_code(tp::cases_list_command(lo));
+    if (plan_show->parsed()) return exit_code(tp::plan_show_command(plan_case_line, plan_json));
     if (options->parsed()) {
       std::cout << tp::case_options_help();
       return 0;

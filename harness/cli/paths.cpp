@@ -6,6 +6,7 @@
 #include "compiled/plan_file.h"
 #include "reference/executor.h"
 #ifdef TWINPATH_HAVE_TORCH
+#include "reference/torch/contract_check.h"
 #include "reference/torch/torch_path.h"
 #endif
 
@@ -59,6 +60,14 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
 }
 
 }  // namespace
+
+ContractChecker contract_checker() {
+#ifdef TWINPATH_HAVE_TORCH
+  return torch_path::contract_intervals;
+#else
+  return {};
+#endif
+}
 
 bool is_compiled_path(const std::string& name) { return name.rfind("compiled:", 0) == 0; }
 

@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 
+#include "harness/core/contract.h"
 #include "harness/models/model.h"
 
 namespace tp {
@@ -28,5 +29,9 @@ struct PathChoice {
 Expected<PathChoice> make_path(const std::string& name, const CompiledOptions& compiled = {},
                                const PipelineOptions& options = {});
 bool is_compiled_path(const std::string& name);
+
+// The numerics contract's check (the torch path's contract mode); empty in a build without
+// LibTorch.
+ContractChecker contract_checker();
 
 }  // namespace tp

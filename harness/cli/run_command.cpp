@@ -124,6 +124,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   options.device = device;
   options.dump = dump;
   options.search = o.search;
+  if (o.contract) options.contract = contract_checker();
   std::vector<const Case*> mine;  // this shard's cases
   std::vector<int64_t> ordinals;
   for (std::size_t i = 0; i < cases.size(); ++i)

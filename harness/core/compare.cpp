@@ -22,15 +22,6 @@ double smallest_normal(DType dt) {
   }
 }
 
-Shape unflatten(int64_t flat, const Shape& shape) {
-  Shape index(shape.size());
-  for (std::size_t d = shape.size(); d-- > 0;) {
-    index[d] = flat % shape[d];
-    flat /= shape[d];
-  }
-  return index;
-}
-
 double quantile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
   const std::size_t k = std::min(v.size() - 1, std::size_t(std::lround(q * double(v.size() - 1))));
@@ -39,6 +30,15 @@ double quantile(std::vector<double>& v, double q) {
 }
 
 }  // namespace
+
+Shape unflatten_index(int64_t flat, const Shape& shape) {
+  Shape index(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    index[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return index;
+}
 
 double ulp_at(double x, DType dt) {
   const double m = std::max(std::abs(x), smallest_normal(dt));
@@ -132,7 +132,7 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
                     });
   for (std::size_t j = 0; j < k; ++j) {
     const int64_t i = errors[j].second;
-    m.worst.push_back(WorstElement{unflatten(i, got.shape()), a[i], b[i], errors[j].first});
+    m.worst.push_back(WorstElement{unflatten_index(i, got.shape()), a[i], b[i], errors[j].first});
   }
   return m;
 }

@@ -51,6 +51,9 @@ struct Metrics {
 Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType compared,
                                   double rel_floor = 1e-3);
 
+// The index (per dimension) of element `flat` of a row-major tensor of `shape`.
+Shape unflatten_index(int64_t flat, const Shape& shape);
+
 // The spacing of `dt`'s values at |x| (subnormal spacing below its smallest normal).
 double ulp_at(double x, DType dt);
 

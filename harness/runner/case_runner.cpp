@@ -212,6 +212,7 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   p.session.policy.keep_fp32 = c.keep_fp32;
   TP_ASSIGN_OR_RETURN(p.session.shapes, compiled::parse_shape_policy(c.shapes));
   p.session.memory_limit_bytes = c.memory_limit;
+  p.session.validate_plans = true;  // the gate checks every plan before it runs
   if (Status policy = compiled::check_layer_policy(c.policy); policy.ok())
     p.session.policy.base = c.policy;
   else
@@ -288,14 +289,22 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
         judge_unsupported(c, run.ok() ? nullptr : &run.error().message(), reason);
     return finish(outcome, reason);
   }
-  if (!run.ok()) return finish(Outcome::kError, "compiled path: " + run.error().message());
+  if (!run.ok()) {  // an invalid plan is the compiled path's bug, caught: the case fails
+    const bool invalid = run.error().message().rfind(compiled::kInvalidPlan, 0) == 0;
+    return finish(invalid ? Outcome::kFailed : Outcome::kError,
+                  "compiled path: " + run.error().message());
+  }
   r.compiled_seconds = run->seconds;
   r.plan_stats = compiled::describe_session(*run->session);
   auto ref = run_reference(p, checkpoint_values(*run->session));
   if (!ref.ok()) return finish(Outcome::kError, "reference path: " + ref.error().message());
   r.reference_seconds = ref->seconds;
 
-  Evaluation e = evaluate(p, *ref, *run, o.local_error && !p.tiling.enabled);
+  Evaluation e = evaluate(p, *ref, *run, o.local_error && !p.tiling.enabled, o.contract);
+  for (const compiled::Plan* plan : run->session->plans()) {
+    std::vector<ContractRow> rows = compiled::plan_contract_rows(*plan);
+    r.contract.insert(r.contract.end(), rows.begin(), rows.end());
+  }
   if (p.tiling.enabled) {
     TilingCheck t = check_tiling(p, *run);
     e.checkpoints.insert(e.checkpoints.end(), t.records.begin(), t.records.end());

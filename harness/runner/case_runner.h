@@ -9,6 +9,8 @@
 
 #include "cases/case.h"
 #include "compiled/backend.h"
+#include "compiled/session.h"
+#include "harness/core/contract.h"
 #include "harness/models/model.h"
 #include "reports/result.h"
 
@@ -22,6 +24,9 @@ struct RunOptions {
   bool local_error = true;  // run every group alone on the reference's inputs
   bool search = false;      // precision search when the case fails (triage)
   std::string repro_file;   // where to write the NaN origin group's repro (triage); "" for none
+  // The contract check (the torch path's contract mode, harness/core/contract.h) of every
+  // captured group; empty: not checked (a build without LibTorch).
+  ContractChecker contract;
 };
 
 // Models by built-in name or folder, made or loaded once per process. Built-in models are
@@ -35,6 +40,10 @@ class ModelCache {
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const Model>> models_;
 };
+
+// The compiled plans a case runs, compiled (weights prepared, no arena allocated) but not run:
+// `twinpath plan show`. Fails with the case's refusal when its policy has no kernels.
+Expected<std::unique_ptr<compiled::Session>> plan_case(const Case& c, ModelCache& models);
 
 // Never fails: what goes wrong is the result's ERROR (or SKIPPED / UNSUPPORTED) with its reason.
 CaseResult run_case(const Case& c, const RunOptions& options, ModelCache& models);

@@ -128,6 +128,23 @@ std::string judge(const Metrics& m, const Tolerance& tol) {
   return "";
 }
 
+// The reason a stored value breaks the numerics contract: how many elements, which way when the
+// violations are one-sided ("biased rounding"), the first.
+std::string contract_breach(const ContractMetrics& m, DType stored) {
+  const bool biased = biased_rounding(m);
+  const bool down = 2 * m.toward_zero > m.violations;
+  char buf[384];
+  std::snprintf(buf, sizeof buf,
+                "%s: %lld of %lld elements %soutside what a correct %s store admits (up to %.3g "
+                "ulps past it); first at %s: stored %.9g, admitted [%.9g, %.9g]",
+                biased ? "biased rounding" : "breaks the numerics contract",
+                static_cast<long long>(m.violations),
+                static_cast<long long>(m.decided + m.ambiguous),
+                biased ? (down ? "stored toward zero, " : "stored away from zero, ") : "",
+                dtype_name(stored), m.worst_ulps, format_index(m.first).c_str(), m.got, m.lo, m.hi);
+  return buf;
+}
+
 void set_tolerance(CheckpointRecord& rec, const Tolerance& tol) {
   rec.tolerance_rel_l2 = tol.rel_l2;
   rec.tolerance_max_element = tol.max_element;
@@ -214,7 +231,8 @@ void step_local_errors(const PreparedCase& p, const ReferenceRun& ref, CompiledR
 
 }  // namespace
 
-Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local) {
+Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local,
+                    const ContractChecker& contract) {
   Evaluation e;
   auto fail = [&](const std::string& why) {
     if (!e.failed) e.reason = why;
@@ -259,6 +277,16 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
       else
         alone = std::move(r).value();
     }
+    std::vector<ContractInterval> admitted;
+    if (contract) {
+      auto c =
+          contract(*plan.graph, compiled::group_contract(plan, g.group),
+                   p.model_of(plan.graph->name, g.scope).weights, compiled_group_inputs(p, run, g));
+      if (!c.ok())
+        fail(g.scope + grp.checkpoints[0] + ": the contract check failed: " + c.error().message());
+      else
+        admitted = std::move(c).value();
+    }
     for (std::size_t i = 0; i < grp.outputs.size(); ++i) {
       const int v = grp.outputs[i];
       CheckpointRecord rec;
@@ -292,6 +320,18 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
           if (!why.empty()) {
             rec.passed = false;
             fail(rec.name + ": local error (the layer alone on the reference's inputs): " + why);
+          }
+        }
+      }
+      if (i < admitted.size()) {
+        auto cm = check_contract(g.stored[i].second, admitted[i]);
+        if (!cm.ok()) {
+          fail(rec.name + ": " + cm.error().message());
+        } else {
+          rec.contract = std::move(cm).value();
+          if (rec.contract.violations > 0) {
+            rec.passed = false;
+            fail(rec.name + ": " + contract_breach(rec.contract, stored));
           }
         }
       }

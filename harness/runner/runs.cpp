@@ -266,4 +266,15 @@ Shape plan_input_shape(const ReferenceRun& ref, const GroupCapture& g) {
   return ref.values.at(g.key()).at(g.plan->graph->inputs[0].second).shape();
 }
 
+Expected<std::unique_ptr<compiled::Session>> plan_case(const Case& c, ModelCache& models) {
+  Outcome refusal = Outcome::kError;
+  TP_ASSIGN_OR_RETURN(PreparedCase p, prepare_case(c, RunOptions{}, models, refusal));
+  if (!p.policy_refusal.empty()) return Error(p.policy_refusal);
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Session> session,
+                      new_compiled_session(p, p.session));
+  auto planned = compile_pipeline_plans(*session, *p.model, p.pipeline, p.inputs(), p.options());
+  if (!planned.ok()) return planned.error();
+  return session;
+}
+
 }  // namespace tp

@@ -192,8 +192,10 @@ struct Evaluation {
 };
 
 // Compares every captured checkpoint (with local error when `local`) and the outputs, against
-// the tolerance table.
-Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local);
+// the tolerance table; with `contract`, checks every captured group's stored outputs against
+// the numerics contract on the inputs the compiled run stored.
+Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local,
+                    const ContractChecker& contract = {});
 
 // Group `group` of `plan` replayed op by op on `inputs` (as the compiled run read them): the op
 // and element that first went non-finite and why. With the reference's weights and its values

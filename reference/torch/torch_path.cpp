@@ -1,13 +1,22 @@
 #include "reference/torch/torch_path.h"
 
-#include <torch/torch.h>
 #include <torch/version.h>
 
 #include <cstring>
 #include <map>
 
+#include "reference/torch/torch_ops.h"
+
 namespace tp::torch_path {
 namespace {
+
+// [B,C,H,W] -> [B,N,C] tokens, and back.
+torch::Tensor to_tokens(const torch::Tensor& x) { return x.flatten(2).transpose(1, 2); }
+torch::Tensor from_tokens(const torch::Tensor& t, const torch::Tensor& like) {
+  return t.transpose(1, 2).reshape({like.size(0), t.size(2), like.size(2), like.size(3)});
+}
+
+}  // namespace
 
 torch::Dtype torch_dtype(DType dt) {
   switch (dt) {
@@ -33,12 +42,6 @@ Tensor from_torch(const torch::Tensor& t, DType compute) {
   Tensor out = Tensor::uninitialized(compute, Shape(c.sizes().begin(), c.sizes().end()));
   std::memcpy(out.raw(), c.data_ptr(), out.nbytes());
   return out;
-}
-
-// [B,C,H,W] -> [B,N,C] tokens, and back.
-torch::Tensor to_tokens(const torch::Tensor& x) { return x.flatten(2).transpose(1, 2); }
-torch::Tensor from_tokens(const torch::Tensor& t, const torch::Tensor& like) {
-  return t.transpose(1, 2).reshape({like.size(0), t.size(2), like.size(2), like.size(3)});
 }
 
 torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const torch::Tensor& w,
@@ -185,6 +188,8 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
   TP_CHECK(false, "unknown op kind");
   return {};
 }
+
+namespace {
 
 class TorchRunner final : public Runner {
  public:

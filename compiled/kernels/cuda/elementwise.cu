@@ -11,7 +11,12 @@ __global__ void pointwise_kernel(Src x, int64_t n, PointwiseArgs a, float* out) 
     float r = v;
     switch (a.op) {
       case Pointwise::kSilu:
-        r = v / (1.0f + expf(-v));
+        if (a.rounded == Storage::kF32) {
+          r = v / (1.0f + expf(-v));
+        } else {  // the silu-in-activation-dtype fault
+          const float h = round_to(a.rounded, v);
+          r = round_to(a.rounded, h / round_to(a.rounded, 1.0f + round_to(a.rounded, expf(-h))));
+        }
         break;
       case Pointwise::kRelu:
         r = v > 0 ? v : 0.0f;
@@ -59,6 +64,17 @@ __global__ void store_kernel(const float* src, int64_t n, Storage s, void* dst) 
   TP_GRID_STRIDE(i, n) store(dst, s, i, src[i]);
 }
 
+__global__ void store_truncated_kernel(const float* src, int64_t n, Storage s, void* dst) {
+  TP_GRID_STRIDE(i, n) {
+    if (s == Storage::kF16)
+      static_cast<__half*>(dst)[i] = __float2half_rz(src[i]);
+    else if (s == Storage::kBF16)
+      static_cast<__nv_bfloat16*>(dst)[i] = __float2bfloat16_rz(src[i]);
+    else
+      static_cast<float*>(dst)[i] = src[i];
+  }
+}
+
 __global__ void widen_kernel(Src x, int64_t n, float* dst) {
   TP_GRID_STRIDE(i, n) dst[i] = load(x, i);
 }
@@ -91,6 +107,12 @@ cudaError_t upsample_nearest2x(Src x, Dims xs, float* out, cudaStream_t stream) 
 cudaError_t store_rounded(const float* src, int64_t n, Storage storage, void* dst,
                           cudaStream_t stream) {
   store_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, n, storage, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t store_truncated(const float* src, int64_t n, Storage storage, void* dst,
+                            cudaStream_t stream) {
+  store_truncated_kernel<<<blocks_for(n), kThreads, 0, stream>>>(src, n, storage, dst);
   return cudaGetLastError();
 }
 

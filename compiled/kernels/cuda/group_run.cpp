@@ -88,6 +88,9 @@ Status GroupRun::run(const Group& grp) {
       }
       default: {
         TP_ASSIGN_OR_RETURN(cuda::PointwiseArgs args, pointwise_args(op));
+        if (op.kind == OpKind::kSilu && f.has(Fault::kSiluInActivationDtype)) {
+          TP_ASSIGN_OR_RETURN(args.rounded, storage_of(pol.activation));
+        }
         TP_ASSIGN_OR_RETURN(out, be_.scratch(od.numel() * 4, what));
         TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
         TP_CUDA(cuda::pointwise(x.src, od.numel(), args, out.get<float>(), be_.stream()), what);
@@ -104,9 +107,12 @@ Status GroupRun::run(const Group& grp) {
     const int v = grp.outputs[i];
     const Buffer& b = plan_.buffers.at(v);
     TP_ASSIGN_OR_RETURN(Storage s, storage_of(b.dtype));
-    TP_CUDA(cuda::store_rounded(locals_.at(v).get<float>(), shape_numel(shape(v)), s,
-                                arena_ + b.offset, be_.stream()),
-            "storing " + grp.checkpoints[i]);
+    const bool truncate = (b.dtype == DType::kF16 && f.has(Fault::kF16StoreTruncate)) ||
+                          (b.dtype == DType::kBF16 && f.has(Fault::kBf16StoreTruncate));
+    TP_CUDA(
+        (truncate ? cuda::store_truncated : cuda::store_rounded)(
+            locals_.at(v).get<float>(), shape_numel(shape(v)), s, arena_ + b.offset, be_.stream()),
+        "storing " + grp.checkpoints[i]);
   }
   TP_CUDA(cudaStreamSynchronize(be_.stream()),
           "group " + grp.label() + " (" + grp.checkpoints[0] + ")");

@@ -64,6 +64,8 @@ enum class Pointwise : int { kSilu, kRelu, kTanhClamp, kAffine, kClamp, kGelu, k
 struct PointwiseArgs {
   Pointwise op = Pointwise::kSilu;
   float scale = 1, shift = 0, lo = 0, hi = 0;
+  // f32, or the silu-in-activation-dtype fault's: every step of SiLU rounded to this storage.
+  Storage rounded = Storage::kF32;
 };
 cudaError_t pointwise(Src x, int64_t n, const PointwiseArgs& args, float* out, cudaStream_t stream);
 cudaError_t add(Src a, Src b, int64_t n, float* out, cudaStream_t stream);
@@ -147,6 +149,9 @@ cudaError_t interpolate_nearest(Src x, const Resize& r, float* out, cudaStream_t
 // fp32 -> storage, round to nearest even (f16/bf16 overflow to inf): a group output's one rounding.
 cudaError_t store_rounded(const float* src, int64_t n, Storage storage, void* dst,
                           cudaStream_t stream);
+// The same, rounding toward zero (the f16-store-truncate and bf16-store-truncate faults).
+cudaError_t store_truncated(const float* src, int64_t n, Storage storage, void* dst,
+                            cudaStream_t stream);
 // Any storage -> f32 (used to widen views and arena values a kernel wants as f32).
 cudaError_t widen(Src x, int64_t n, float* dst, cudaStream_t stream);
 

@@ -2,6 +2,7 @@
 // Eigen's half/bfloat16 conversions round to nearest even and overflow to inf (the unit tests
 // check them against our own encoder bit for bit).
 #include <Eigen/Core>
+#include <cmath>
 #include <cstring>
 
 #if defined(__F16C__)
@@ -12,6 +13,33 @@
 #include "harness/core/parallel.h"
 
 namespace tp::compiled::emulated {
+
+namespace {
+
+// The truncating-store faults: a magnitude RNE rounded up is stepped back one code (sign and
+// magnitude encodings are monotone in the magnitude), which is rounding toward zero.
+template <class H>
+void truncate_after_rounding(const float* src, int64_t n, H* out) {
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    const float r = float(out[i]);
+    if (std::isfinite(src[i]) && std::fabs(r) > std::fabs(src[i])) {
+      uint16_t bits;
+      std::memcpy(&bits, &out[i], sizeof bits);
+      --bits;
+      std::memcpy(&out[i], &bits, sizeof bits);
+    }
+  }
+}
+
+}  // namespace
+
+void store_rounded(const float* src, int64_t n, DType dt, void* dst, bool truncate) {
+  store_rounded(src, n, dt, dst);
+  if (!truncate) return;
+  if (dt == DType::kF16) truncate_after_rounding(src, n, static_cast<Eigen::half*>(dst));
+  if (dt == DType::kBF16) truncate_after_rounding(src, n, static_cast<Eigen::bfloat16*>(dst));
+}
 
 void store_rounded(const float* src, int64_t n, DType dt, void* dst) {
   switch (dt) {

@@ -70,6 +70,15 @@ Tensor pointwise(OpKind kind, const OpAttrs& a, Tensor x) {
   return x;
 }
 
+Tensor silu_rounded_to(DType dt, Tensor x) {
+  map_in_place(x.data<float>(), x.numel(), [dt](float v) {
+    const float h = round_to(dt, v);
+    const float d = round_to(dt, 1.0f + round_to(dt, std::exp(-h)));
+    return round_to(dt, h / d);
+  });
+  return x;
+}
+
 Tensor add(const Tensor& a, const Tensor& b) {
   TP_CHECK(a.shape() == b.shape(),
            "add of " + shape_string(a.shape()) + " and " + shape_string(b.shape()));

@@ -38,6 +38,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
 
 Tensor upsample_nearest2x(const Tensor& x);
 Tensor pointwise(OpKind kind, const OpAttrs& attrs, Tensor x);  // unary ops, in place on x
+// SiLU with every step rounded to `dt` (the silu-in-activation-dtype fault), in place on x.
+Tensor silu_rounded_to(DType dt, Tensor x);
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor slice_channels(const Tensor& x, int begin, int end);
 
@@ -54,6 +56,8 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
 
 // Rounds n fp32 values into `dt` storage (f32, f16, bf16), and reads them back.
 void store_rounded(const float* src, int64_t n, DType dt, void* dst);
+// The same, rounding toward zero instead (the f16/bf16-store-truncate faults).
+void store_rounded(const float* src, int64_t n, DType dt, void* dst, bool truncate);
 void load_f32(const void* src, DType dt, int64_t n, float* dst);
 float round_to(DType dt, float x);
 

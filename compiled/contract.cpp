@@ -1,0 +1,43 @@
+// A plan's numerics contract, group by group, from its partition, buffers and policies
+// (harness/core/contract.h): what both backends promise and the torch path's contract mode
+// checks.
+#include "harness/core/contract.h"
+
+#include "compiled/plan.h"
+
+namespace tp::compiled {
+
+GroupContract group_contract(const Plan& plan, int index) {
+  const Group& grp = plan.groups[std::size_t(index)];
+  const Graph& g = *plan.graph;
+  GroupContract c;
+  c.group = index;
+  c.ops = grp.ops;
+  for (int o : grp.ops) {
+    const Op& op = g.ops[std::size_t(o)];
+    c.label += (c.label.empty() ? "" : "+") + std::string(op_kind_name(op.kind));
+    const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear ||
+                        op.kind == OpKind::kConv || op.kind == OpKind::kLinearLast;
+    for (const std::string* key : {&op.weight, &op.bias}) {
+      if (key->empty()) continue;
+      const bool m = matrix && key == &op.weight;
+      c.params.push_back(ContractParam{*key, m, key == &op.bias, param_storage(grp.policy, m),
+                                       grp.policy.scale, grp.policy.saturation});
+    }
+  }
+  for (int v : grp.inputs) c.inputs.push_back({v, plan.buffers.at(v).dtype});
+  for (int v : grp.outputs) c.outputs.push_back({v, plan.buffers.at(v).dtype});
+  c.accumulation = grp.policy.accumulation;
+  return c;
+}
+
+std::vector<ContractRow> plan_contract_rows(const Plan& plan) {
+  std::vector<ContractRow> rows;
+  for (int i = 0; i < int(plan.groups.size()); ++i) {
+    std::vector<ContractRow> r = contract_rows(*plan.graph, group_contract(plan, i));
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
+  return rows;
+}
+
+}  // namespace tp::compiled
