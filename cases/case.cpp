@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cases/stress_inputs.h"
 #include "harness/core/dtype.h"
 #include "harness/core/format.h"
 #include "harness/core/rng.h"
@@ -238,10 +239,13 @@ const std::vector<CaseOption> kOptions = {
                   ? std::to_string(c.tile_min) + ":" + std::to_string(c.tile_stride)
                   : "";
      }},
-    {"input", "input=normal|normal*SIGMA|image|FILE",
-     "seeded normal values, a procedural picture (decode: its latents) or a tensor file",
+    {"input", "input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE",
+     "seeded normal values, a procedural picture (decode: its latents), a stress distribution "
+     "(per-channel offsets of +-K, Student's t tails, runs of 8 equal values) or a tensor file",
      [](Case& c, std::string_view v) -> Status {
        c.input = std::string(v);
+       if (const std::string bad = check_stress_input(c.input); !bad.empty())
+         return Status(Error(bad));
        double sigma = 0;
        if (v.rfind("normal*", 0) == 0 && (!parse_double(v.substr(7), sigma) || !(sigma > 0)))
          return Status(Error("expected input=normal*SIGMA with a positive SIGMA"));

@@ -3,8 +3,8 @@
 // its seed. A line is whitespace-separated: the pipeline first, then key=value options.
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
-//     [input=normal|normal*SIGMA|FILE] [boost=LAYER*FACTOR] [warm=MODEL] [inject=FAULT+FAULT]
-//     [ref=f64] [reload=on] [interleave=on] [seed=N] [shapes=exact|bucket:N]
+//     [input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE] [boost=LAYER*FACTOR] [warm=MODEL]
+//     [inject=FAULT+FAULT] [ref=f64] [reload=on] [interleave=on] [seed=N] [shapes=exact|bucket:N]
 //   sdxl.denoise model=tiny-unet-xl res=64x64 w=f16 a=f16 acc=f32 steps=3 guidance=5
 //   sdxl.txt2img model=tiny-unet-xl vae=tiny-kl res=64x64 w=f16 a=f16 acc=f32 steps=3
 //   sdxl.base+refiner model=tiny-unet-xl refiner=tiny-unet-xl-refiner vae=tiny-kl steps=5 split=0.8
@@ -21,7 +21,9 @@
 // (field report 2). `interleave=on` (roundtrips) then calls decode and encode in turn in one
 // session, one VAE shared by both pipelines, and requires each call's isolated bits.
 // `input=image` is a procedural real-image-like picture (smooth regions, hard edges, saturated
-// colours, noise); decode cases take the reference encoder's latents of it.
+// colours, noise); decode cases take the reference encoder's latents of it. `input=dc*K`,
+// `heavy` and `runs` stress the numerics (cases/stress_inputs.h): per-channel offsets of +-K
+// (norms whose mean dwarfs the spread), Student's t tails, runs of 8 equal values (softmax ties).
 // `stream=` runs resolutions in order through one compiled session (field report 5): each is
 // compared with the reference; the report counts compilations, compile time and arena memory
 // per step; with shapes=bucket:N each output must also equal the exact-shape one; with

@@ -69,7 +69,10 @@ class GroupRun {
           break;
         case OpKind::kGroupNorm:
           out = em::group_norm(value(op.inputs[0]), param(op.weight), param(op.bias),
-                               op.attrs.groups, op.attrs.eps, f.has(Fault::kGroupNormF16Accum));
+                               op.attrs.groups, op.attrs.eps,
+                               f.has(Fault::kGroupNormF16Accum)  ? DType::kF16
+                               : f.has(Fault::kGroupNormOnePass) ? DType::kF32
+                                                                 : DType::kF64);
           break;
         case OpKind::kAttention:
           out = em::attention(value(op.inputs[0]), value(op.inputs[1]), value(op.inputs[2]),

@@ -47,6 +47,9 @@ const std::vector<FaultInfo>& all_faults() {
       {Fault::kArenaIntervalShort, "arena-interval-short",
        "buffer liveness intervals end one group before their last read, so the arena may give "
        "a live value's bytes to a later group's output"},
+      {Fault::kGroupNormOnePass, "groupnorm-one-pass",
+       "GroupNorm takes its statistics in one sequential fp32 pass, var = E[x^2] - E[x]^2, which "
+       "cancels when a group's mean is large against its spread"},
   };
   return faults;
 }

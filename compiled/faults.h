@@ -40,8 +40,10 @@ enum class Fault : uint8_t {
                            // activation dtype instead of in fp32
   kArenaIntervalShort,     // liveness intervals end one group before the last read, so a later
                            // group's output may take the bytes of a value still to be read
+  kGroupNormOnePass,       // GroupNorm statistics in one fp32 pass, var = E[x^2] - E[x]^2 (exact
+                           // enough around zero, cancels when the mean is large against the spread)
 };
-constexpr int kFaultCount = 16;
+constexpr int kFaultCount = 17;
 
 struct FaultInfo {
   Fault fault;

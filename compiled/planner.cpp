@@ -438,8 +438,8 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
       b.last_group = std::max(b.last_group, gi);
     }
   for (const auto& [name, v] : g.outputs) plan->buffers.at(v).last_group = last;
-  if (plan->faults.has(
-          Fault::kArenaIntervalShort))  // the fault: an exclusive end taken as inclusive
+  // The arena-interval-short fault: every interval ends one group before its last read.
+  if (plan->faults.has(Fault::kArenaIntervalShort))
     for (auto& [v, b] : plan->buffers)
       if (b.last_group < last) b.last_group = std::max(b.first_group, b.last_group - 1);
 

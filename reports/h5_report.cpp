@@ -141,6 +141,7 @@ void write_case(hid_t cases, std::size_t index, const CaseResult& c) {
   write_rows(g.get(), "worst", worst_schema(), worst);
   if (!c.stream.empty()) write_rows(g.get(), "stream", stream_schema(), c.stream);
   if (!c.contract.empty()) write_rows(g.get(), "contract", contract_row_schema(), c.contract);
+  if (!c.plans.empty()) write_rows(g.get(), "plans", plan_summary_schema(), c.plans);
   if (c.provenance.found || !c.provenance.detail.empty()) write_provenance(g.get(), c.provenance);
   if (!c.dumps.empty()) write_dumps(g.get(), c.dumps);
 }
@@ -165,6 +166,7 @@ CaseResult read_case(hid_t cases, const std::string& name) {
   c.checkpoints = read_rows(g.get(), "checkpoints", checkpoint_schema());
   c.stream = read_rows(g.get(), "stream", stream_schema());
   c.contract = read_rows(g.get(), "contract", contract_row_schema());
+  c.plans = read_rows(g.get(), "plans", plan_summary_schema());
   for (const WorstRow& w : read_rows(g.get(), "worst", worst_schema()))
     for (CheckpointRecord& r : c.checkpoints)
       if (r.name == w.checkpoint) {

@@ -31,21 +31,43 @@ std::string growth(const char* what, double base, double next) {
   return buf;
 }
 
+// A case's id without its injected faults: a run with --inject is compared with the clean
+// baseline of the same case, as a kernel change would be.
+std::string without_faults(const std::string& id) {
+  const std::size_t at = id.find(" inject=");
+  if (at == std::string::npos) return id;
+  const std::size_t end = id.find(' ', at + 1);
+  return id.substr(0, at) + (end == std::string::npos ? "" : id.substr(end));
+}
+
+std::string plan_facts(const PlanSummary& p) {
+  return p.graph + ": " + std::to_string(p.groups) + " groups, arena " +
+         std::to_string(p.arena_bytes) + " bytes, " + std::to_string(p.rounding_points) +
+         " rounding points; ";
+}
+
 }  // namespace
 
 std::vector<DiffFinding> diff_reports(const RunReport& base, const RunReport& next,
                                       const DiffOptions& o) {
   std::map<std::string, const CaseResult*> before;
-  for (const CaseResult& c : base.cases) before[c.id] = &c;
+  for (const CaseResult& c : base.cases) before[without_faults(c.id)] = &c;
   std::vector<DiffFinding> out;
   for (const CaseResult& n : next.cases) {
-    auto it = before.find(n.id);
+    auto it = before.find(without_faults(n.id));
     if (it == before.end()) continue;
     const CaseResult& b = *it->second;
     if (severity(n.outcome) > severity(b.outcome))
       out.push_back({n.id, "",
                      std::string("outcome ") + outcome_name(b.outcome) + " -> " +
                          outcome_name(n.outcome) + ": " + n.reason});
+    // Plan-level facts: a change is a finding even when the outputs agree.
+    if (!b.plans.empty() || !n.plans.empty()) {
+      std::string was, is;
+      for (const PlanSummary& p : b.plans) was += plan_facts(p);
+      for (const PlanSummary& p : n.plans) is += plan_facts(p);
+      if (was != is) out.push_back({n.id, "", "plans changed: " + was + "-> " + is});
+    }
     std::map<std::string, const CheckpointRecord*> checkpoints;
     for (const CheckpointRecord& r : b.checkpoints) checkpoints[r.name] = &r;
     for (const CheckpointRecord& r : n.checkpoints) {
@@ -70,8 +92,8 @@ std::vector<DiffFinding> diff_reports(const RunReport& base, const RunReport& ne
 
 std::vector<std::string> unmatched_cases(const RunReport& base, const RunReport& next) {
   std::map<std::string, int> seen;
-  for (const CaseResult& c : base.cases) seen[c.id] |= 1;
-  for (const CaseResult& c : next.cases) seen[c.id] |= 2;
+  for (const CaseResult& c : base.cases) seen[without_faults(c.id)] |= 1;
+  for (const CaseResult& c : next.cases) seen[without_faults(c.id)] |= 2;
   std::vector<std::string> out;
   for (const auto& [id, where] : seen)
     if (where != 3) out.push_back((where == 1 ? "only in BASE: " : "only in NEW: ") + id);

@@ -20,7 +20,8 @@ struct DiffOptions {
   double floor = 1e-6;  // ...measured from at least this much (rel L2), so fp32 noise is not growth
 };
 
-// Cases in both reports, checkpoint by checkpoint: error growth past the ratio (accumulated or
+// Cases in both reports (matched by id, injected faults left out: a run with --inject is held to
+// the clean baseline), checkpoint by checkpoint: error growth past the ratio (accumulated or
 // local rel L2, even under tolerance), any new non-finite value, and a worse outcome.
 std::vector<DiffFinding> diff_reports(const RunReport& base, const RunReport& next,
                                       const DiffOptions& options);

@@ -70,6 +70,14 @@ struct StreamStep {
   std::string compiled_graphs;          // plans compiled for this step per graph ("unet 1, ...")
 };
 
+// Plan-level facts a baseline keeps, so a change in them is seen even when outputs agree.
+struct PlanSummary {
+  std::string graph;  // graph name and capacity shape: "vae.decoder [1, 4, 16, 16]"
+  int64_t groups = 0;
+  int64_t arena_bytes = 0;
+  int64_t rounding_points = 0;  // rows of its numerics contract
+};
+
 struct CaseResult {
   std::string id;       // the canonical case line
   int64_t ordinal = 0;  // position in the whole (unsharded) list of cases: merged shards sort by it
@@ -91,6 +99,7 @@ struct CaseResult {
   NamedTensors dumps;      // "<checkpoint>/compiled", "<checkpoint>/reference" (with --dump)
   std::vector<StreamStep> stream;     // stream= cases, one per resolution
   std::vector<ContractRow> contract;  // every plan's rounding points, group by group
+  std::vector<PlanSummary> plans;     // the compiled session's plans, in compile order
 };
 
 }  // namespace tp

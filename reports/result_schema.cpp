@@ -69,6 +69,14 @@ const RowSchema<ContractRow>& contract_row_schema() {
   return s;
 }
 
+const RowSchema<PlanSummary>& plan_summary_schema() {
+  using R = PlanSummary;
+  static const RowSchema<R> s = {column("graph", &R::graph, 64), column("groups", &R::groups),
+                                 column("arena_bytes", &R::arena_bytes),
+                                 column("rounding_points", &R::rounding_points)};
+  return s;
+}
+
 const RowSchema<CheckpointRecord>& checkpoint_schema() {
   static const RowSchema<CheckpointRecord> s = [] {
     using R = CheckpointRecord;

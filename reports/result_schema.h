@@ -29,6 +29,7 @@ constexpr std::size_t kNameWidth = 192;  // bytes for module paths and notes in 
 const RowSchema<Metrics>& metrics_schema();
 const RowSchema<ContractMetrics>& contract_metrics_schema();
 const RowSchema<ContractRow>& contract_row_schema();
+const RowSchema<PlanSummary>& plan_summary_schema();
 const RowSchema<CheckpointRecord>& checkpoint_schema();  // metrics, then "local_" metrics
 const RowSchema<WorstRow>& worst_schema();
 const RowSchema<OriginInput>& origin_input_schema();

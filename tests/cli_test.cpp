@@ -156,6 +156,8 @@ TEST_F(CliTest, CompiledPathRefusesWhatItCannotRun) {
   expect_user_error(decode + " --path compiled:cpu --inject softmax-no-max,typo",
                     "unknown fault 'typo'");
   expect_user_error(decode + " --path compiled:cpu --shape-policy bucket:0", "bucket:N");
+  expect_user_error(decode + " --path compiled:cpu --inject arena-interval-short --validate-plan",
+                    "the planner made an invalid plan: plan vae.decoder");
   expect_user_error(decode + " --policy w=f16,a=f16", "apply to the compiled path");
   EXPECT_FALSE(fs::exists(p("c.safetensors")));
   const CommandResult fp8 =

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "harness/cli/report_command.h"
+#include "reports/baseline.h"
 #include "reports/h5_report.h"
 #include "reports/report_tools.h"
 #include "reports/result_schema.h"
@@ -268,10 +269,14 @@ TEST_F(ReportTest, EveryColumnRoundTripsAndLargeTablesAreCompressed) {
     r.tolerance_max_element = i * 1e-2;
     r.tolerance_basis = "f16 conv";
     r.passed = i % 2;
+    r.contract = ContractMetrics{true,      10 * i,    i,    i / 2, i / 3, 1.5 * double(i),
+                                 {0, i, 1}, double(i), -1.0, 2.0};
     c.checkpoints.push_back(r);
   }
   StreamStep step{"64x80", "[1, 4, 8, 10]", 1, 2, 0.5, 3, 4, 5, 6, true, 7, 0.125, "refused"};
   c.stream = {step, step};
+  c.plans = {{"vae.decoder [1, 4, 16, 16]", 41, 1310720, 262}};
+  c.contract = {{"vae.decoder", 3, "output", "decoder.conv_in", "f16", "nearest even"}};
   RunReport report;
   report.cases = {c};
   ASSERT_TRUE(write_h5_report(p("rows.h5"), report).ok());
@@ -284,6 +289,12 @@ TEST_F(ReportTest, EveryColumnRoundTripsAndLargeTablesAreCompressed) {
       EXPECT_EQ(col.get(got.checkpoints[i]), col.get(c.checkpoints[i])) << col.name << " row " << i;
     EXPECT_EQ(got.checkpoints[i].local.worst.at(0).index, c.checkpoints[i].local.worst[0].index);
   }
+  ASSERT_EQ(got.plans.size(), 1u);
+  for (const Column<PlanSummary>& col : plan_summary_schema())
+    EXPECT_EQ(col.get(got.plans[0]), col.get(c.plans[0])) << col.name;
+  ASSERT_EQ(got.contract.size(), 1u);
+  for (const Column<ContractRow>& col : contract_row_schema())
+    EXPECT_EQ(col.get(got.contract[0]), col.get(c.contract[0])) << col.name;
   ASSERT_EQ(got.stream.size(), 2u);
   for (const Column<StreamStep>& col : stream_schema())
     EXPECT_EQ(col.get(got.stream[1]), col.get(step)) << col.name;
@@ -306,6 +317,54 @@ TEST_F(ReportTest, ReadersRefuseWhatIsNotAReport) {
       twinpath("run --case 'vae.decode model=tiny-kl res=32x32' --report /no/such/dir/r.h5");
   EXPECT_EQ(no_dir.code, 2);
   EXPECT_NE(no_dir.output.find("cannot write the report"), std::string::npos) << no_dir.output;
+}
+
+}  // namespace
+}  // namespace tp
+
+namespace tp {
+namespace {
+
+// A baseline file holds what the gate compares (outcomes, plan facts, per-checkpoint error to 3
+// digits), reads back as a report, and `diff_reports` against it flags growth and changed plans.
+TEST(Baseline, RoundTripsAndFlagsGrowthAndChangedPlans) {
+  CaseResult c;
+  c.id = "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32";
+  c.outcome = Outcome::kPassed;
+  c.plans = {{"vae.decoder [1, 4, 16, 16]", 41, 1310720, 262}};
+  CheckpointRecord r;
+  r.name = "decoder.conv_in";
+  r.accumulated.rel_l2 = 3.14159e-4;
+  r.has_local = true;
+  r.local.rel_l2 = 2.71828e-4;
+  c.checkpoints = {r};
+  RunReport base;
+  base.cases = {c};
+  const std::string path = ::testing::TempDir() + "/twinpath-baseline.txt";
+  ASSERT_TRUE(write_baseline(path, base).ok());
+  auto back = read_report_or_baseline(path);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ASSERT_EQ(back->cases.size(), 1u);
+  EXPECT_EQ(back->cases[0].id, c.id);
+  EXPECT_EQ(back->cases[0].checkpoints.at(0).accumulated.rel_l2, 3.14e-4);
+  EXPECT_EQ(back->cases[0].checkpoints.at(0).local.rel_l2, 2.72e-4);
+  EXPECT_TRUE(diff_reports(*back, base, DiffOptions{1.4}).empty()) << "3 digits: no growth";
+
+  RunReport next = base;
+  next.cases[0].id += " inject=f16-store-truncate";  // held to the clean case's baseline
+  next.cases[0].checkpoints[0].local.rel_l2 = 4.5e-4;
+  next.cases[0].plans[0].arena_bytes = 1048576;
+  const std::vector<DiffFinding> found = diff_reports(*back, next, DiffOptions{1.4});
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_NE(found[0].what.find("plans changed"), std::string::npos) << found[0].what;
+  EXPECT_NE(found[1].what.find("local rel L2 grew 0.000272 -> 0.00045"), std::string::npos)
+      << found[1].what;
+
+  std::ofstream(path) << "twinpath-baseline 1\ncp\tx\t1\t1\t0\n";
+  auto bad = read_baseline(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find(":2: a line before the first case"), std::string::npos)
+      << bad.error().message();
 }
 
 }  // namespace

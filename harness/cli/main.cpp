@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
   exec->add_option("--guidance-scale", ex.guidance_scale,
                    "classifier-free guidance (sdxl.denoise); off at 1 or less, as diffusers")
       ->capture_default_str();
+  exec->add_flag("--validate-plan", ex.compiled.validate_plans,
+                 "check every compiled plan before it runs (liveness, arena overlaps, dtypes); "
+                 "twinpath run always does");
   exec->add_option("--save-plan", ex.compiled.save_plan,
                    "write the compiled plans to this file after the run");
   exec->add_option(
@@ -122,7 +125,8 @@ int main(int argc, char** argv) {
   run->add_option("--report", ro.report, "write the HDF5 report here (atomically)");
   run->add_option("--junit", ro.junit, "write JUnit XML here (atomically)");
   run->add_option("--baseline", ro.baseline,
-                  "an earlier report: flag error growth and new non-finite values against it");
+                  "an earlier report or a baseline file (report baseline): flag error growth, new "
+                  "non-finite values, worse outcomes and changed plans against it");
   run->add_option("--growth", ro.growth, "with --baseline: the error growth ratio flagged")
       ->capture_default_str();
   run->add_option("--dump", ro.dump, "none | failing | all: store checkpoint tensors in the report")
@@ -231,10 +235,17 @@ int main(int argc, char** argv) {
       "diff", "Flag error growth, new non-finite values and worse outcomes from BASE to NEW");
   std::string diff_base, diff_new;
   double diff_growth = 2;
-  diff->add_option("base", diff_base, "the baseline report")->required();
+  diff->add_option("base", diff_base, "the baseline report (or baseline file)")->required();
   diff->add_option("new", diff_new, "the report to review")->required();
   diff->add_option("--growth", diff_growth, "flag rel L2 that grew by more than this factor")
       ->capture_default_str();
+  CLI::App* baseline_cmd = report_cmd->add_subcommand(
+      "baseline",
+      "Write a report's summary (outcomes, plan facts, per-checkpoint error) as a baseline file "
+      "for run --baseline");
+  std::string baseline_report, baseline_out;
+  baseline_cmd->add_option("report", baseline_report, "an HDF5 report")->required();
+  baseline_cmd->add_option("--out", baseline_out, "the baseline file")->required();
   CLI::App* merge = report_cmd->add_subcommand("merge", "Join shard reports into one");
   std::vector<std::string> merge_inputs;
   std::string merge_out;
@@ -264,6 +275,8 @@ int main(int argc, char** argv) {
     if (show->parsed()) return exit_code(tp::report_show_command(show_file, show_json));
     if (diff->parsed()) return exit_code(tp::report_diff_command(diff_base, diff_new, diff_growth));
     if (merge->parsed()) return exit_code(tp::report_merge_command(merge_inputs, merge_out));
+    if (baseline_cmd->parsed())
+      return exit_code(tp::report_baseline_command(baseline_report, baseline_out));
     std::string line = "twinpath";
     for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
     if (run->parsed()) return exit_code(tp::run_command(ro, line));

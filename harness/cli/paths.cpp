@@ -39,6 +39,7 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
   TP_ASSIGN_OR_RETURN(so.policy.keep_fp32, compiled::parse_keep_fp32(o.keep_fp32));
   TP_ASSIGN_OR_RETURN(so.faults, compiled::parse_faults(o.inject));
   TP_ASSIGN_OR_RETURN(so.shapes, compiled::parse_shape_policy(o.shape_policy));
+  so.validate_plans = o.validate_plans;
   TP_ASSIGN_OR_RETURN(
       std::unique_ptr<compiled::Backend> backend,
       compiled::make_backend(cuda ? compiled::Device::kCuda : compiled::Device::kCpu));

@@ -15,8 +15,9 @@ struct CompiledOptions {
   std::string keep_fp32;  // comma-separated module globs
   std::string inject;     // comma-separated fault names
   std::string shape_policy = "exact";
-  std::string load_plan;  // plan file read before the first run
-  std::string save_plan;  // plan file written after the run
+  std::string load_plan;        // plan file read before the first run
+  std::string save_plan;        // plan file written after the run
+  bool validate_plans = false;  // check every plan before it runs (compiled/plan_validator.cpp)
 };
 
 struct PathChoice {

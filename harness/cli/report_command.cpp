@@ -1,8 +1,9 @@
-// `twinpath report show|diff|merge`.
+// `twinpath report show|diff|baseline|merge`.
 #include "harness/cli/report_command.h"
 
 #include <iostream>
 
+#include "reports/baseline.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
 #include "reports/report_tools.h"
@@ -27,8 +28,8 @@ Expected<int> report_diff_command(const std::string& base_path, const std::strin
                                   double ratio) {
   if (!(ratio > 1))
     return Error("--growth must be above 1 (it is the factor by which error may grow)");
-  TP_ASSIGN_OR_RETURN(RunReport base, read_h5_report(base_path));
-  TP_ASSIGN_OR_RETURN(RunReport next, read_h5_report(new_path));
+  TP_ASSIGN_OR_RETURN(RunReport base, read_report_or_baseline(base_path));
+  TP_ASSIGN_OR_RETURN(RunReport next, read_report_or_baseline(new_path));
   const std::vector<DiffFinding> findings = diff_reports(base, next, DiffOptions{ratio});
   for (const DiffFinding& f : findings)
     std::cout << "GREW        " << f.case_id << (f.checkpoint.empty() ? "" : " @ " + f.checkpoint)
@@ -37,6 +38,13 @@ Expected<int> report_diff_command(const std::string& base_path, const std::strin
   std::cout << findings.size() << " regressions (error growth past x" << ratio
             << ", new non-finite values, worse outcomes)\n";
   return findings.empty() ? 0 : 1;
+}
+
+Expected<int> report_baseline_command(const std::string& report_path, const std::string& out) {
+  TP_ASSIGN_OR_RETURN(RunReport report, read_h5_report(report_path));
+  TP_RETURN_IF_ERROR(write_baseline(out, report));
+  std::cout << "baseline of " << report.cases.size() << " cases written to " << out << "\n";
+  return 0;
 }
 
 Expected<int> report_merge_command(const std::vector<std::string>& inputs, const std::string& out) {

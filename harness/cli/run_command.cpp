@@ -10,6 +10,7 @@
 #include "harness/core/format.h"
 #include "harness/runner/case_pool.h"
 #include "harness/runner/case_runner.h"
+#include "reports/baseline.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
 #include "reports/report_tools.h"
@@ -112,7 +113,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   // Read the baseline first: a wrong path should not cost a whole run.
   RunReport baseline;
   if (!o.baseline.empty()) {
-    TP_ASSIGN_OR_RETURN(baseline, read_h5_report(o.baseline));
+    TP_ASSIGN_OR_RETURN(baseline, read_report_or_baseline(o.baseline));
   }
 
   RunReport report = report_header(command_line, device);

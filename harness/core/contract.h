@@ -78,6 +78,10 @@ using ContractChecker = std::function<Expected<std::vector<ContractInterval>>(
     const Graph& graph, const GroupContract& c, const Weights& weights,
     const std::map<int, Tensor>& inputs)>;
 
+// Groups whose inputs and outputs hold more elements than this are left unchecked (reported with
+// checked = false): the check holds several fp64 copies of each.
+constexpr int64_t kContractMaxElements = int64_t(1) << 24;
+
 struct ContractMetrics {
   bool checked = false;
   int64_t decided = 0;      // elements with one admitted value

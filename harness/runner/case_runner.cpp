@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cases/stress_inputs.h"
 #include "compiled/backend.h"
 #include "compiled/describe_session.h"
 #include "harness/core/format.h"
@@ -22,8 +23,8 @@ uint64_t model_seed(const std::string& name) { return hash_name("model:" + name)
 // file (the primary one, and the others the file holds by name; the rest generated).
 Expected<NamedTensors> case_inputs(const Case& c, const Model& m, const std::string& pipeline) {
   const Family& family = m.family();
-  const bool from_file =
-      !(c.input == "normal" || c.input == "image" || c.input.rfind("normal*", 0) == 0);
+  const bool from_file = !(c.input == "normal" || c.input == "image" ||
+                           c.input.rfind("normal*", 0) == 0 || is_stress_input(c.input));
   InputRequest r;
   r.pipeline = pipeline;
   r.height = c.height;
@@ -36,6 +37,8 @@ Expected<NamedTensors> case_inputs(const Case& c, const Model& m, const std::str
   };
   if (!from_file) {
     TP_ASSIGN_OR_RETURN(NamedTensors inputs, family.generate_inputs(m, r, reference));
+    if (is_stress_input(c.input))
+      inputs.front().second = stress_input(inputs.front().second, c.input, c.seed());
     return family.bind_inputs(m, pipeline, inputs);
   }
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(c.input));
@@ -303,6 +306,9 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   Evaluation e = evaluate(p, *ref, *run, o.local_error && !p.tiling.enabled, o.contract);
   for (const compiled::Plan* plan : run->session->plans()) {
     std::vector<ContractRow> rows = compiled::plan_contract_rows(*plan);
+    r.plans.push_back({plan->graph->name + " " + shape_string(plan->capacity_shape),
+                       int64_t(plan->groups.size()), plan->stats.arena_bytes,
+                       int64_t(rows.size())});
     r.contract.insert(r.contract.end(), rows.begin(), rows.end());
   }
   if (p.tiling.enabled) {

@@ -78,7 +78,7 @@ Bounded products(const Op& op, const Bounded& x, const torch::Tensor& w, const t
     terms = terms + carried;
   }
   const double g = sum_gamma(k, 3, acc);
-  out.e = g * terms;
+  out.e = g * terms + kTiny;
   if (carried.defined()) out.e = out.e + carried * (1 + g);
   if (acc == DType::kF16)  // an f16 running sum can overflow where the exact one does not
     out.e = torch::where(terms > 6e4, torch::full_like(terms, INFINITY), out.e);
@@ -352,8 +352,8 @@ Expected<std::vector<ContractInterval>> contract_intervals(const Graph& graph,
       // An input given in another dtype (the pipeline's) is rounded into its storage first.
       torch::Tensor t = to_torch(it->second, it->second.dtype(), torch::kCPU);
       if (it->second.dtype() != in.dtype) t = t.to(torch_dtype(in.dtype));
-      values[in.value] = {f64(t), torch::zeros({}, torch::kFloat64)};
-      values[in.value].e = torch::zeros_like(values[in.value].y);
+      const torch::Tensor y = f64(t);
+      values[in.value] = {y, torch::zeros_like(y)};
     }
     std::map<std::string, torch::Tensor> params;
     for (const ContractParam& p : c.params) {

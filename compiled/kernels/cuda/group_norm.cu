@@ -48,8 +48,10 @@ __global__ void finalize(const double* sums, const double* squares, Layout l, do
   stats[2 * bg + 1] = float(1.0 / sqrt(ss / count + eps));
 }
 
-// The groupnorm-f16-accum fault: one thread per (b, group) sums in f16, in the emulation's order.
-__global__ void f16_statistics(Src x, Layout l, double eps, int64_t bgs, float* stats) {
+// The groupnorm-f16-accum and groupnorm-one-pass faults: one thread per (b, group) sums in `acc`
+// (f16 or f32), in the emulation's order.
+__global__ void one_pass_statistics(Src x, Layout l, double eps, int64_t bgs, Storage acc,
+                                    float* stats) {
   const int64_t bg = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (bg >= bgs) return;
   const int64_t n = bg / l.groups, g = bg % l.groups;
@@ -58,8 +60,8 @@ __global__ void f16_statistics(Src x, Layout l, double eps, int64_t bgs, float* 
   for (int64_t p = 0; p < l.pixels; ++p)
     for (int64_t j = 0; j < l.cpg; ++j) {
       const float v = load(x, (n * l.pixels + p) * l.c + g * l.cpg + j);
-      s = round_to(Storage::kF16, s + v);
-      ss = round_to(Storage::kF16, ss + round_to(Storage::kF16, v * v));
+      s = round_to(acc, s + v);
+      ss = round_to(acc, ss + round_to(acc, v * v));
     }
   const float mean = float(s / count);
   stats[2 * bg] = mean;
@@ -83,16 +85,17 @@ std::size_t group_norm_workspace_bytes(int64_t b, int groups) {
 }
 
 cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma,
-                       const float* beta, bool f16_accumulation, void* workspace, float* out,
-                       cudaStream_t stream) {
+                       const float* beta, bool one_pass, Storage one_pass_storage, void* workspace,
+                       float* out, cudaStream_t stream) {
   const Layout l{xs.h * xs.w, xs.c, xs.c / groups, groups};
   const int64_t bgs = xs.b * groups;
   double* sums = static_cast<double*>(workspace);
   double* squares = sums + bgs * kSplits;
   float* stats = reinterpret_cast<float*>(squares + bgs * kSplits);
   const unsigned per_group_blocks = unsigned((bgs + kThreads - 1) / kThreads);
-  if (f16_accumulation) {
-    f16_statistics<<<per_group_blocks, kThreads, 0, stream>>>(x, l, eps, bgs, stats);
+  if (one_pass) {
+    one_pass_statistics<<<per_group_blocks, kThreads, 0, stream>>>(x, l, eps, bgs, one_pass_storage,
+                                                                   stats);
   } else {
     const dim3 grid(kSplits, unsigned(bgs));
     partial_sums<<<grid, kThreads, 0, stream>>>(x, l, nullptr, sums);

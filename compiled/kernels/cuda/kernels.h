@@ -48,12 +48,13 @@ cudaError_t scale_bias(float* acc, int64_t m, int64_t co, const float* scale, co
                        cudaStream_t stream);
 
 // GroupNorm over x [B, H, W, C] with `groups` groups: mean, then variance around it, per
-// (b, group) by two passes of double partial sums; with `f16_accumulation` (the
-// groupnorm-f16-accum fault) one sequential f16 sum per group in the emulation's order instead.
+// (b, group) by two passes of double partial sums; with `one_pass` (the groupnorm-f16-accum
+// and groupnorm-one-pass faults) one sequential sum per group, E[x^2] - E[x]^2, every add
+// rounded to `one_pass_storage`, in the emulation's order instead.
 std::size_t group_norm_workspace_bytes(int64_t b, int groups);
 cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma,
-                       const float* beta, bool f16_accumulation, void* workspace, float* out,
-                       cudaStream_t stream);
+                       const float* beta, bool one_pass, Storage one_pass_storage, void* workspace,
+                       float* out, cudaStream_t stream);
 
 // In place over `rows` rows of `n` scores: p = exp(s * scale - max) / sum. With `no_max` (the
 // softmax-no-max fault) no max is subtracted and exp is rounded to `activation` first.

@@ -21,15 +21,9 @@ namespace {
 template <class H>
 void truncate_after_rounding(const float* src, int64_t n, H* out) {
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    const float r = float(out[i]);
-    if (std::isfinite(src[i]) && std::fabs(r) > std::fabs(src[i])) {
-      uint16_t bits;
-      std::memcpy(&bits, &out[i], sizeof bits);
-      --bits;
-      std::memcpy(&out[i], &bits, sizeof bits);
-    }
-  }
+  for (int64_t i = 0; i < n; ++i)
+    if (std::isfinite(src[i]) && std::fabs(float(out[i])) > std::fabs(src[i]))
+      out[i] = Eigen::numext::bit_cast<H>(uint16_t(Eigen::numext::bit_cast<uint16_t>(out[i]) - 1));
 }
 
 }  // namespace

@@ -25,10 +25,11 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
 void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation,
              float* out);
 
-// GroupNorm with statistics over (pixels, channels of the group) in fp32 or wider (two-pass in
-// double here); `f16_accumulation` is the groupnorm-f16-accum fault.
+// GroupNorm with statistics over (pixels, channels of the group), two passes in double as the
+// contract says (`one_pass` kF64); kF16 or kF32 are the groupnorm-f16-accum and
+// groupnorm-one-pass faults: one sequential pass, var = E[x^2] - E[x]^2, every add rounded to it.
 Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedParam& beta,
-                  int groups, double eps, bool f16_accumulation);
+                  int groups, double eps, DType one_pass = DType::kF64);
 
 // softmax(q k^T * scale) v per batch, blocked over queries so N x N scores never exist. With
 // `no_max` (the softmax-no-max fault) exp(s) is taken without subtracting the row max and held
