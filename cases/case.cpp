@@ -254,6 +254,15 @@ const std::vector<CaseOption> kOptions = {
        return Status();
      },
      [](const Case& c) { return c.input != "normal" ? c.input : ""; }},
+    {"weights", "weights=ties",
+     "reshapes the model's conv and linear weights so fp8 quantization meets exact ties (each "
+     "channel's max |w| 1.75 * 2^m, 5 significant bits)",
+     [](Case& c, std::string_view v) -> Status {
+       if (v != "ties") return Status(Error("expected weights=ties"));
+       c.tie_weights = true;
+       return Status();
+     },
+     [](const Case& c) { return c.tie_weights ? std::string("ties") : std::string(); }},
     {"boost", "boost=LAYER*FACTOR",
      "multiplies one layer's weight and bias (an f16 overflow on demand; 0: a constant output)",
      [](Case& c, std::string_view v) -> Status {

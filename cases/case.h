@@ -3,8 +3,9 @@
 // its seed. A line is whitespace-separated: the pipeline first, then key=value options.
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
-//     [input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE] [boost=LAYER*FACTOR] [warm=MODEL]
-//     [inject=FAULT+FAULT] [ref=f64] [reload=on] [interleave=on] [seed=N] [shapes=exact|bucket:N]
+//     [input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE] [weights=ties] [boost=LAYER*FACTOR]
+//     [warm=MODEL] [inject=FAULT+FAULT] [ref=f64] [reload=on] [interleave=on] [seed=N]
+//     [shapes=exact|bucket:N]
 //   sdxl.denoise model=tiny-unet-xl res=64x64 w=f16 a=f16 acc=f32 steps=3 guidance=5
 //   sdxl.txt2img model=tiny-unet-xl vae=tiny-kl res=64x64 w=f16 a=f16 acc=f32 steps=3
 //   sdxl.base+refiner model=tiny-unet-xl refiner=tiny-unet-xl-refiner vae=tiny-kl steps=5 split=0.8
@@ -24,6 +25,8 @@
 // colours, noise); decode cases take the reference encoder's latents of it. `input=dc*K`,
 // `heavy` and `runs` stress the numerics (cases/stress_inputs.h): per-channel offsets of +-K
 // (norms whose mean dwarfs the spread), Student's t tails, runs of 8 equal values (softmax ties).
+// `weights=ties` reshapes the model's conv and linear weights so fp8 quantization meets exact ties
+// (harness/models/model.h make_weights_tie_prone).
 // `stream=` runs resolutions in order through one compiled session (field report 5): each is
 // compared with the reference; the report counts compilations, compile time and arena memory
 // per step; with shapes=bucket:N each output must also equal the exact-shape one; with
@@ -51,6 +54,7 @@ struct Case {
   bool tiling = false;
   int64_t tile_min = 0, tile_stride = 0;  // 0: the model config's
   std::string input = "normal";
+  bool tie_weights = false;  // weights=ties: make_weights_tie_prone (fp8 rounding ties)
   std::string boost_layer;
   double boost_factor = 1;
   std::string warm;                 // a model run first in the same session

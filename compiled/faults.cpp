@@ -50,6 +50,9 @@ const std::vector<FaultInfo>& all_faults() {
       {Fault::kGroupNormOnePass, "groupnorm-one-pass",
        "GroupNorm takes its statistics in one sequential fp32 pass, var = E[x^2] - E[x]^2, which "
        "cancels when a group's mean is large against its spread"},
+      {Fault::kFp8RoundHalfAway, "fp8-round-half-away",
+       "fp8 weights round exact ties away from zero instead of to even (seen only where "
+       "w / scale lands on a tie: weights=ties)"},
   };
   return faults;
 }

@@ -42,8 +42,9 @@ enum class Fault : uint8_t {
                            // group's output may take the bytes of a value still to be read
   kGroupNormOnePass,       // GroupNorm statistics in one fp32 pass, var = E[x^2] - E[x]^2 (exact
                            // enough around zero, cancels when the mean is large against the spread)
+  kFp8RoundHalfAway,       // fp8 weights rounded to nearest with ties away from zero, not to even
 };
-constexpr int kFaultCount = 17;
+constexpr int kFaultCount = 18;
 
 struct FaultInfo {
   Fault fault;

@@ -62,8 +62,21 @@ std::vector<double> to_channels_last(const std::vector<double>& w, const Shape& 
   return out;
 }
 
+// The fp8-round-half-away fault: where round-to-nearest-even chose the smaller magnitude at an
+// exact tie, the larger one (the next encoding; past the largest finite one it saturates as the
+// policy says).
+uint32_t round_tie_away(DType dt, double x, uint32_t bits, Saturation sat) {
+  const double down = std::fabs(decode_narrow(dt, bits)), a = std::fabs(x);
+  if (!(down < a)) return bits;
+  double up = std::fabs(decode_narrow(dt, bits + 1));
+  const bool past_max = !std::isfinite(up);  // the next encoding is inf or NaN: step as below it
+  if (past_max) up = down + (down - std::fabs(decode_narrow(dt, bits - 1)));
+  if (a - down != up - a) return bits;
+  return past_max && sat == Saturation::kSaturate ? bits : bits + 1;
+}
+
 PreparedParam prepare(const Tensor& source, const std::string& key, const LayerPolicy& policy,
-                      bool matrix, bool fp8_no_scale) {
+                      bool matrix, bool fp8_no_scale, bool fp8_half_away) {
   PreparedParam p;
   p.key = key;
   p.storage = param_storage(policy, matrix);
@@ -102,8 +115,9 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t i = 0; i < per_row; ++i) {
       const std::size_t at = std::size_t(r * per_row + i);
-      const uint32_t bits =
-          encode_narrow(p.storage, w[at] / double(p.scales[std::size_t(r)]), policy.saturation);
+      const double x = w[at] / double(p.scales[std::size_t(r)]);
+      uint32_t bits = encode_narrow(p.storage, x, policy.saturation);
+      if (fp8_half_away) bits = round_tie_away(p.storage, x, bits, policy.saturation);
       p.values[at] = float(decode_narrow(p.storage, bits));
     }
   return p;
@@ -117,18 +131,19 @@ std::shared_ptr<const PreparedParam> WeightStore::get(const Weights& weights, ui
                                                       const FaultSet& faults) {
   const DType storage = param_storage(policy, matrix);
   const bool no_scale = dtype_is_fp8(storage) && faults.has(Fault::kFp8NoScale);
+  const bool half_away = dtype_is_fp8(storage) && faults.has(Fault::kFp8RoundHalfAway);
   std::string id =
       std::to_string(identity) + "/" + key + "/" + dtype_name(storage) + (matrix ? "/m" : "/v");
   if (dtype_is_fp8(storage))
     id += "/" + std::to_string(int(policy.scale)) + "/" + std::to_string(int(policy.saturation)) +
-          (no_scale ? "/noscale" : "");
+          (no_scale ? "/noscale" : "") + (half_away ? "/halfaway" : "");
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(id);
   if (it != entries_.end()) return it->second;
   auto w = weights.find(key);
   TP_CHECK(w != weights.end(), "missing weight " + key);
-  auto prepared =
-      std::make_shared<const PreparedParam>(prepare(w->second, key, policy, matrix, no_scale));
+  auto prepared = std::make_shared<const PreparedParam>(
+      prepare(w->second, key, policy, matrix, no_scale, half_away));
   entries_.emplace(id, prepared);
   return prepared;
 }

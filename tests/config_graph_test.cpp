@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -283,6 +284,45 @@ TEST_F(CheckpointTest, InitIsSeeded) {
   auto c = load_model(third.string());
   ASSERT_TRUE(c.ok());
   EXPECT_NE(std::memcmp(wa.raw(), c->weights.at("decoder.conv_out.weight").raw(), wa.nbytes()), 0);
+}
+
+}  // namespace
+}  // namespace tp
+
+namespace tp {
+namespace {
+
+// weights=ties: every matrix row's largest |w| is 1.75 * 2^m (so an fp8 scale of max|w| / 448 is
+// a power of two) and every weight has at most 5 significant bits; vectors are left alone.
+TEST(TieProneWeights, RowsPeakAtAPowerOfTwoTimesSevenQuartersWithFiveBits) {
+  auto made = make_model("tiny-kl", 1);
+  ASSERT_TRUE(made.ok());
+  Model m = std::move(made).value();
+  const Weights before = m.weights;
+  make_weights_tie_prone(m);
+  int matrices = 0;
+  for (const auto& [key, t] : m.weights) {
+    const Tensor w = t.to(DType::kF64);
+    if (t.rank() < 2) {
+      EXPECT_EQ(std::memcmp(t.raw(), before.at(key).raw(), t.nbytes()), 0) << key;
+      continue;
+    }
+    ++matrices;
+    const int64_t rows = t.dim(0), per_row = t.numel() / rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      double amax = 0;
+      for (int64_t i = 0; i < per_row; ++i) {
+        const double v = w.data<double>()[r * per_row + i];
+        amax = std::max(amax, std::fabs(v));
+        int e = 0;
+        const double mant = std::frexp(v, &e);
+        EXPECT_EQ(mant * 32, std::nearbyint(mant * 32)) << key << " has more than 5 bits";
+      }
+      int e = 0;
+      EXPECT_EQ(std::frexp(amax, &e), 0.875) << key << " row " << r;
+    }
+  }
+  EXPECT_GT(matrices, 10);
 }
 
 }  // namespace

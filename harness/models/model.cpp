@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -113,6 +114,32 @@ Status scale_layer(Model& model, const std::string& layer, double factor) {
                  "' with weights; name it by its diffusers path, e.g. "
                  "decoder.up_blocks.0.resnets.0.conv1");
   return Status();
+}
+
+void make_weights_tie_prone(Model& model) {
+  for (auto& [key, t] : model.weights) {
+    if (t.rank() < 2) continue;  // biases and norm affines are not stored in fp8
+    Tensor f = t.to(DType::kF64);
+    double* w = f.data<double>();
+    const int64_t rows = t.dim(0), per_row = t.numel() / rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      double amax = 0;
+      for (int64_t i = 0; i < per_row; ++i) amax = std::max(amax, std::fabs(w[r * per_row + i]));
+      if (amax == 0) continue;
+      // Scale the row so its largest |w| is 1.75 * 2^m (fp8's largest finite over a power of two),
+      // then keep 5 significant bits: w / scale needs 5 bits where e4m3 holds 4.
+      int e = 0;
+      std::frexp(amax / 1.75, &e);
+      const double factor = std::ldexp(1.75, e - 1) / amax;
+      for (int64_t i = 0; i < per_row; ++i) {
+        double& v = w[r * per_row + i];
+        int ve = 0;
+        std::frexp(v * factor, &ve);
+        v = v == 0 ? 0 : std::ldexp(std::nearbyint(std::ldexp(v * factor, 5 - ve)), ve - 5);
+      }
+    }
+    t = f.to(t.dtype());
+  }
 }
 
 Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir,

@@ -22,6 +22,12 @@ Expected<Model> load_model(const std::string& dir);
 // by `factor`: the SDXL-VAE f16 overflow on demand, or 0 for a constant output.
 Status scale_layer(Model& model, const std::string& layer, double factor);
 
+// Every conv and linear weight matrix (rank >= 2) made to meet exact ties under fp8 quantization:
+// each output channel scaled so its largest |w| is 1.75 * 2^m (the fp8 scale max|w| / 448 or
+// / 57344 is then a power of two) and every weight rounded to 5 significant bits, one more than
+// e4m3 keeps (the case option weights=ties).
+void make_weights_tie_prone(Model& model);
+
 // The same model in memory (m.dir holds the config name), without writing files.
 Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed);
 // `scale` (optional, "LAYER*FACTOR") applies scale_layer before writing.

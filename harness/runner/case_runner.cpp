@@ -173,9 +173,10 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   TP_RETURN_IF_ERROR(check_family_runs(*p.model, p.pipeline));
   if (c.tiling && !p.model->family().tiles())
     return Error("tiling=on: " + p.model->family().class_name() + " has no tiling rule");
-  if (!c.boost_layer.empty()) {
+  if (!c.boost_layer.empty() || c.tie_weights) {
     Model m = *p.model;
-    TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
+    if (c.tie_weights) make_weights_tie_prone(m);
+    if (!c.boost_layer.empty()) TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
     p.model = std::make_shared<const Model>(std::move(m));
   }
   TP_ASSIGN_OR_RETURN(NamedTensors inputs, case_inputs(c, *p.model, p.pipeline));
