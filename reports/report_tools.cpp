@@ -61,8 +61,9 @@ std::vector<DiffFinding> diff_reports(const RunReport& base, const RunReport& ne
       out.push_back({n.id, "",
                      std::string("outcome ") + outcome_name(b.outcome) + " -> " +
                          outcome_name(n.outcome) + ": " + n.reason});
-    // Plan-level facts: a change is a finding even when the outputs agree.
-    if (!b.plans.empty() || !n.plans.empty()) {
+    // Plan-level facts: a change is a finding even when the outputs agree (a report from before
+    // plans were recorded has none to compare).
+    if (!b.plans.empty() && !n.plans.empty()) {
       std::string was, is;
       for (const PlanSummary& p : b.plans) was += plan_facts(p);
       for (const PlanSummary& p : n.plans) is += plan_facts(p);
