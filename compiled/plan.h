@@ -94,8 +94,10 @@ Expected<std::vector<Shape>> plan_shapes(const Plan& plan, const Shape& input_sh
 // every buffer inside the arena, and each stored value's dtype as the contract says. A violation
 // names the plan, the group and the buffers.
 Status validate_plan(const Plan& plan);
-// What a session's error says after a validation failure (SessionOptions::validate_plans).
+// What a session's error says after a validation failure (SessionOptions::validate_plans), and
+// whether an error is one.
 constexpr const char* kInvalidPlan = "the planner made an invalid plan";
+inline bool is_invalid_plan(const Error& e) { return e.message().rfind(kInvalidPlan, 0) == 0; }
 
 // Group `index`'s numerics contract (compiled/contract.cpp), and every group's as rows.
 GroupContract group_contract(const Plan& plan, int index);

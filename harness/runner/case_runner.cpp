@@ -294,8 +294,7 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
     return finish(outcome, reason);
   }
   if (!run.ok()) {  // an invalid plan is the compiled path's bug, caught: the case fails
-    const bool invalid = run.error().message().rfind(compiled::kInvalidPlan, 0) == 0;
-    return finish(invalid ? Outcome::kFailed : Outcome::kError,
+    return finish(compiled::is_invalid_plan(run.error()) ? Outcome::kFailed : Outcome::kError,
                   "compiled path: " + run.error().message());
   }
   r.compiled_seconds = run->seconds;

@@ -278,16 +278,17 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
         alone = std::move(r).value();
     }
     std::vector<ContractInterval> admitted;
-    std::map<int, Tensor> stored_inputs;
+    // The group's size from its buffers (capacity shapes, an upper bound) before its inputs are
+    // copied out of the capture.
     int64_t elements = 0;
-    if (contract) {
-      stored_inputs = compiled_group_inputs(p, run, g);
-      for (const auto& [v, t] : stored_inputs) elements += t.numel();
-      for (const auto& [name, t] : g.stored) elements += t.numel();
-    }
+    for (int v : grp.inputs)
+      if (auto b = plan.buffers.find(v); b != plan.buffers.end())
+        elements += shape_numel(b->second.shape);
+    for (const auto& [name, t] : g.stored) elements += t.numel();
     if (contract && elements <= kContractMaxElements) {
-      auto c = contract(*plan.graph, compiled::group_contract(plan, g.group),
-                        p.model_of(plan.graph->name, g.scope).weights, stored_inputs);
+      auto c =
+          contract(*plan.graph, compiled::group_contract(plan, g.group),
+                   p.model_of(plan.graph->name, g.scope).weights, compiled_group_inputs(p, run, g));
       if (!c.ok())
         fail(g.scope + grp.checkpoints[0] + ": the contract check failed: " + c.error().message());
       else
