@@ -239,9 +239,10 @@ const std::vector<CaseOption> kOptions = {
                   ? std::to_string(c.tile_min) + ":" + std::to_string(c.tile_stride)
                   : "";
      }},
-    {"input", "input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE",
+    {"input", "input=normal|normal*SIGMA|image|dc*K|heavy|runs|range|FILE",
      "seeded normal values, a procedural picture (decode: its latents), a stress distribution "
-     "(per-channel offsets of +-K, Student's t tails, runs of 8 equal values) or a tensor file",
+     "(per-channel offsets of +-K, Student's t tails, runs of 8 equal values, magnitudes up to "
+     "1/8 of f16's range) or a tensor file",
      [](Case& c, std::string_view v) -> Status {
        c.input = std::string(v);
        if (const std::string bad = check_stress_input(c.input); !bad.empty())

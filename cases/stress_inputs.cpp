@@ -14,7 +14,7 @@ double dc_scale(const std::string& input) { return std::stod(input.substr(3)); }
 }  // namespace
 
 bool is_stress_input(const std::string& input) {
-  return input.rfind("dc*", 0) == 0 || input == "heavy" || input == "runs";
+  return input.rfind("dc*", 0) == 0 || input == "heavy" || input == "runs" || input == "range";
 }
 
 std::string check_stress_input(const std::string& input) {
@@ -46,6 +46,13 @@ Tensor stress_input(const Tensor& x, const std::string& input, uint64_t seed) {
       const double chi2 = -2 * std::log(1 - rng.uniform());  // chi-squared, 2 dof: exponential
       v[i] = float(std::clamp(double(v[i]) / std::sqrt(chi2 / 2), -1e4, 1e4));
     }
+  } else if (input == "range") {
+    // Magnitudes log-uniform over [2^-7, 1] x kRangeStressMax (4/7 of the elements above
+    // 1/64 of f16's range), signs from the normals. bf16 and f32 share fp32's range, which the
+    // fp32 reference has too (near it the reference overflows where they do), so every policy
+    // gets f16's: the range 16-bit activations reach in real VAEs and UNets.
+    for (int64_t i = 0; i < n; ++i)
+      v[i] = float(std::copysign(kRangeStressMax * std::exp2(-7 * rng.uniform()), v[i]));
   } else if (input == "runs") {  // runs of 8 equal values along the last axis
     const int64_t last = out.dim(out.rank() - 1);
     for (int64_t i = 0; i < n; ++i)

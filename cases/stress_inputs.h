@@ -1,7 +1,8 @@
 // Inputs that stress the numerics where random normals do not: a large per-channel DC offset
 // (norms whose mean is large against their spread), heavy tails (stores and products meeting
-// rare large values), and long constant runs (identical tokens: softmax ties). Applied to a
-// case's generated primary input (`input=dc*K`, `input=heavy`, `input=runs`).
+// rare large values), long constant runs (identical tokens: softmax ties), and magnitudes near
+// f16's range (stores, squares and residual sums near overflow). Applied to a case's generated
+// primary input (`input=dc*K`, `input=heavy`, `input=runs`, `input=range`).
 #pragma once
 
 #include <string>
@@ -15,6 +16,9 @@ namespace tp {
 bool is_stress_input(const std::string& input);
 // The case's input text checked: "" when it is well-formed, else what is wrong.
 std::string check_stress_input(const std::string& input);
+// The largest magnitude `input=range` gives: 1/4 of f16's largest finite value.
+constexpr double kRangeStressMax = 65504.0 / 4;
+
 // `x` (f32, [B, C, ...], seeded normal values) reshaped into the distribution `input` names.
 Tensor stress_input(const Tensor& x, const std::string& input, uint64_t seed);
 

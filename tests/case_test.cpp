@@ -3,6 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "cases/stress_inputs.h"
+#include "harness/core/rng.h"
+
 namespace tp {
 namespace {
 
@@ -165,6 +170,58 @@ TEST(SuiteFile, BuiltInSuitesExpand) {
   EXPECT_NE(missing.error().message().find("neither a built-in suite (ci, field-reports, nightly)"),
             std::string::npos)
       << missing.error().message();
+}
+
+// The stress distributions have the shapes they are named for, on seeded values [1, 4, 8, 16].
+TEST(StressInputs, EachDistributionHasItsShape) {
+  Tensor x(DType::kF32, {1, 4, 8, 16});
+  Rng rng(7, "normals");
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = float(rng.uniform(-2, 2));
+  const int64_t inner = 8 * 16;
+
+  const Tensor dc = stress_input(x, "dc*30", 7);  // each channel's mean is +-30, 15 or 7.5
+  for (int64_t ch = 0; ch < 4; ++ch) {
+    double mean = 0;
+    for (int64_t i = 0; i < inner; ++i) mean += dc.data<float>()[ch * inner + i];
+    mean /= double(inner);
+    EXPECT_GT(std::abs(mean), 6.5) << ch;
+    EXPECT_LT(std::abs(mean), 31) << ch;
+  }
+
+  const Tensor heavy = stress_input(x, "heavy", 7);  // tails the values lack (all within 2)
+  double largest = 0;
+  for (int64_t i = 0; i < heavy.numel(); ++i)
+    largest = std::max(largest, std::abs(double(heavy.data<float>()[i])));
+  EXPECT_GT(largest, 8);
+
+  const Tensor runs = stress_input(x, "runs", 7);  // 8 equal values along the last axis
+  for (int64_t i = 0; i < runs.numel(); ++i)
+    if (i % 16 % 8) {
+      EXPECT_EQ(runs.data<float>()[i], runs.data<float>()[i - 1]) << i;
+    }
+  EXPECT_NE(runs.data<float>()[8], runs.data<float>()[7]);
+
+  const Tensor range = stress_input(x, "range", 7);  // up to a quarter of f16's range
+  double above = 0;
+  for (int64_t i = 0; i < range.numel(); ++i) {
+    const double v = range.data<float>()[i];
+    EXPECT_LE(std::abs(v), kRangeStressMax) << i;
+    EXPECT_GE(std::abs(v), kRangeStressMax / 128 * (1 - 1e-6)) << i;
+    EXPECT_EQ(std::signbit(v), std::signbit(x.data<float>()[i])) << i;
+    above += std::abs(v) > 65504.0 / 64;
+  }
+  EXPECT_GT(above / double(range.numel()), 0.5);  // 4 of the 7 binades
+  EXPECT_LT(above / double(range.numel()), 0.65);
+}
+
+TEST(StressInputs, AnOffsetThatIsNotANumberIsRefusedWithTheForm) {
+  EXPECT_EQ(check_stress_input("range"), "");
+  EXPECT_EQ(check_stress_input("dc*30"), "");
+  EXPECT_NE(check_stress_input("dc*-3").find("input=dc*K with a positive offset"),
+            std::string::npos);
+  auto c = parse_case("vae.decode model=tiny-kl input=dc*x");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message().find("input=dc*K"), std::string::npos) << c.error().message();
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // (accumulated error, and local error: the group alone on the reference's inputs), then the
 // pipeline outputs, each against its line of the tolerance table.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 
@@ -229,6 +230,53 @@ void step_local_errors(const PreparedCase& p, const ReferenceRun& ref, CompiledR
   }
 }
 
+// A denoising loop's latents as each step stored them: the step's record among the checkpoints.
+struct StepPoint {
+  int step = 0;
+  std::size_t record = 0;
+};
+
+// The step a call scope names ("step3/", "refiner/step3/"), with the part before it; -1 when the
+// scope is not a step's.
+int scope_step(const std::string& scope, std::string& part) {
+  if (scope.size() < 6 || scope.back() != '/') return -1;
+  std::size_t digits = scope.size() - 1;
+  while (digits > 0 && std::isdigit(static_cast<unsigned char>(scope[digits - 1]))) --digits;
+  if (digits == scope.size() - 1 || digits < 4 || scope.compare(digits - 4, 4, "step") != 0)
+    return -1;
+  part = scope.substr(0, digits - 4);
+  return std::stoi(scope.substr(digits, scope.size() - 1 - digits));
+}
+
+// Across steps: unbiased rounding leaves the latents' mean signed error a random walk, within a
+// few standard errors of zero at every step however many there are (the error's spread grows
+// with it); a rounding bias adds the same shift every step, so the mean walks away from zero and
+// its distance in standard errors grows with the step count. Fails when the last step's is past
+// kDriftZ and the mean moved further the same way since the first step (docs/tolerances.md).
+void step_drift(const std::map<std::string, std::vector<StepPoint>>& trajectories, Evaluation& e) {
+  for (const auto& [part, points] : trajectories) {
+    if (points.size() < 2) continue;
+    const Metrics& first = e.checkpoints[points.front().record].accumulated;
+    CheckpointRecord& last = e.checkpoints[points.back().record];
+    const Metrics& m = last.accumulated;
+    if (m.bias_se <= 0 || m.count < 2) continue;
+    const double z = m.bias_ulp / m.bias_se;
+    if (std::abs(z) <= kDriftZ || std::abs(m.bias_ulp) <= std::abs(first.bias_ulp) ||
+        m.bias_ulp * first.bias_ulp <= 0)
+      continue;
+    last.passed = false;
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%s: the latents' signed error grows with the steps faster than a random walk: "
+                  "mean %.3g ulps %s after %zu steps (%.3g after the first), %.1f standard errors "
+                  "from zero where unbiased rounding stays within %.0f",
+                  last.name.c_str(), m.bias_ulp, m.bias_ulp < 0 ? "toward zero" : "away from zero",
+                  points.size(), first.bias_ulp, std::abs(z), kDriftZ);
+    if (!e.failed) e.reason = buf;
+    e.failed = true;
+  }
+}
+
 }  // namespace
 
 Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local,
@@ -260,9 +308,12 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     }
   }
 
+  std::map<std::string, std::vector<StepPoint>> trajectories;  // by loop (base, refiner)
   for (const GroupCapture& g : run.groups) {
     const compiled::Plan& plan = *g.plan;
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
+    std::string part;
+    const int step = scope_step(g.scope, part);
     const std::map<int, Tensor>& want = ref.values.at(g.key());
     const Tolerance tol =
         local_tolerance(class_of(plan, grp), group_path(plan, grp, want, p.reference));
@@ -312,6 +363,10 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
         continue;
       }
       rec.accumulated = std::move(m).value();
+      if (step >= 0)  // the scheduler step's latents: a point of the loop's trajectory
+        for (const auto& [name, id] : plan.graph->outputs)
+          if (id == v && name == "latents")
+            trajectories[part].push_back({step, e.checkpoints.size()});  // pushed below
       if (rec.accumulated.non_finite_new > 0) {
         rec.passed = false;
         e.non_finite = true;
@@ -345,6 +400,11 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
       e.checkpoints.push_back(std::move(rec));
     }
   }
+
+  for (auto& [part, points] : trajectories)
+    std::sort(points.begin(), points.end(),
+              [](const StepPoint& a, const StepPoint& b) { return a.step < b.step; });
+  step_drift(trajectories, e);
 
   const Tolerance out_tol = output_tolerance(all);
   if (local) step_local_errors(p, ref, run, out_tol, e);

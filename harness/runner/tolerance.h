@@ -21,6 +21,12 @@ struct Tolerance {
   std::string basis;  // "8 u(f16) = 3.9e-03": how the figure was derived
 };
 
+// A denoising loop's latents: how many standard errors from zero their mean signed error (in
+// ulps, Metrics::bias_ulp / bias_se) may end after two or more steps. Unbiased rounding keeps it
+// a random walk's (measured on ci's denoiser cases, reseeds 0-10: at most 3.5); a store that
+// truncates adds a shift each step and reached 4.6-20 in 2-4 steps (docs/tolerances.md).
+constexpr double kDriftZ = 6;
+
 // The dtypes a checkpoint's values passed through: storage of its inputs and output, the
 // weights, and the accumulator.
 struct ValuePath {
