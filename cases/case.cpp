@@ -85,6 +85,7 @@ std::string Case::policy_text() const {
   std::string p = dtypes_string(policy);
   if (scale_given) p += std::string(",scale=") + scale_name(policy.scale);
   if (saturation_given) p += std::string(",sat=") + saturation_name(policy.saturation);
+  if (policy.clip != 1) p += ",clip=" + clip_text(policy.clip);
   return p;
 }
 
@@ -180,6 +181,14 @@ const std::vector<CaseOption> kOptions = {
      [](const Case& c) {
        return c.saturation_given ? std::string(saturation_name(c.policy.saturation)) : "";
      }},
+    {"clip", "clip=Q",
+     "fp8 weight scales from the Q-quantile of |w| (e.g. 0.999), not the largest weight: the "
+     "weights above it saturate or overflow as sat= says (default 1)",
+     [](Case& c, std::string_view v) -> Status {
+       TP_ASSIGN_OR_RETURN(c.policy.clip, parse_clip(v));
+       return Status();
+     },
+     [](const Case& c) { return c.policy.clip != 1 ? clip_text(c.policy.clip) : ""; }},
     {"vae", "vae=MODEL", "text-to-image pipelines: the VAE that decodes (a built-in or a folder)",
      [](Case& c, std::string_view v) -> Status {
        c.vae = std::string(v);
@@ -301,6 +310,15 @@ const std::vector<CaseOption> kOptions = {
        return Status();
      },
      [](const Case& c) { return join_list(c.inject, '+'); }},
+    {"expect", "expect=failed",
+     "the case must fail (a known-bad configuration the gate must keep catching): FAILED counts "
+     "as passed, and passing as failed",
+     [](Case& c, std::string_view v) -> Status {
+       if (v != "failed") return Status(Error("expected expect=failed"));
+       c.expect_failure = true;
+       return Status();
+     },
+     [](const Case& c) { return std::string(c.expect_failure ? "failed" : ""); }},
     {"ref", "ref=f32|f64", "the reference's precision",
      [](Case& c, std::string_view v) -> Status {
        TP_ASSIGN_OR_RETURN(DType dt, parse_dtype(v));
@@ -386,8 +404,9 @@ Status apply_case_option(Case& c, std::string_view token) {
 Status apply_policy_text(Case& c, std::string_view policy) {
   for (const std::string& part : split_list(policy, ',')) {
     const std::string key = part.substr(0, part.find('='));
-    if (key != "w" && key != "a" && key != "acc" && key != "scale" && key != "sat")
-      return Error("field '" + part + "' is unknown; use w=, a=, acc=, scale= and sat=");
+    if (key != "w" && key != "a" && key != "acc" && key != "scale" && key != "sat" &&
+        key != "clip")
+      return Error("field '" + part + "' is unknown; use w=, a=, acc=, scale=, sat= and clip=");
     if (Status s = apply_case_option(c, part); !s.ok())
       return Error("field '" + part + "': " + s.error().message());
   }
@@ -395,6 +414,8 @@ Status apply_policy_text(Case& c, std::string_view policy) {
 }
 
 Status check_case(const Case& c) {
+  if (c.policy.clip != 1 && !dtype_is_fp8(c.policy.weight))
+    return Error("clip= calibrates fp8 weight scales; it needs w=f8e4m3 or w=f8e5m2");
   if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
   if ((c.steps != 50 || c.guidance != 5) && !is_denoising_pipeline(c.pipeline))
     return Error("steps= and guidance= are a denoising loop's; " + c.pipeline + " has none");

@@ -2,7 +2,7 @@
 // canonical one-line text is its id, its repro (`twinpath run --case 'LINE'`) and the source of
 // its seed. A line is whitespace-separated: the pipeline first, then key=value options.
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
-//     [sat=satfinite|nonsat] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
+//     [sat=satfinite|nonsat] [clip=Q] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
 //     [input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE] [weights=ties] [boost=LAYER*FACTOR]
 //     [warm=MODEL] [inject=FAULT+FAULT] [ref=f64] [reload=on] [interleave=on] [seed=N]
 //     [shapes=exact|bucket:N]
@@ -48,7 +48,7 @@ struct Case {
   std::string pipeline = "vae.decode";
   std::string model = "tiny-kl";
   int64_t height = 64, width = 64;
-  LayerPolicy policy;  // w=, a=, acc=, scale=, sat= (any dtypes: refusals are cases too)
+  LayerPolicy policy;  // w=, a=, acc=, scale=, sat=, clip= (any dtypes: refusals are cases too)
   bool scale_given = false, saturation_given = false;  // written in the line: kept in the id
   std::vector<std::string> keep_fp32;                  // module globs
   bool tiling = false;
@@ -64,6 +64,7 @@ struct Case {
   bool reload = false;              // plans saved, loaded into a fresh session, run again
   bool interleave = false;          // roundtrips: encode and decode called in turn in one session
   std::vector<std::string> inject;  // fault names
+  bool expect_failure = false;      // expect=failed: FAILED is the pass (and passing a failure)
   DType reference = DType::kF32;    // f32 | f64
   int64_t seed_variant = 0;         // seed=N: the same case with other random inputs
   std::string shapes = "exact";     // the compiled session's shape policy
@@ -102,7 +103,7 @@ std::string case_options_help();
 Status apply_case_option(Case& c, std::string_view token);
 Status check_case(const Case& c);
 // The policy fields of `--policy w=..,a=..,acc=..[,scale=..][,sat=..]` as the case's w=, a=,
-// acc=, scale= and sat= options.
+// acc=, scale=, sat= and clip= options.
 Status apply_policy_text(Case& c, std::string_view policy);
 std::string resolution_text(int64_t height, int64_t width);  // "64x80"
 // "vae.encode, vae.decode or vae.roundtrip": every pipeline a family runs.

@@ -15,8 +15,8 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
 }
 
 const char* kSyntax =
-    "write it as w=f16,a=f16,acc=f32 (fp8 weights also take scale=channel|tensor and "
-    "sat=satfinite|nonsat)";
+    "write it as w=f16,a=f16,acc=f32 (fp8 weights also take scale=channel|tensor, "
+    "sat=satfinite|nonsat and clip=Q)";
 
 }  // namespace
 
@@ -61,6 +61,8 @@ Expected<LayerPolicy> parse_layer_policy(std::string_view text) {
       TP_ASSIGN_OR_RETURN(p.scale, parse_scale(value));
     } else if (key == "sat") {
       TP_ASSIGN_OR_RETURN(p.saturation, parse_saturation(value));
+    } else if (key == "clip") {
+      TP_ASSIGN_OR_RETURN(p.clip, parse_clip(value));
     } else {
       return Error("policy '" + std::string(text) + "': unknown key '" + key + "'; " + kSyntax);
     }
@@ -85,8 +87,10 @@ Status check_layer_policy(const LayerPolicy& p) {
         std::string("policy: accumulation is f32 (or f16, to reproduce field bugs), not ") +
         dtype_name(p.accumulation));
   if (!dtype_is_fp8(p.weight) &&
-      (p.scale != ScaleGranularity::kPerChannel || p.saturation != Saturation::kSaturate))
-    return Error("policy: scale= and sat= apply to fp8 weights only (w=f8e4m3 or w=f8e5m2)");
+      (p.scale != ScaleGranularity::kPerChannel || p.saturation != Saturation::kSaturate ||
+       p.clip != 1))
+    return Error(
+        "policy: scale=, sat= and clip= apply to fp8 weights only (w=f8e4m3 or w=f8e5m2)");
   return Status();
 }
 
@@ -105,7 +109,7 @@ Expected<std::vector<std::string>> parse_keep_fp32(std::string_view text) {
 LayerPolicy DTypePolicy::for_layer(const std::string& op_name) const {
   for (const std::string& g : keep_fp32)
     if (glob_match(g, op_name))
-      return LayerPolicy{DType::kF32, DType::kF32, DType::kF32, base.scale, base.saturation};
+      return LayerPolicy{DType::kF32, DType::kF32, DType::kF32, base.scale, base.saturation, 1};
   return base;
 }
 

@@ -1,6 +1,6 @@
 // Dtype policies of the compiled path: how weights are stored, how activations are stored
 // between fused groups, how matmuls accumulate, and which layers are kept in fp32.
-//   syntax: w=f8e4m3,a=bf16,acc=f32[,scale=channel|tensor][,sat=satfinite|nonsat]
+//   syntax: w=f8e4m3,a=bf16,acc=f32[,scale=channel|tensor][,sat=satfinite|nonsat][,clip=Q]
 // fp8 applies to conv and linear weight matrices, which carry fp32 scales chosen from the fp32
 // weights (max|w| / the dtype's largest finite value, per output channel or per tensor).
 // Biases and GroupNorm affine parameters are stored in the weight dtype when it is f16/bf16
@@ -32,7 +32,7 @@ struct DTypePolicy {
 // The policy text (w=..,a=..,acc=..[,scale=..][,sat=..]), checked by check_layer_policy.
 Expected<LayerPolicy> parse_layer_policy(std::string_view text);
 // The storage rules every layer policy must follow (w is a storage dtype, activations f32/f16/
-// bf16, accumulation f32 or f16, scale= and sat= for fp8 weights only); which w x a pairs have
+// bf16, accumulation f32 or f16, scale=, sat= and clip= for fp8 weights only); which w x a pairs have
 // kernels is check_supported's, per layer.
 Status check_layer_policy(const LayerPolicy& p);
 // Comma-separated globs (`*` any run of characters, `?` one character).

@@ -1,5 +1,6 @@
 #include "compiled/prepared_weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -94,19 +95,22 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
   }
   const int64_t rows = p.shape[0];
   const int64_t per_row = int64_t(w.size()) / rows;
+  // The value each scale maps to the format's largest: max|w|, or the clip= quantile of |w| by
+  // nearest rank, over each row or over the tensor.
   std::vector<double> amax(std::size_t(rows), 0.0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < per_row; ++i)
-      amax[std::size_t(r)] =
-          std::max(amax[std::size_t(r)], std::fabs(w[std::size_t(r * per_row + i)]));
-  if (policy.scale == ScaleGranularity::kPerTensor) {
-    double all = 0;
-    for (double a : amax) all = std::max(all, a);
-    std::fill(amax.begin(), amax.end(), all);
+  const bool per_tensor = policy.scale == ScaleGranularity::kPerTensor;
+  const int64_t span = per_tensor ? int64_t(w.size()) : per_row;
+  for (int64_t r = 0; r < (per_tensor ? 1 : rows); ++r) {
+    std::vector<double> a(static_cast<std::size_t>(span));
+    for (int64_t i = 0; i < span; ++i) a[std::size_t(i)] = std::fabs(w[std::size_t(r * span + i)]);
+    const auto at = a.begin() + clip_rank(policy.clip, span);
+    std::nth_element(a.begin(), at, a.end());
+    amax[std::size_t(r)] = *at;
   }
+  if (per_tensor) std::fill(amax.begin(), amax.end(), amax[0]);
   p.scales.resize(std::size_t(rows));
   for (int64_t r = 0; r < rows; ++r) {
-    // The largest weight maps to the dtype's largest finite value; the scale is an fp32 number.
+    // That value maps to the dtype's largest finite one; the scale is an fp32 number.
     const double a = amax[std::size_t(r)];
     p.scales[std::size_t(r)] =
         fp8_no_scale || a == 0 ? 1.0f : float(a / dtype_max_finite(p.storage));
@@ -136,7 +140,8 @@ std::shared_ptr<const PreparedParam> WeightStore::get(const Weights& weights, ui
       std::to_string(identity) + "/" + key + "/" + dtype_name(storage) + (matrix ? "/m" : "/v");
   if (dtype_is_fp8(storage))
     id += "/" + std::to_string(int(policy.scale)) + "/" + std::to_string(int(policy.saturation)) +
-          (no_scale ? "/noscale" : "") + (half_away ? "/halfaway" : "");
+          "/" + clip_text(policy.clip) + (no_scale ? "/noscale" : "") +
+          (half_away ? "/halfaway" : "");
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(id);
   if (it != entries_.end()) return it->second;

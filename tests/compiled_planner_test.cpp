@@ -2,6 +2,8 @@
 // checkpoint names, and the arena's liveness-based reuse.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -222,6 +224,56 @@ TEST_F(PlannerTest, KeptLayersStoreFp32AndFp8WeightsCarryScales) {
   EXPECT_EQ(plan.value()->params.at("decoder.conv_in.bias")->storage, DType::kF32)
       << "biases carry no scale";
   EXPECT_EQ(plan.value()->params.at("decoder.conv_out.weight")->storage, DType::kF32);
+}
+
+// clip=Q: each scale maps the Q-quantile of |w| (nearest rank, per output channel) to 448; the
+// weights above it saturate to 448 x scale, or overflow to NaN (e4m3 has no inf) past the
+// midpoint 464 with sat=nonsat.
+TEST_F(PlannerTest, ClippedFp8ScalesSaturateOrOverflowTheWeightsAboveTheQuantile) {
+  const Graph dec = build_decoder_graph(vae_config(model_));
+  const Tensor w = model_.weights.at("decoder.conv_in.weight").to(DType::kF64);
+  const int64_t rows = w.shape()[0], per_row = w.numel() / rows;
+  for (const char* sat : {"satfinite", "nonsat"}) {
+    WeightStore store;
+    PlanRequest r{
+        &dec,
+        &model_.weights,
+        7,
+        {1, 4, 8, 8},
+        DTypePolicy{parse_layer_policy(std::string("w=f8e4m3,a=f16,clip=0.75,sat=") + sat).value(),
+                    {}},
+        {}};
+    auto plan = compile_plan(r, store);
+    ASSERT_TRUE(plan.ok()) << plan.error().message();
+    const PreparedParam& p = *plan.value()->params.at("decoder.conv_in.weight");
+    ASSERT_EQ(p.scales.size(), std::size_t(rows));
+    int64_t above = 0, overflowed = 0, saturated = 0;
+    for (int64_t o = 0; o < rows; ++o) {
+      std::vector<double> a(static_cast<std::size_t>(per_row));
+      for (int64_t i = 0; i < per_row; ++i)
+        a[std::size_t(i)] = std::fabs(w.data<double>()[o * per_row + i]);
+      std::sort(a.begin(), a.end());
+      const double q = a[std::size_t(std::ceil(0.75 * double(per_row)) - 1)];
+      EXPECT_EQ(p.scales[std::size_t(o)], float(q / 448)) << "row " << o;
+      for (double x : a) above += x / double(p.scales[std::size_t(o)]) > 464;
+      for (int64_t i = 0; i < per_row; ++i) {
+        const float v = p.values[std::size_t(o * per_row + i)];
+        overflowed += std::isnan(v);
+        saturated += std::fabs(v) == 448.0f;
+      }
+    }
+    EXPECT_GT(above, 0) << "a 0.75 quantile leaves weights above the range";
+    if (std::string(sat) == "nonsat") {
+      EXPECT_EQ(overflowed, above);
+    } else {
+      EXPECT_EQ(overflowed, 0);
+      EXPECT_GE(saturated, above);
+    }
+  }
+  EXPECT_FALSE(parse_layer_policy("w=f16,a=f16,clip=0.9").ok()) << "clip= is fp8's";
+  EXPECT_FALSE(parse_layer_policy("w=f8e4m3,a=f16,clip=0").ok());
+  EXPECT_EQ(layer_policy_string(parse_layer_policy("w=f8e5m2,a=bf16,clip=0.999").value()),
+            "w=f8e5m2,a=bf16,acc=f32,scale=channel,sat=satfinite,clip=0.999");
 }
 
 // A plan of N-d ops is row-major; ops outside the fused patterns run one per group with their

@@ -225,6 +225,29 @@ TEST(HarnessRun, OverflowIsTracedToItsLayerAndFixedByKeepingItInFp32) {
   EXPECT_EQ(fixed.outcome, Outcome::kPassed) << fixed.reason;
 }
 
+// fp8 scales calibrated below the largest weight (clip=) with sat=nonsat: the weights above
+// overflow (NaN in e4m3, inf in e5m2) and the origin is the first layer that reads them, with
+// the cause in its weights, not in its finite inputs. expect=failed turns that into a pass, and
+// the clean satfinite case into a failure.
+TEST(HarnessRun, Fp8WeightsOverflowingTheirClippedScaleAreNamedAsTheCause) {
+  for (const char* w : {"f8e4m3", "f8e5m2"}) {
+    const std::string line = std::string("vae.decode model=tiny-kl res=64x64 w=") + w +
+                             " a=f16 acc=f32 scale=tensor clip=0.9";
+    const CaseResult r = run(line + " sat=nonsat");
+    ASSERT_EQ(r.outcome, Outcome::kFailed) << r.reason;
+    ASSERT_TRUE(r.provenance.found) << r.provenance.detail;
+    EXPECT_EQ(r.provenance.cause, "non-finite-weight") << r.provenance.detail;
+    EXPECT_EQ(r.provenance.layer, "post_quant_conv") << r.provenance.detail;
+    EXPECT_NE(r.provenance.detail.find("sat=nonsat"), std::string::npos) << r.provenance.detail;
+    EXPECT_NE(r.provenance.detail.find("0.9-quantile"), std::string::npos) << r.provenance.detail;
+    const CaseResult expected = run(line + " sat=nonsat expect=failed");
+    EXPECT_EQ(expected.outcome, Outcome::kPassed) << expected.reason;
+    EXPECT_EQ(expected.reason.rfind("failed as expected", 0), 0u) << expected.reason;
+    EXPECT_EQ(run(line).outcome, Outcome::kPassed) << "satfinite keeps the weights finite";
+    EXPECT_EQ(run(line + " expect=failed").outcome, Outcome::kFailed);
+  }
+}
+
 TEST(HarnessRun, InjectedKernelFaultIsNamedAsTheCause) {
   const CaseResult r =
       run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 input=normal*300 "

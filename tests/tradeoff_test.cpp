@@ -139,7 +139,7 @@ TEST(Tradeoff, WrongInputsGetOneSentence) {
         Bad{"--model /no/such/model", "/no/such/model: no such model folder"},
         Bad{"--model tiny-kl --pipeline vae.denoise", "--pipeline vae.denoise is unknown"},
         Bad{"--model tiny-kl --policy w=f16,x=1",
-            "field 'x=1' is unknown; use w=, a=, acc=, scale= and sat="},
+            "field 'x=1' is unknown; use w=, a=, acc=, scale=, sat= and clip="},
         Bad{"--model tiny-kl --repeats 0", "--repeats must be at least 1"}}) {
     const auto r = twinpath("tradeoff " + b.args + " --out " + out.string());
     EXPECT_EQ(r.code, 2) << b.args << ": " << r.output;

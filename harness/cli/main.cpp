@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   exec->add_option(
           "--policy", ex.compiled.policy,
           "compiled path dtype policy: w=f32|f16|bf16|f8e4m3|f8e5m2,a=f32|f16|bf16,acc=f32|f16"
-          "[,scale=channel|tensor][,sat=satfinite|nonsat]")
+          "[,scale=channel|tensor][,sat=satfinite|nonsat][,clip=Q]")
       ->capture_default_str();
   exec->add_option("--keep-fp32", ex.compiled.keep_fp32,
                    "module globs kept in fp32, comma-separated (e.g. 'decoder.up_blocks.3.*')");

@@ -12,7 +12,10 @@ std::string param_rounding(const ContractParam& p) {
   if (p.dtype == DType::kF32) return "exact from the checkpoint's f32, else nearest even";
   if (!dtype_is_fp8(p.dtype)) return "nearest even";
   return std::string("nearest even of w / scale, ") + saturation_name(p.saturation) +
-         "; fp32 scale max|w| / " + (p.dtype == DType::kF8E4M3 ? "448" : "57344") + " per " +
+         "; fp32 scale " +
+         (p.clip == 1 ? std::string("max|w|")
+                      : "the " + clip_text(p.clip) + "-quantile of |w| (nearest rank)") +
+         " / " + (p.dtype == DType::kF8E4M3 ? "448" : "57344") + " per " +
          (p.scale == ScaleGranularity::kPerChannel ? "output channel" : "tensor") +
          ", applied to the fp32 sum";
 }

@@ -24,7 +24,8 @@
 namespace tp {
 
 // A parameter as the contract stores it: conv and linear matrices in the weight dtype (fp8 with
-// an fp32 scale max|w| / the dtype's largest finite value, per output channel or per tensor,
+// an fp32 scale max|w| (or the clip= quantile of |w|) / the dtype's largest finite value, per
+// output channel or per tensor,
 // rounded to nearest even, saturating or not), biases and norm affines in the weight dtype, or
 // in f32 under fp8 weights.
 struct ContractParam {
@@ -34,6 +35,7 @@ struct ContractParam {
   DType dtype = DType::kF32;
   ScaleGranularity scale = ScaleGranularity::kPerChannel;  // fp8 only
   Saturation saturation = Saturation::kSaturate;           // fp8 only
+  double clip = 1;  // fp8 only: the quantile of |w| the scale maps to the largest value
 };
 
 struct ContractValue {

@@ -1,5 +1,8 @@
 #include "harness/core/dtype_policy.h"
 
+#include <charconv>
+#include <cmath>
+
 namespace tp {
 
 std::string dtypes_string(const LayerPolicy& p) {
@@ -11,6 +14,7 @@ std::string layer_policy_string(const LayerPolicy& p) {
   std::string s = dtypes_string(p);
   if (dtype_is_fp8(p.weight))
     s += std::string(",scale=") + scale_name(p.scale) + ",sat=" + saturation_name(p.saturation);
+  if (dtype_is_fp8(p.weight) && p.clip != 1) s += ",clip=" + clip_text(p.clip);
   return s;
 }
 
@@ -32,6 +36,27 @@ Expected<Saturation> parse_saturation(std::string_view text) {
   if (text == "satfinite") return Saturation::kSaturate;
   if (text == "nonsat") return Saturation::kNonSaturating;
   return Error("sat=" + std::string(text) + " is unknown; use sat=satfinite or sat=nonsat");
+}
+
+Expected<double> parse_clip(std::string_view text) {
+  double q = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), q);
+  if (ec != std::errc() || end != text.data() + text.size() || !(q > 0 && q <= 1))
+    return Error("clip=" + std::string(text) +
+                 " is not a quantile in (0, 1]; write clip=0.999 to map the 99.9th percentile of "
+                 "|w| to the format's largest value (clip=1, the largest weight, is the default)");
+  return q;
+}
+
+int64_t clip_rank(double q, int64_t n) {
+  const int64_t k = int64_t(std::ceil(q * double(n))) - 1;
+  return k < 0 ? 0 : k >= n ? n - 1 : k;
+}
+
+std::string clip_text(double q) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, q);
+  return ec == std::errc() ? std::string(buf, end) : std::string("?");
 }
 
 }  // namespace tp

@@ -2,7 +2,7 @@
 // fused groups, how matmuls accumulate, and (fp8 weights) how scales are chosen and values
 // saturate. A plain value that cases, reports and the compiled path share; which combinations
 // have kernels is the compiled path's question (compiled/policy.h check_layer_policy).
-//   text: w=f8e4m3,a=bf16,acc=f32[,scale=channel|tensor][,sat=satfinite|nonsat]
+//   text: w=f8e4m3,a=bf16,acc=f32[,scale=channel|tensor][,sat=satfinite|nonsat][,clip=Q]
 #pragma once
 
 #include <string>
@@ -20,14 +20,19 @@ struct LayerPolicy {
   DType accumulation = DType::kF32;
   ScaleGranularity scale = ScaleGranularity::kPerChannel;
   Saturation saturation = Saturation::kSaturate;
+  // fp8 scale calibration: the scale maps the Q-quantile of |w| (nearest rank, per channel or
+  // per tensor) to the format's largest finite value. 1 is the largest weight (every weight
+  // fits); below 1 the weights above it saturate or overflow as `saturation` says, as
+  // percentile-calibrated checkpoints do.
+  double clip = 1;
 
   bool operator==(const LayerPolicy& o) const {
     return weight == o.weight && activation == o.activation && accumulation == o.accumulation &&
-           scale == o.scale && saturation == o.saturation;
+           scale == o.scale && saturation == o.saturation && clip == o.clip;
   }
 };
 
-// Canonical text: scale= and sat= appear for fp8 weights only.
+// Canonical text: scale= and sat= appear for fp8 weights only, clip= when below 1.
 std::string layer_policy_string(const LayerPolicy& p);
 // "w=f16,a=f16,acc=f32": the three dtypes alone.
 std::string dtypes_string(const LayerPolicy& p);
@@ -36,5 +41,11 @@ const char* scale_name(ScaleGranularity s);  // "channel" | "tensor"
 const char* saturation_name(Saturation s);   // "satfinite" | "nonsat"
 Expected<ScaleGranularity> parse_scale(std::string_view text);
 Expected<Saturation> parse_saturation(std::string_view text);
+// clip=Q: a quantile in (0, 1]; clip_text writes it back (shortest round trip).
+Expected<double> parse_clip(std::string_view text);
+std::string clip_text(double q);
+// The 0-based rank, in ascending |w| of n weights, of the Q-quantile by nearest rank:
+// ceil(Q n) - 1 (n - 1, the largest, at Q = 1).
+int64_t clip_rank(double q, int64_t n);
 
 }  // namespace tp

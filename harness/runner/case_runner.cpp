@@ -260,7 +260,9 @@ Outcome judge_unsupported(const Case& c, const std::string* refusal, std::string
   return Outcome::kFailed;
 }
 
-CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
+namespace {
+
+CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& models) {
   CaseResult r;
   r.id = c.id();
   r.seed = c.seed();
@@ -357,6 +359,23 @@ CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
     r.reason = "every checkpoint within tolerance";
   }
   add_dumps(r, o, *ref, *run);
+  return r;
+}
+
+}  // namespace
+
+CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
+  CaseResult r = run_case_as_written(c, o, models);
+  if (!c.expect_failure) return r;
+  // expect=failed, as a test runner's expected failure: the verdict is inverted, its reason kept.
+  if (r.outcome == Outcome::kFailed) {
+    r.outcome = Outcome::kPassed;
+    r.reason = "failed as expected (expect=failed): " + r.reason;
+  } else if (r.outcome == Outcome::kPassed || r.outcome == Outcome::kMistrusted) {
+    r.reason = "expected to fail (expect=failed), but " + std::string(outcome_name(r.outcome)) +
+               ": " + r.reason;
+    r.outcome = Outcome::kFailed;
+  }
   return r;
 }
 

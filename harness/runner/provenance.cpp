@@ -72,6 +72,38 @@ std::string classify(OpKind kind, double value,
   return "inf-inf";
 }
 
+// A sentence when the op's stored weight or bias holds non-finite values (empty when finite): a
+// checkpoint value past the storage dtype's range, or fp8 w / scale past it with sat=nonsat.
+std::string non_finite_params(const compiled::Plan& plan, const Op& op, const LayerPolicy& policy) {
+  for (const std::string* key : {&op.weight, &op.bias}) {
+    auto it = key->empty() ? plan.params.end() : plan.params.find(*key);
+    if (it == plan.params.end()) continue;
+    const compiled::PreparedParam& p = *it->second;
+    int64_t bad = 0;
+    float first = 0;
+    for (float v : p.values)
+      if (!std::isfinite(v) && bad++ == 0) first = v;
+    if (!bad) continue;
+    std::string why;
+    if (dtype_is_fp8(p.storage) && policy.saturation == Saturation::kNonSaturating)
+      why = std::string(": w / scale went past ") + format_number(dtype_max_finite(p.storage)) +
+            " with sat=nonsat" +
+            (policy.clip != 1 ? " (the scale maps the " + clip_text(policy.clip) +
+                                    "-quantile of |w| to it, not the largest weight)"
+                              : "") +
+            "; sat=satfinite or a scale that covers every weight keeps them finite";
+    else
+      why = std::string(": the checkpoint holds values past ") + dtype_name(p.storage) +
+            "'s range; keep the layer in fp32 (--keep-fp32 " + op.name + ")";
+    char count[96];
+    std::snprintf(count, sizeof count, "%lld of its %zu stored %s %s values are non-finite",
+                  static_cast<long long>(bad), p.values.size(), dtype_name(p.storage),
+                  key == &op.bias ? "bias" : "weight");
+    return count + std::string(" (the first ") + format_number(double(first)) + ")" + why;
+  }
+  return "";
+}
+
 }  // namespace
 
 Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& input_shape,
@@ -190,6 +222,13 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
                 format_index(pr.index) + " in fp32, past " + dtype_name(stored) +
                 "'s largest finite value " + format_number(pr.dtype_max) +
                 ", so storing it gives " + (pr.value > 0 ? "inf" : "-inf") + ref_text;
+    return pr;
+  }
+  if (const std::string params = non_finite_params(plan, *op, grp.policy); !params.empty()) {
+    pr.cause = "non-finite-weight";
+    pr.detail = pr.layer + " (" + pr.op + ") makes " + format_number(pr.value) + " at " +
+                format_index(pr.index) + " from finite inputs: " + params +
+                (ref_text.empty() ? "" : ref_text + ")");
     return pr;
   }
   pr.cause = classify(op->kind, pr.value, pr.inputs);

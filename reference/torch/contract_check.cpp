@@ -50,8 +50,12 @@ torch::Tensor contract_param(const Tensor& w, const ContractParam& p) {
   const torch::Tensor w64 = to_torch(w, DType::kF64, torch::kCPU);
   if (!dtype_is_fp8(p.dtype)) return f64(w64.to(torch_dtype(p.dtype)));
   const int64_t rows = w64.size(0);
-  torch::Tensor amax = w64.abs().reshape({rows, -1}).amax(1);
-  if (p.scale == ScaleGranularity::kPerTensor) amax = amax.amax().expand({rows});
+  // The clip= quantile of |w| by nearest rank (the largest at clip=1), per row or per tensor.
+  const torch::Tensor a = p.scale == ScaleGranularity::kPerTensor ? w64.abs().reshape({1, -1})
+                                                                  : w64.abs().reshape({rows, -1});
+  const int64_t rank = clip_rank(p.clip, a.size(1));
+  torch::Tensor amax = p.clip == 1 ? a.amax(1) : std::get<0>(a.sort(1)).select(1, rank);
+  if (p.scale == ScaleGranularity::kPerTensor) amax = amax.expand({rows});
   torch::Tensor scale = f64((amax / dtype_max_finite(p.dtype)).to(torch::kFloat32));
   scale = torch::where(amax == 0, torch::ones_like(scale), scale);
   std::vector<int64_t> per_row(std::size_t(w64.dim()), 1);
