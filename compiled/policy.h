@@ -32,8 +32,8 @@ struct DTypePolicy {
 // The policy text (w=..,a=..,acc=..[,scale=..][,sat=..]), checked by check_layer_policy.
 Expected<LayerPolicy> parse_layer_policy(std::string_view text);
 // The storage rules every layer policy must follow (w is a storage dtype, activations f32/f16/
-// bf16, accumulation f32 or f16, scale=, sat= and clip= for fp8 weights only); which w x a pairs have
-// kernels is check_supported's, per layer.
+// bf16, accumulation f32 or f16, scale=, sat= and clip= for fp8 weights only); which w x a pairs
+// have kernels is check_supported's, per layer.
 Status check_layer_policy(const LayerPolicy& p);
 // Comma-separated globs (`*` any run of characters, `?` one character).
 Expected<std::vector<std::string>> parse_keep_fp32(std::string_view text);
