@@ -404,8 +404,7 @@ Status apply_case_option(Case& c, std::string_view token) {
 Status apply_policy_text(Case& c, std::string_view policy) {
   for (const std::string& part : split_list(policy, ',')) {
     const std::string key = part.substr(0, part.find('='));
-    if (key != "w" && key != "a" && key != "acc" && key != "scale" && key != "sat" &&
-        key != "clip")
+    if (key != "w" && key != "a" && key != "acc" && key != "scale" && key != "sat" && key != "clip")
       return Error("field '" + part + "' is unknown; use w=, a=, acc=, scale=, sat= and clip=");
     if (Status s = apply_case_option(c, part); !s.ok())
       return Error("field '" + part + "': " + s.error().message());

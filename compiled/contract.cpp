@@ -22,8 +22,7 @@ GroupContract group_contract(const Plan& plan, int index) {
       if (key->empty()) continue;
       const bool m = matrix && key == &op.weight;
       c.params.push_back(ContractParam{*key, m, key == &op.bias, param_storage(grp.policy, m),
-                                       grp.policy.scale, grp.policy.saturation,
-                                       grp.policy.clip});
+                                       grp.policy.scale, grp.policy.saturation, grp.policy.clip});
     }
   }
   for (int v : grp.inputs) c.inputs.push_back({v, plan.buffers.at(v).dtype});

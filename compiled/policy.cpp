@@ -86,11 +86,9 @@ Status check_layer_policy(const LayerPolicy& p) {
     return Error(
         std::string("policy: accumulation is f32 (or f16, to reproduce field bugs), not ") +
         dtype_name(p.accumulation));
-  if (!dtype_is_fp8(p.weight) &&
-      (p.scale != ScaleGranularity::kPerChannel || p.saturation != Saturation::kSaturate ||
-       p.clip != 1))
-    return Error(
-        "policy: scale=, sat= and clip= apply to fp8 weights only (w=f8e4m3 or w=f8e5m2)");
+  if (!dtype_is_fp8(p.weight) && (p.scale != ScaleGranularity::kPerChannel ||
+                                  p.saturation != Saturation::kSaturate || p.clip != 1))
+    return Error("policy: scale=, sat= and clip= apply to fp8 weights only (w=f8e4m3 or w=f8e5m2)");
   return Status();
 }
 
