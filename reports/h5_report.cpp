@@ -28,6 +28,8 @@ void write_provenance(hid_t parent, const Provenance& p) {
   put_int(g.get(), "group", p.group);
   put_string(g.get(), "layer", p.layer);
   put_string(g.get(), "op", p.op);
+  put_string(g.get(), "stored_layer", p.stored_layer);
+  put_string(g.get(), "stored_op", p.stored_op);
   put_string(g.get(), "cause", p.cause);
   put_string(g.get(), "detail", p.detail);
   put_string(g.get(), "index", join_numbers(p.index, ','));
@@ -51,6 +53,10 @@ Provenance read_provenance(hid_t parent) {
   p.group = int(get_int(g.get(), "group"));
   p.layer = get_string(g.get(), "layer");
   p.op = get_string(g.get(), "op");
+  if (H5Aexists(g.get(), "stored_layer") > 0) {  // reports before issue 18 lack them
+    p.stored_layer = get_string(g.get(), "stored_layer");
+    p.stored_op = get_string(g.get(), "stored_op");
+  }
   p.cause = get_string(g.get(), "cause");
   p.detail = get_string(g.get(), "detail");
   for (const std::string& n : split_list(get_string(g.get(), "index"), ','))

@@ -40,6 +40,10 @@ nlohmann::json case_json(const CaseResult& c) {
     if (!p.step.empty()) o["step"] = p.step;
     o["layer"] = p.layer;
     o["op"] = p.op;
+    if (!p.stored_layer.empty()) {
+      o["stored_layer"] = p.stored_layer;
+      o["stored_op"] = p.stored_op;
+    }
     o["cause"] = p.cause;
     o["index"] = p.index;
     o["value"] = number(p.value);

@@ -39,8 +39,11 @@ struct Provenance {
   int group = -1;
   std::string layer;   // the op's name (a diffusers path)
   std::string op;      // op kind: conv2d, group_norm, ...
-  std::string cause;   // overflow, inf-inf, 0*inf, division-by-zero, invalid-sqrt, invalid-log,
-                       // propagated-from-input, fault
+  // Where the fused group stored the value when that is a later op than the origin (the
+  // residual `add` after a conv that left the range); empty when the origin stored it.
+  std::string stored_layer, stored_op;
+  std::string cause;   // overflow, inf-inf, 0*inf, propagated-from-input, fault,
+                       // non-finite-weight
   std::string detail;  // one sentence
   std::vector<int64_t> index;  // NCHW element of the op's output
   double value = 0;  // the compiled value there (fp32 before the store, or the stored value)

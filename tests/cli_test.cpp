@@ -309,6 +309,32 @@ TEST_F(CliTest, TriageNamesTheOverflowingLayerAndAFixThatPasses) {
       << not_repro.output;
 }
 
+// A conv fused with its bias and the residual add (one group, one store): the conv's fp32 value
+// is already past f16's range, so the conv is the origin, not the add where the group stores
+// it, and the precision search starts from it.
+TEST_F(CliTest, TriageNamesTheConvThatLeftTheRangeInsideAFusedResidualGroup) {
+  const std::string resnet = "decoder.up_blocks.1.resnets.0";
+  ASSERT_EQ(twinpath("model init --config tiny-kl --seed 4 --scale-layer '" + resnet +
+                     ".conv2*1e6' --out " + p("fused_overflow"))
+                .code,
+            0);
+  ASSERT_TRUE(write_npy(p("fused_latent.npy"), patterned({1, 4, 16, 16})).ok());
+  const auto r = twinpath("triage --json --model " + p("fused_overflow") +
+                          " --pipeline vae.decode --input " + p("fused_latent.npy") +
+                          " --policy w=f16,a=f16,acc=f32 2>/dev/null");
+  EXPECT_EQ(r.code, 1) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["origin"]["layer"], resnet + ".conv2") << r.output;
+  EXPECT_EQ(j["origin"]["op"], "conv2d");
+  EXPECT_EQ(j["origin"]["cause"], "overflow");
+  EXPECT_EQ(j["origin"]["stored_layer"], resnet + ".add") << r.output;
+  EXPECT_EQ(j["origin"]["stored_op"], "add");
+  EXPECT_GT(std::fabs(j["origin"]["value"].get<double>()), 65504);
+  ASSERT_FALSE(j["keep_fp32"].empty()) << r.output;
+  EXPECT_EQ(j["keep_fp32"][0], resnet + ".conv2") << r.output;
+}
+
 TEST_F(CliTest, TriageRefusesWrongInputsClearly) {
   expect_user_error(
       "triage --model " + p("nope") + " --pipeline vae.decode --input " + p("latent.safetensors"),

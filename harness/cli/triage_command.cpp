@@ -79,7 +79,11 @@ Expected<int> triage_command(const TriageOptions& o) {
       std::cout << "  origin    " << p.detail << "\n";
     } else if (p.found) {
       std::cout << "  origin    " << (p.step.empty() ? "" : p.step + ", ") << p.layer << " ("
-                << p.op << "), cause " << p.cause << ", element " << format_index(p.index) << "\n";
+                << p.op << "), cause " << p.cause << ", element " << format_index(p.index)
+                << (p.stored_layer.empty()
+                        ? ""
+                        : ", stored at " + p.stored_layer + " (" + p.stored_op + ")")
+                << "\n";
       std::cout << "  values    compiled " << format_number(p.value) << ", reference "
                 << format_number(p.reference_value);
       if (p.dtype_max > 0)

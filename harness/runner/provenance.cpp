@@ -4,6 +4,7 @@
 // its input values there, and a replay without the injected faults.
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "harness/core/format.h"
 #include "harness/runner/runs.h"
@@ -12,12 +13,17 @@
 namespace tp {
 namespace {
 
-int64_t first_non_finite(const Tensor& t) {
+// The first element that is non-finite or whose magnitude is past `range`, else -1.
+int64_t first_out_of_range(const Tensor& t, double range) {
   const Tensor f = t.to(DType::kF64);
   const double* d = f.data<double>();
   for (int64_t i = 0; i < f.numel(); ++i)
-    if (!std::isfinite(d[i])) return i;
+    if (!std::isfinite(d[i]) || std::fabs(d[i]) > range) return i;
   return -1;
+}
+
+int64_t first_non_finite(const Tensor& t) {
+  return first_out_of_range(t, std::numeric_limits<double>::infinity());
 }
 
 // A non-finite compiled value where the reference is finite.
@@ -120,28 +126,29 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
     return pr;
   }
   const Graph& graph = *plan.graph;
-  // The op: the first whose fp32 output is non-finite, else the one whose output overflowed
-  // when stored in the activation dtype.
+  // The origin: the first op, in execution order, whose fp32 value is non-finite or past the
+  // range of the dtype the group stores in (a conv that overflowed before the residual add it
+  // is fused with is the layer to fix). The op that stores the non-finite output, when later,
+  // is named apart.
+  const Op* store_op = nullptr;
+  for (std::size_t i = 0; i < grp.outputs.size() && !store_op; ++i)
+    if (first_non_finite(replay->stored[i]) >= 0)
+      for (const auto& [o, t] : replay->ops)
+        if (graph.ops[std::size_t(o)].output == grp.outputs[i]) store_op = &graph.ops[std::size_t(o)];
+  const DType stored_dtype = store_op && plan.buffers.count(store_op->output)
+                                 ? plan.buffers.at(store_op->output).dtype
+                                 : grp.policy.activation;
+  const double range = stored_dtype == DType::kF32 ? std::numeric_limits<double>::infinity()
+                                                   : dtype_max_finite(stored_dtype);
   const Op* op = nullptr;
   const Tensor* op_value = nullptr;
   int64_t flat = -1;
-  bool at_store = false;
   for (const auto& [o, t] : replay->ops)
-    if ((flat = first_non_finite(t)) >= 0) {
+    if ((flat = first_out_of_range(t, range)) >= 0) {
       op = &graph.ops[std::size_t(o)];
       op_value = &t;
       break;
     }
-  if (!op) {
-    for (std::size_t i = 0; i < grp.outputs.size() && !op; ++i)
-      if ((flat = first_non_finite(replay->stored[i])) >= 0)
-        for (const auto& [o, t] : replay->ops)
-          if (graph.ops[std::size_t(o)].output == grp.outputs[i]) {
-            op = &graph.ops[std::size_t(o)];
-            op_value = &t;
-            at_store = true;
-          }
-  }
   if (!op) {
     pr.detail =
         grp.checkpoints[0] +
@@ -150,9 +157,14 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
         "the emulation";
     return pr;
   }
+  const bool at_store = std::isfinite(at(*op_value, flat));  // finite in fp32, past the range
   pr.found = true;
   pr.layer = op->name;
   pr.op = op_kind_name(op->kind);
+  if (store_op && store_op != op) {
+    pr.stored_layer = store_op->name;
+    pr.stored_op = op_kind_name(store_op->kind);
+  }
   pr.index = unravel(flat, op_value->shape());
   pr.value = at(*op_value, flat);
 
@@ -198,8 +210,6 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
       }
   }
 
-  const DType stored =
-      plan.buffers.count(op->output) ? plan.buffers.at(op->output).dtype : grp.policy.activation;
   if (!plan.faults.empty()) {
     auto clean = compiled::replay_group(plan, group, input_shape, inputs, compiled::FaultSet{});
     if (clean.ok() && replay_finite(*clean)) {
@@ -214,14 +224,18 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
   }
   if (at_store) {
     pr.cause = "overflow";
-    pr.dtype_max = dtype_max_finite(stored);
+    pr.dtype_max = dtype_max_finite(stored_dtype);
     if (!ref_text.empty())
       ref_text += ", " + format_number(pr.reference_max_abs / pr.dtype_max) + "x " +
-                  dtype_name(stored) + "'s range)";
+                  dtype_name(stored_dtype) + "'s range)";
+    const std::string stored =
+        pr.stored_layer.empty()
+            ? std::string(", so storing it gives ") + (pr.value > 0 ? "inf" : "-inf")
+            : "; the group stores it at " + pr.stored_layer + " (" + pr.stored_op +
+                  "), which gives a non-finite value";
     pr.detail = pr.layer + " (" + pr.op + ") computes " + format_number(pr.value) + " at " +
-                format_index(pr.index) + " in fp32, past " + dtype_name(stored) +
-                "'s largest finite value " + format_number(pr.dtype_max) +
-                ", so storing it gives " + (pr.value > 0 ? "inf" : "-inf") + ref_text;
+                format_index(pr.index) + " in fp32, past " + dtype_name(stored_dtype) +
+                "'s largest finite value " + format_number(pr.dtype_max) + stored + ref_text;
     return pr;
   }
   if (const std::string params = non_finite_params(plan, *op, grp.policy); !params.empty()) {
