@@ -1,5 +1,6 @@
 #include "cases/suite.h"
 
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -10,7 +11,17 @@
 namespace tp {
 namespace {
 
-constexpr std::size_t kMaxCasesPerLine = 100000;  // a typo like res=1:100000:1x... should not hang
+// A typo like res=1:100000:1x64 must be refused before anything runs (or is allocated).
+constexpr std::size_t kMaxCases = kMaxSuiteCases;
+
+const std::string kSplitAdvice =
+    "; split it into several lines or suites (or runs with --shard K/N), or narrow its comma "
+    "lists and ranges";
+
+std::string too_many(std::size_t n) {
+  return std::to_string(n) + " cases, more than the limit of " + std::to_string(kMaxCases) +
+         kSplitAdvice;
+}
 
 std::vector<std::pair<std::string, std::size_t>> split_at(std::string_view s, char sep) {
   std::vector<std::pair<std::string, std::size_t>> out;  // piece, offset
@@ -45,9 +56,8 @@ Expected<std::vector<std::string>> expand_dimension(const std::string& spec) {
   if (parts.size() != 3 || !to_int(parts[0].first, a) || !to_int(parts[1].first, b) ||
       !to_int(parts[2].first, step) || step <= 0 || b < a)
     return Error("'" + spec + "' is not a range A:B:STEP with A <= B and STEP > 0");
-  if ((b - a) / step + 1 > int64_t(kMaxCasesPerLine))
-    return Error("'" + spec + "' expands to more than " + std::to_string(kMaxCasesPerLine) +
-                 " sizes; narrow it");
+  if ((b - a) / step + 1 > int64_t(kMaxCases))
+    return Error("'" + spec + "' expands to " + too_many(std::size_t((b - a) / step + 1)));
   std::vector<std::string> out;
   for (int64_t v = a; v <= b; v += step) out.push_back(std::to_string(v));
   return out;
@@ -79,9 +89,9 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
         return Error("'" + alt + "': expected res=HEIGHTxWIDTH, each a size or a range A:B:STEP");
       TP_ASSIGN_OR_RETURN(std::vector<std::string> hs, expand_dimension(alt.substr(0, x)));
       TP_ASSIGN_OR_RETURN(std::vector<std::string> ws, expand_dimension(alt.substr(x + 1)));
-      if (hs.size() * ws.size() + alternatives.size() > kMaxCasesPerLine)
-        return Error("'" + alt + "' expands to more than " + std::to_string(kMaxCasesPerLine) +
-                     " cases; narrow its ranges");
+      if (hs.size() * ws.size() + alternatives.size() > kMaxCases)
+        return Error("'" + alt + "' expands to " +
+                     too_many(hs.size() * ws.size() + alternatives.size()));
       for (const auto& h : hs)
         for (const auto& w : ws) alternatives.push_back("res=" + h + "x" + w);
     } else {
@@ -123,12 +133,23 @@ Expected<std::vector<Case>> expand_suite(std::string_view text, const std::strin
       if (!alts.ok())
         return Error(where + ":" + std::to_string(tokens[t].second) + ": " +
                      alts.error().message() + (t == 0 ? "" : " (in '" + tokens[t].first + "')"));
-      total *= alts->size();
-      if (total > kMaxCasesPerLine)
-        return Error(where + ": this line expands to more than " +
-                     std::to_string(kMaxCasesPerLine) + " cases; split it or narrow its ranges");
       choices.push_back(std::move(alts).value());
     }
+    // The line's count before expanding it (each factor is at most kMaxCases, so a product
+    // that passes the limit is seen before it can overflow).
+    for (const auto& c : choices) {
+      total *= c.size();
+      if (total > kMaxCases) break;
+    }
+    if (total > kMaxCases) {
+      double count = 1;
+      for (const auto& c : choices) count *= double(c.size());
+      char n[32];
+      std::snprintf(n, sizeof n, "%.0f", count);
+      return Error(where + ": this line expands to " + n + " cases, more than the limit of " +
+                   std::to_string(kMaxCases) + kSplitAdvice);
+    }
+
     // Cross product, first token slowest.
     std::vector<std::size_t> pick(choices.size(), 0);
     for (std::size_t n = 0; n < total; ++n) {
@@ -161,6 +182,9 @@ Expected<std::vector<Case>> expand_suite(std::string_view text, const std::strin
       }
       for (Case& g : generated)
         if (seen.insert(g.id()).second) cases.push_back(std::move(g));
+      if (cases.size() > kMaxCases)
+        return Error(where + ": with this line the suite passes the limit of " +
+                     std::to_string(kMaxCases) + " cases" + kSplitAdvice);
     }
   }
   return cases;

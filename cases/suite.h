@@ -14,6 +14,10 @@
 
 namespace tp {
 
+// At most this many cases in one suite (or --case list): past it the expansion is refused
+// before anything runs, naming the count and the line.
+constexpr std::size_t kMaxSuiteCases = 20000;
+
 // `source` names the text in errors ("ci", "my-suite.txt").
 Expected<std::vector<Case>> expand_suite(std::string_view text, const std::string& source);
 

@@ -37,14 +37,14 @@ struct Provenance {
   std::string graph;
   std::string step;  // the graph call in a denoising loop ("step3"; "" for a single call)
   int group = -1;
-  std::string layer;   // the op's name (a diffusers path)
-  std::string op;      // op kind: conv2d, group_norm, ...
+  std::string layer;  // the op's name (a diffusers path)
+  std::string op;     // op kind: conv2d, group_norm, ...
   // Where the fused group stored the value when that is a later op than the origin (the
   // residual `add` after a conv that left the range); empty when the origin stored it.
   std::string stored_layer, stored_op;
-  std::string cause;   // overflow, inf-inf, 0*inf, propagated-from-input, fault,
-                       // non-finite-weight
-  std::string detail;  // one sentence
+  std::string cause;           // overflow, inf-inf, 0*inf, propagated-from-input, fault,
+                               // non-finite-weight
+  std::string detail;          // one sentence
   std::vector<int64_t> index;  // NCHW element of the op's output
   double value = 0;  // the compiled value there (fp32 before the store, or the stored value)
   double reference_value = 0;    // the reference's value of the same op output there

@@ -115,10 +115,11 @@ std::string case_lines(const CaseResult& r) {
   s += "\n    " + r.reason + "\n";
   if (r.provenance.found && r.outcome == Outcome::kFailed) {
     const Provenance& p = r.provenance;
-    s += "    origin: " + (p.step.empty() ? "" : p.step + ", ") + p.layer + " (" + p.op +
-         "), cause " + p.cause + ", element " + format_index(p.index) +
-         (p.stored_layer.empty() ? "" : ", stored at " + p.stored_layer + " (" + p.stored_op + ")") +
-         "\n";
+    s +=
+        "    origin: " + (p.step.empty() ? "" : p.step + ", ") + p.layer + " (" + p.op +
+        "), cause " + p.cause + ", element " + format_index(p.index) +
+        (p.stored_layer.empty() ? "" : ", stored at " + p.stored_layer + " (" + p.stored_op + ")") +
+        "\n";
   }
   if (r.searched) {
     const std::string keep = join_list(r.keep_fp32, ',');

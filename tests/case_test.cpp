@@ -121,8 +121,16 @@ TEST(SuiteFile, ATypoPointsAtFileLineAndColumn) {
                        Bad{"vae.decode,vae.decod\n", "my.txt:1:1: 'vae.decod'"},
                        Bad{"vae.decode res=40:32:4x32\n", "not a range A:B:STEP"},
                        Bad{"vae.decode tile=32:16\n", "my.txt:1: tile=MIN:STRIDE needs tiling=on"},
-                       Bad{"vae.decode res=1:99999:1x1:99999:1\n", "more than 100000 cases"},
-                       Bad{"vae.decode res=1:999999999:1x8\n", "more than 100000 sizes"}}) {
+                       Bad{"vae.decode res=1:99999:1x1:99999:1\n",
+                           "my.txt:1:12: '1:99999:1' expands to 99999 cases, more than the limit "
+                           "of 20000"},
+                       Bad{"vae.decode res=1:999999999:1x8\n", "999999999 cases, more than"},
+                       // A sweep whose product passes the limit; a suite that passes it in total.
+                       Bad{"vae.decode res=64:10064:1x64 w=f16,bf16\n",
+                           "my.txt:1: this line expands to 20002 cases, more than the limit of "
+                           "20000; split it"},
+                       Bad{"vae.decode res=64:15063:1x64\nvae.encode res=64:15063:1x64\n",
+                           "my.txt:2: with this line the suite passes the limit of 20000 cases"}}) {
     auto cases = expand_suite(b.text, "my.txt");
     ASSERT_FALSE(cases.ok()) << b.text;
     EXPECT_NE(cases.error().message().find(b.fragment), std::string::npos)

@@ -319,9 +319,9 @@ TEST_F(CliTest, TriageNamesTheConvThatLeftTheRangeInsideAFusedResidualGroup) {
                 .code,
             0);
   ASSERT_TRUE(write_npy(p("fused_latent.npy"), patterned({1, 4, 16, 16})).ok());
-  const auto r = twinpath("triage --json --model " + p("fused_overflow") +
-                          " --pipeline vae.decode --input " + p("fused_latent.npy") +
-                          " --policy w=f16,a=f16,acc=f32 2>/dev/null");
+  const auto r =
+      twinpath("triage --json --model " + p("fused_overflow") + " --pipeline vae.decode --input " +
+               p("fused_latent.npy") + " --policy w=f16,a=f16,acc=f32 2>/dev/null");
   EXPECT_EQ(r.code, 1) << r.output;
   const nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
   ASSERT_FALSE(j.is_discarded()) << r.output;
@@ -333,6 +333,21 @@ TEST_F(CliTest, TriageNamesTheConvThatLeftTheRangeInsideAFusedResidualGroup) {
   EXPECT_GT(std::fabs(j["origin"]["value"].get<double>()), 65504);
   ASSERT_FALSE(j["keep_fp32"].empty()) << r.output;
   EXPECT_EQ(j["keep_fp32"][0], resnet + ".conv2") << r.output;
+}
+
+// A typo that would expand to 100,000 cases is refused before anything runs, by run and by
+// cases list alike, with the count and the line.
+TEST_F(CliTest, ASuitePastTheCaseLimitIsRefusedBeforeRunning) {
+  std::ofstream(p("huge.txt")) << "# a typo: 1:100000:1 for 1:100000:1000\n"
+                               << "vae.decode model=tiny-kl res=1:100000:1x64 w=f16\n";
+  for (const std::string command : {"run --suite ", "cases list --suite "}) {
+    const auto r = twinpath(command + p("huge.txt"));
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("huge.txt:2:26: '1:100000:1' expands to 100000 cases, more than the "
+                            "limit of 20000"),
+              std::string::npos)
+        << r.output;
+  }
 }
 
 TEST_F(CliTest, TriageRefusesWrongInputsClearly) {

@@ -28,6 +28,11 @@ Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
     TP_ASSIGN_OR_RETURN(std::vector<Case> suite, load_suite(o.suite.empty() ? "ci" : o.suite));
     all.insert(all.end(), suite.begin(), suite.end());
   }
+  if (all.size() > kMaxSuiteCases)
+    return Error(std::to_string(all.size()) +
+                 " cases (--case lines and the suite together), more "
+                 "than the limit of " +
+                 std::to_string(kMaxSuiteCases) + "; split them into several runs");
   std::regex filter;
   try {
     filter = std::regex(o.filter.empty() ? ".*" : o.filter);

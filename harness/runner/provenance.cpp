@@ -134,7 +134,8 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
   for (std::size_t i = 0; i < grp.outputs.size() && !store_op; ++i)
     if (first_non_finite(replay->stored[i]) >= 0)
       for (const auto& [o, t] : replay->ops)
-        if (graph.ops[std::size_t(o)].output == grp.outputs[i]) store_op = &graph.ops[std::size_t(o)];
+        if (graph.ops[std::size_t(o)].output == grp.outputs[i])
+          store_op = &graph.ops[std::size_t(o)];
   const DType stored_dtype = store_op && plan.buffers.count(store_op->output)
                                  ? plan.buffers.at(store_op->output).dtype
                                  : grp.policy.activation;
