@@ -34,6 +34,8 @@ summarize() {
   (cd "$dir/gcov" && gcov --branch-probabilities --branch-counts --preserve-paths \
     $(find "$build/compiled" -name '*.gcda' | sort) > ../gcov.log)
   python3 "$root/tools/coverage_summary.py" "$root" "$dir/gcov" "$dir"
+  python3 "$root/tools/coverage_branches.py" "$dir/uncovered.txt" --list "$dir/branches.txt" \
+    > "$dir/branch-kinds.txt"
 }
 
 "$build/twinpath" run --suite ci --report "$out/ci.h5" > "$out/ci.log" 2>&1 || {
@@ -52,4 +54,6 @@ if [ $with_tests = 1 ]; then
   summarize "$out/tests"
   echo "== compiled/ under ci and every test (out/coverage/tests/)"
   cat "$out/tests/summary.txt"
+  echo "== untaken branches on lines that ran, by kind (out/coverage/tests/branches.txt lists each)"
+  cat "$out/tests/branch-kinds.txt"
 fi
