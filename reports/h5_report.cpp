@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "harness/core/atomic_file.h"
 #include "harness/core/format.h"
@@ -206,6 +207,11 @@ Status write_h5_report(const std::string& path, const RunReport& report) {
       put_string(root, "utc_time", report.utc_time);
       put_string(root, "shard", report.shard);
       put_string(root, "summary", outcome_counts(report.cases));
+      put_int(root, "incomplete", report.incomplete);
+      std::string not_run;
+      for (const auto& [ordinal, id] : report.not_run)
+        not_run += std::to_string(ordinal) + " " + id + "\n";
+      put_string(root, "not_run", not_run);
       Handle cases(
           check_id(H5Gcreate2(root, "cases", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "cases"),
           H5Gclose);
@@ -242,6 +248,15 @@ Expected<RunReport> read_h5_report(const std::string& path) {
     r.device = get_string(root, "device");
     r.utc_time = get_string(root, "utc_time");
     r.shard = get_string(root, "shard");
+    if (H5Aexists(root, "incomplete") > 0) {  // reports before issue 18 lack them
+      r.incomplete = get_int(root, "incomplete") != 0;
+      std::istringstream lines(get_string(root, "not_run"));
+      for (std::string line; std::getline(lines, line);) {
+        const std::size_t space = line.find(' ');
+        if (space == std::string::npos) continue;
+        r.not_run.emplace_back(std::stoll(line.substr(0, space)), line.substr(space + 1));
+      }
+    }
     if (H5Lexists(root, "cases", H5P_DEFAULT) <= 0)
       return Error(path + " has no /cases group: not a twinpath report");
     Handle cases(check_id(H5Gopen2(root, "cases", H5P_DEFAULT), "cases"), H5Gclose);

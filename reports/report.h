@@ -16,6 +16,10 @@ struct RunReport {
   std::string tool_version, git_commit, command_line, host, device, utc_time;
   std::string shard;  // "K/N" for a shard's report, "" for a whole run (or a merge)
   std::vector<CaseResult> cases;
+  // A run stopped by SIGINT/SIGTERM (a scheduler's time limit) after the cases in progress: the
+  // ids of the cases it did not run, with their ordinals (`run --resume` runs them).
+  bool incomplete = false;
+  std::vector<std::pair<int64_t, std::string>> not_run;
 };
 
 // Host name, UTC time (ISO 8601) for a new report.

@@ -2,10 +2,13 @@
 // under a kill, shards merged into the unsharded report, and `report diff` catching a planted
 // error growth.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -372,4 +375,74 @@ TEST(Baseline, RoundTripsAndFlagsGrowthAndChangedPlans) {
 }
 
 }  // namespace
+// A run stopped by SIGTERM (a scheduler's time limit) after a few cases keeps them in a report
+// marked incomplete, with the cases it did not run; --resume runs those and completes the
+// report, which then equals an uninterrupted run's case for case, bit for bit.
+TEST_F(ReportTest, AnInterruptedRunKeepsItsCasesAndResumesToTheUninterruptedReport) {
+  std::ofstream(p("long.txt"))
+      << "vae.decode,vae.encode model=tiny-kl,tiny-taesd res=32:96:8x64 w=f16,bf16 a=f16 acc=f32\n";
+  const std::string run = std::string(TWINPATH_BINARY) + " run --jobs 2 --suite " + p("long.txt");
+  // Started with its output on a pipe, and sent SIGTERM once three cases have printed.
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    const std::string command = "exec " + run + " --report " + p("stopped.h5");
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  FILE* lines = ::fdopen(out[0], "r");
+  char line[4096];
+  std::string printed;
+  int cases_printed = 0;
+  while (std::fgets(line, sizeof line, lines)) {
+    printed += line;
+    if (std::string(line).rfind("PASSED", 0) == 0 && ++cases_printed == 3) ::kill(pid, SIGTERM);
+  }
+  std::fclose(lines);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << printed;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << printed;
+  EXPECT_NE(printed.find("interrupted by SIGTERM after "), std::string::npos) << printed;
+
+  auto stopped = read_h5_report(p("stopped.h5"));
+  ASSERT_TRUE(stopped.ok()) << stopped.error().message();
+  EXPECT_TRUE(stopped->incomplete);
+  ASSERT_FALSE(stopped->not_run.empty()) << "the run finished before the signal";
+  EXPECT_GE(stopped->cases.size(), 3u);
+  EXPECT_EQ(stopped->cases.size() + stopped->not_run.size(), 72u);
+
+  const auto resumed = twinpath("run --jobs 2 --resume " + p("stopped.h5"));
+  EXPECT_EQ(resumed.code, 0) << resumed.output;
+  const auto whole =
+      twinpath("run --jobs 2 --suite " + p("long.txt") + " --report " + p("whole.h5"));
+  EXPECT_EQ(whole.code, 0) << whole.output;
+  auto a = read_h5_report(p("stopped.h5"));
+  auto b = read_h5_report(p("whole.h5"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_FALSE(a->incomplete);
+  EXPECT_TRUE(a->not_run.empty());
+  ASSERT_EQ(a->cases.size(), b->cases.size());
+  for (std::size_t i = 0; i < a->cases.size(); ++i) {
+    const CaseResult &x = a->cases[i], &y = b->cases[i];
+    EXPECT_EQ(x.id, y.id);
+    EXPECT_EQ(x.ordinal, y.ordinal);
+    EXPECT_EQ(x.outcome, y.outcome) << x.id;
+    ASSERT_EQ(x.checkpoints.size(), y.checkpoints.size()) << x.id;
+    for (std::size_t k = 0; k < x.checkpoints.size(); ++k)
+      EXPECT_EQ(x.checkpoints[k].accumulated.rel_l2, y.checkpoints[k].accumulated.rel_l2)
+          << x.id << " @ " << x.checkpoints[k].name;
+  }
+  const auto again = twinpath("run --resume " + p("stopped.h5"));
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.output.find("is a complete report: every case ran; nothing to resume"),
+            std::string::npos)
+      << again.output;
+}
+
 }  // namespace tp

@@ -46,6 +46,7 @@ struct RunCommandOptions {
   bool json = false;
   bool search = false;   // precision search for failing cases
   bool contract = true;  // check every group against the numerics contract (torch contract mode)
+  std::string resume;    // an incomplete report: run the cases it did not, and complete it
 };
 
 // The cases a run selects: --case lines, then the suite (ci when neither is given), with

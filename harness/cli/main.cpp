@@ -123,6 +123,10 @@ int main(int argc, char** argv) {
                   "(one per thread when every case is on a built-in tiny model on the CPU, else 1)")
       ->capture_default_str();
   run->add_option("--report", ro.report, "write the HDF5 report here (atomically)");
+  run->add_option("--resume", ro.resume,
+                  "REPORT.h5 of a run stopped by SIGINT/SIGTERM: run only the cases it did not "
+                  "(pass the run's other options again) and write the complete report (to "
+                  "--report, else over REPORT.h5)");
   run->add_option("--junit", ro.junit, "write JUnit XML here (atomically)");
   run->add_option("--baseline", ro.baseline,
                   "an earlier report or a baseline file (report baseline): flag error growth, new "

@@ -1,4 +1,7 @@
 // `twinpath run`: cases on both paths, verdicts, the terminal summary, and the reports.
+#include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +17,41 @@
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
 #include "reports/report_tools.h"
+#include "reports/result.h"
 
 namespace tp {
+namespace {
+
+// SIGINT/SIGTERM (a scheduler's time limit sends SIGTERM) stop the run after the cases in
+// progress; a second signal ends it at once, as the default action would.
+std::atomic<bool> g_stop_requested{false};
+std::atomic<int> g_stop_signal{0};
+
+extern "C" void request_stop(int signal) {
+  g_stop_signal = signal;
+  g_stop_requested = true;
+  std::signal(signal, SIG_DFL);
+}
+
+// The cases an incomplete report did not run, with their ordinals, and the report to complete.
+Expected<std::pair<std::vector<Case>, std::vector<int64_t>>> cases_to_resume(
+    const RunReport& report, const std::string& path) {
+  if (!report.incomplete)
+    return Error(path + " is a complete report: every case ran; nothing to resume");
+  std::vector<Case> cases;
+  std::vector<int64_t> ordinals;
+  for (const auto& [ordinal, id] : report.not_run) {
+    auto c = parse_case(id);
+    if (!c.ok())
+      return Error(path + ": a case it did not run no longer parses (" + c.error().message() +
+                   "); rerun the suite with this twinpath");
+    cases.push_back(std::move(c).value());
+    ordinals.push_back(ordinal);
+  }
+  return std::pair{std::move(cases), std::move(ordinals)};
+}
+
+}  // namespace
 
 Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
   std::vector<Case> all;
@@ -99,7 +135,8 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   // With no cases named, the main job: the ci suite, reported to out/latest.h5 (+ JUnit), outside
   // the sources.
   RunCommandOptions o = given;
-  if (o.cases.empty() && o.suite.empty() && o.report.empty() && o.junit.empty()) {
+  if (o.cases.empty() && o.suite.empty() && o.report.empty() && o.junit.empty() &&
+      o.resume.empty()) {
     std::error_code ec;
     std::filesystem::create_directories("out", ec);
     o.report = "out/latest.h5";
@@ -114,7 +151,23 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   else if (o.dump != "none")
     return Error("--dump " + o.dump + " is unknown; use none, failing or all");
   TP_ASSIGN_OR_RETURN(Shard shard, parse_shard(o.shard));
-  TP_ASSIGN_OR_RETURN(std::vector<Case> cases, selected_cases(o));
+  // A resumed run takes its cases from the report it completes; a new one from the options.
+  RunReport resumed;
+  std::vector<Case> cases;
+  std::vector<int64_t> resumed_ordinals;
+  if (!o.resume.empty()) {
+    if (!o.cases.empty() || !o.suite.empty() || !o.filter.empty() || !o.shard.empty())
+      return Error(
+          "--resume takes its cases from the report; leave out --case, --suite, --filter and "
+          "--shard");
+    TP_ASSIGN_OR_RETURN(resumed, read_h5_report(o.resume));
+    TP_ASSIGN_OR_RETURN(auto todo, cases_to_resume(resumed, o.resume));
+    cases = std::move(todo.first);
+    resumed_ordinals = std::move(todo.second);
+    if (o.report.empty()) o.report = o.resume;
+  } else {
+    TP_ASSIGN_OR_RETURN(cases, selected_cases(o));
+  }
   // Read the baseline first: a wrong path should not cost a whole run.
   RunReport baseline;
   if (!o.baseline.empty()) {
@@ -124,6 +177,10 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   RunReport report = report_header(command_line, device);
   if (shard.total > 1)
     report.shard = std::to_string(shard.index) + "/" + std::to_string(shard.total);
+  if (!o.resume.empty()) {
+    report.shard = resumed.shard;
+    report.cases = resumed.cases;
+  }
 
   std::ostream& progress = o.json ? std::cerr : std::cout;
   RunOptions options;
@@ -134,18 +191,44 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   std::vector<const Case*> mine;  // this shard's cases
   std::vector<int64_t> ordinals;
   for (std::size_t i = 0; i < cases.size(); ++i)
-    if (int(i % std::size_t(shard.total)) == shard.index) {
+    if (!o.resume.empty()) {
+      mine.push_back(&cases[i]);
+      ordinals.push_back(resumed_ordinals[i]);
+    } else if (int(i % std::size_t(shard.total)) == shard.index) {
       mine.push_back(&cases[i]);
       ordinals.push_back(int64_t(i));
     }
   TP_ASSIGN_OR_RETURN(const int jobs, resolve_jobs(o.jobs, mine, device));
   ModelCache models;
-  run_cases(mine, options, jobs, models, [&](std::size_t i, CaseResult r) {
-    r.ordinal = ordinals[i];
-    if (r.outcome != Outcome::kUnsupported)
-      progress << case_lines(r) << std::flush;  // counted at the end
-    report.cases.push_back(std::move(r));
-  });
+  g_stop_requested = false;
+  std::signal(SIGINT, request_stop);
+  std::signal(SIGTERM, request_stop);
+  const std::size_t ran = run_cases(
+      mine, options, jobs, models,
+      [&](std::size_t i, CaseResult r) {
+        r.ordinal = ordinals[i];
+        if (r.outcome != Outcome::kUnsupported)
+          progress << case_lines(r) << std::flush;  // counted at the end
+        report.cases.push_back(std::move(r));
+      },
+      &g_stop_requested);
+  std::signal(SIGINT, SIG_DFL);
+  std::signal(SIGTERM, SIG_DFL);
+  std::stable_sort(report.cases.begin(), report.cases.end(),
+                   [](const CaseResult& a, const CaseResult& b) { return a.ordinal < b.ordinal; });
+  if (ran < mine.size()) {
+    report.incomplete = true;
+    for (std::size_t i = ran; i < mine.size(); ++i)
+      report.not_run.emplace_back(ordinals[i], mine[i]->id());
+    progress << "interrupted by " << (g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM") << " after "
+             << ran << " of " << mine.size() << " cases; "
+             << (o.report.empty()
+                     ? "no --report was given, so nothing is kept"
+                     : "the report keeps them, marked incomplete: `twinpath run "
+                       "--resume " +
+                           o.report + "` runs the other " + std::to_string(mine.size() - ran))
+             << "\n";
+  }
   if (!o.report.empty()) TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
   if (!o.junit.empty()) TP_RETURN_IF_ERROR(write_junit(o.junit, report));
   bool regressed = false;
@@ -163,6 +246,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   if (const std::string refused = refusal_summary(report.cases); !refused.empty())
     progress << refused << "\n";
   progress << outcome_counts(report.cases) << "\n";
+  if (report.incomplete) return 128 + g_stop_signal;  // as the signal's own exit status
   return any_failure(report.cases) || regressed ? 1 : 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -38,11 +39,14 @@ Expected<int> resolve_jobs(const std::string& jobs, const std::vector<const Case
   return n;
 }
 
-void run_cases(const std::vector<const Case*>& cases, const RunOptions& options, int jobs,
-               ModelCache& models, const std::function<void(std::size_t, CaseResult)>& done) {
+std::size_t run_cases(const std::vector<const Case*>& cases, const RunOptions& options, int jobs,
+                      ModelCache& models, const std::function<void(std::size_t, CaseResult)>& done,
+                      const std::atomic<bool>* stop_requested) {
+  auto stopping = [&] { return stop_requested && stop_requested->load(); };
   if (jobs <= 1 || cases.size() <= 1) {
-    for (std::size_t i = 0; i < cases.size(); ++i) done(i, run_case(*cases[i], options, models));
-    return;
+    std::size_t i = 0;
+    for (; i < cases.size() && !stopping(); ++i) done(i, run_case(*cases[i], options, models));
+    return i;
   }
   struct Slot {
     std::optional<CaseResult> result;
@@ -51,12 +55,14 @@ void run_cases(const std::vector<const Case*>& cases, const RunOptions& options,
   std::vector<Slot> slots(cases.size());
   std::mutex mutex;
   std::condition_variable finished;
-  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> next{0};  // cases [0, next) started (or past the end)
   std::atomic<bool> stop{false};
   const int threads_each = std::max(1, omp_get_max_threads() / jobs);
   auto worker = [&] {
     omp_set_num_threads(threads_each);  // this thread's own OpenMP team size
-    for (std::size_t i = next++; i < cases.size() && !stop; i = next++) {
+    while (!stop && !stopping()) {
+      const std::size_t i = next++;
+      if (i >= cases.size()) break;
       Slot s;
       try {
         s.result = run_case(*cases[i], options, models);
@@ -71,9 +77,13 @@ void run_cases(const std::vector<const Case*>& cases, const RunOptions& options,
   std::vector<std::thread> workers;
   for (int j = 0; j < jobs; ++j) workers.emplace_back(worker);
   std::exception_ptr error;
+  std::size_t reported = 0;
   for (std::size_t i = 0; i < cases.size() && !error; ++i) {
     std::unique_lock<std::mutex> lock(mutex);
-    finished.wait(lock, [&] { return slots[i].result || slots[i].error; });
+    // A signal cannot notify: look again every 50 ms whether case i will ever start.
+    while (!slots[i].result && !slots[i].error && !(stopping() && i >= next))
+      finished.wait_for(lock, std::chrono::milliseconds(50));
+    if (!slots[i].result && !slots[i].error) break;  // stopped before it started
     if (slots[i].error) {
       error = slots[i].error;
       break;
@@ -81,10 +91,12 @@ void run_cases(const std::vector<const Case*>& cases, const RunOptions& options,
     CaseResult r = std::move(*slots[i].result);
     lock.unlock();
     done(i, std::move(r));
+    reported = i + 1;
   }
   stop = true;
   for (std::thread& t : workers) t.join();
   if (error) std::rethrow_exception(error);
+  return reported;
 }
 
 }  // namespace tp

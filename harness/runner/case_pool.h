@@ -4,6 +4,7 @@
 // come back in case order, whatever order they finish in, and equal a one-at-a-time run's.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -22,7 +23,10 @@ Expected<int> resolve_jobs(const std::string& jobs, const std::vector<const Case
 // Runs `cases` on `jobs` threads sharing `models`, calling `done(i, result)` for i = 0, 1, ... in
 // order on the calling thread. An exception thrown by a case (an internal error) is rethrown
 // here when its turn comes, after the workers have stopped.
-void run_cases(const std::vector<const Case*>& cases, const RunOptions& options, int jobs,
-               ModelCache& models, const std::function<void(std::size_t, CaseResult)>& done);
+// When `stop` turns true (a signal handler sets it), no further case starts: the cases in
+// progress finish and are reported, and run_cases returns how many were (a prefix of `cases`).
+std::size_t run_cases(const std::vector<const Case*>& cases, const RunOptions& options, int jobs,
+                      ModelCache& models, const std::function<void(std::size_t, CaseResult)>& done,
+                      const std::atomic<bool>* stop_requested = nullptr);
 
 }  // namespace tp
