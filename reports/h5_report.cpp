@@ -2,6 +2,7 @@
 
 #include <hdf5.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -252,9 +253,12 @@ Expected<RunReport> read_h5_report(const std::string& path) {
       r.incomplete = get_int(root, "incomplete") != 0;
       std::istringstream lines(get_string(root, "not_run"));
       for (std::string line; std::getline(lines, line);) {
-        const std::size_t space = line.find(' ');
-        if (space == std::string::npos) continue;
-        r.not_run.emplace_back(std::stoll(line.substr(0, space)), line.substr(space + 1));
+        int64_t ordinal = 0;
+        const auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), ordinal);
+        if (ec != std::errc() || end == line.data() + line.size() || *end != ' ')
+          return Error(path + ": its not_run list holds '" + line +
+                       "', not 'ORDINAL CASE-ID'; rerun the suite instead of resuming");
+        r.not_run.emplace_back(ordinal, line.substr(std::size_t(end - line.data()) + 1));
       }
     }
     if (H5Lexists(root, "cases", H5P_DEFAULT) <= 0)

@@ -66,8 +66,7 @@ Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
   }
   if (all.size() > kMaxSuiteCases)
     return Error(std::to_string(all.size()) +
-                 " cases (--case lines and the suite together), more "
-                 "than the limit of " +
+                 " cases (--case lines and the suite together), more than the limit of " +
                  std::to_string(kMaxSuiteCases) + "; split them into several runs");
   std::regex filter;
   try {
