@@ -2,6 +2,7 @@
 // shared modules (co-resident, interleaved, isolated: bitwise equal), memory refusal, and
 // each injected fault changing results on a configuration that shows it.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <cstring>
@@ -155,6 +156,42 @@ TEST_F(CompiledRuntimeTest, GroupAloneReproducesTheFullRun) {
   ASSERT_FALSE(shaped.ok());
   EXPECT_NE(shaped.error().message().find("given as [1, 1, 1, 1]"), std::string::npos)
       << shaped.error().message();
+}
+
+// The emulation's bits do not depend on the OpenMP team size: the same encode and the same
+// attention products on 1 and 4 threads. (Eigen's parallel GEMM, once used for the attention
+// products, picks its kernels by the rows each thread gets: a roundtrip at 96x96 differed from
+// the isolated encode after LibTorch had set the team size to 1.)
+TEST_F(CompiledRuntimeTest, BitsDoNotDependOnTheOpenMpTeamSize) {
+  const int threads = omp_get_max_threads();
+  Tensor image(DType::kF32, {1, 3, 96, 96});
+  Rng rng(7, "image");
+  for (int64_t i = 0; i < image.numel(); ++i) image.data<float>()[i] = float(rng.uniform(-1, 1));
+  auto random = [&](Shape shape, const char* stream) {
+    Tensor t(DType::kF32, std::move(shape));
+    Rng r(11, stream);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(r.uniform(-2, 2));
+    return t;
+  };
+  const Tensor q = random({1, 24, 24, 32}, "q"), k = random({1, 24, 24, 32}, "k"),
+               v = random({1, 24, 24, 32}, "v");
+  const Tensor tq = random({2, 300, 64}, "tq"), tk = random({2, 300, 64}, "tk"),
+               tv = random({2, 300, 64}, "tv");
+  GraphBuilder b("mha");
+  const int x = b.input("q"), y = b.input("k"), z = b.input("v");
+  b.output("o", b.multi_head_attention("attn", x, y, z, 2, 0.125));
+  const Graph g = b.finish();
+  std::vector<Tensor> runs[2];
+  for (int i = 0; i < 2; ++i) {
+    omp_set_num_threads(i == 0 ? 1 : 4);
+    Session s(options("w=f16,a=f16"));
+    runs[i].push_back(encode_mean(s, kl_, image));
+    runs[i].push_back(emulated::attention(q, k, v, 0.17, false, DType::kF32));
+    runs[i].push_back(emulated::nd_op<float>(g.ops.back(), {&tq, &tk, &tv}, {}, {2, 300, 64}));
+  }
+  omp_set_num_threads(threads);
+  for (std::size_t i = 0; i < runs[0].size(); ++i)
+    EXPECT_TRUE(bitwise_equal(runs[0][i], runs[1][i])) << "output " << i;
 }
 
 TEST_F(CompiledRuntimeTest, CacheCountsHitsAndCompilations) {

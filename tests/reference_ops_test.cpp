@@ -3,6 +3,7 @@
 // N-dimensional ops also run on the compiled path's emulation: its kernels in fp64 to ~1e-12,
 // and through a compiled session (fp32 by contract) to the fp32 bound.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cstdio>
 #include <functional>
@@ -418,6 +419,26 @@ TEST_P(CompiledNdVsTorch, SessionAgreesWithinTheStorageDtype) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, CompiledNdVsTorch, ::testing::ValuesIn(nd_cases()),
                          [](const auto& info) { return info.param.name; });
+
+// LibTorch's parallel ops set the calling thread's OpenMP team size to their own default; the
+// torch path gives the caller's back, so the paths that run after it keep their threads (and
+// the bits of products whose kernels depend on the team size).
+TEST(TorchPath, GivesTheCallerItsOpenMpTeamSizeBack) {
+  const int threads = omp_get_max_threads();
+  GraphBuilder builder("op.conv");
+  const int x = builder.input("x");
+  builder.output("y", builder.conv2d_same("conv", x, 8, 8, 3));
+  const Graph g = builder.finish();
+  Weights w;
+  for (const ParamSpec& p : g.params) w.emplace(p.key, random_tensor(p.shape, 5, p.key));
+  omp_set_num_threads(3);
+  auto out =
+      torch_path::run_graph(g, w, {{"x", random_tensor({1, 8, 64, 64}, 5, "x")}}, DType::kF32);
+  const int after = omp_get_max_threads();
+  omp_set_num_threads(threads);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  EXPECT_EQ(after, 3);
+}
 
 TEST(ReferenceExecutor, RefusesTooSmallInputsBeforeRunning) {
   GraphBuilder b("small");

@@ -344,6 +344,7 @@ Expected<std::vector<ContractInterval>> contract_intervals(const Graph& graph,
                                                            const GroupContract& c,
                                                            const Weights& weights,
                                                            const std::map<int, Tensor>& inputs) {
+  KeepOpenMpThreads keep_threads;
   torch::NoGradGuard no_grad;
   std::vector<ContractInterval> out;
   try {

@@ -2,6 +2,7 @@
 // its contract mode (contract_check.cpp). Includes LibTorch: only those two files include it.
 #pragma once
 
+#include <omp.h>
 #include <torch/torch.h>
 
 #include <vector>
@@ -16,6 +17,21 @@ torch::Dtype torch_dtype(DType dt);
 torch::Tensor to_torch(const Tensor& t, DType compute, const torch::Device& device);
 // `t` copied back to the host in `compute`.
 Tensor from_torch(const torch::Tensor& t, DType compute);
+// LibTorch's parallel ops set the calling thread's OpenMP team size to their own default (on a
+// 2-vCPU machine, 1): held for the rest of the process, that would slow the other paths and
+// change the bits of any product whose kernels depend on the team size. Each entry point keeps
+// the caller's.
+class KeepOpenMpThreads {
+ public:
+  KeepOpenMpThreads() : threads_(omp_get_max_threads()) {}
+  ~KeepOpenMpThreads() { omp_set_num_threads(threads_); }
+  KeepOpenMpThreads(const KeepOpenMpThreads&) = delete;
+  KeepOpenMpThreads& operator=(const KeepOpenMpThreads&) = delete;
+
+ private:
+  int threads_;
+};
+
 // Op `op` on `in` with parameters `w` and `b` (undefined when the op has none).
 torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const torch::Tensor& w,
                      const torch::Tensor& b);

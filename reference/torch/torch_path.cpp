@@ -197,6 +197,7 @@ class TorchRunner final : public Runner {
       : weights_(weights), compute_(compute), device_(device) {}
 
   Expected<NamedTensors> run(const Graph& graph, const NamedTensors& inputs) override {
+    KeepOpenMpThreads keep_threads;
     torch::NoGradGuard no_grad;
     std::vector<torch::Tensor> values(graph.value_names.size());
     const std::vector<int> last = graph.last_uses();

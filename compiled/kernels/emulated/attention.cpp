@@ -1,17 +1,18 @@
 // Single-head attention over channels-last q, k, v [B, H, W, C] (tokens = H*W), blocked over
 // queries: each block's scores, softmax (fp32, max subtracted) and P*V are done before the
-// next, so memory is one block of scores, never N x N.
-#include <Eigen/Core>
+// next, so memory is one block of scores, never N x N. The products are sgemm's, whose bits do
+// not depend on how many threads run them (Eigen's parallel GEMM picks its kernels by the rows
+// each thread gets, so its bits change with the OpenMP team size).
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
+#include "harness/core/sgemm.h"
 
 namespace tp::compiled::emulated {
 namespace {
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 constexpr int64_t kQueryBlock = 64;
 }  // namespace
 
@@ -22,13 +23,14 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
   const float s = float(scale);
   std::vector<float> scores(std::size_t(kQueryBlock * n));
   for (int64_t bi = 0; bi < b; ++bi) {
-    Eigen::Map<const RowMatrix> Q(q.data<float>() + bi * n * c, n, c),
-        K(k.data<float>() + bi * n * c, n, c), V(v.data<float>() + bi * n * cv, n, cv);
-    Eigen::Map<RowMatrix> O(out.data<float>() + bi * n * cv, n, cv);
+    const float *Q = q.data<float>() + bi * n * c, *K = k.data<float>() + bi * n * c,
+                *V = v.data<float>() + bi * n * cv;
+    float* O = out.data<float>() + bi * n * cv;
     for (int64_t q0 = 0; q0 < n; q0 += kQueryBlock) {
       const int64_t rows = std::min(kQueryBlock, n - q0);
-      Eigen::Map<RowMatrix> S(scores.data(), rows, n);
-      S.noalias() = Q.middleRows(q0, rows) * K.transpose();
+      // S [rows, n] = Q[q0 : q0 + rows] K^T: K's rows are B's columns.
+      sgemm::gemm(rows, n, c, {Q + q0 * c, c, 1}, sgemm::pack_strided({K, 1, c}),
+                  {scores.data(), n, 1});
 #pragma omp parallel for schedule(static) if (rows * n >= kParallelElements)
       for (int64_t r = 0; r < rows; ++r) {
         float* row = scores.data() + r * n;
@@ -48,7 +50,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
         const float inv = 1.0f / sum;
         for (int64_t j = 0; j < n; ++j) row[j] *= inv;
       }
-      O.middleRows(q0, rows).noalias() = S * V;
+      sgemm::gemm(rows, cv, n, {scores.data(), n, 1}, sgemm::pack_strided({V, cv, 1}),
+                  {O + q0 * cv, cv, 1});
     }
   }
   return out;

@@ -20,7 +20,7 @@ enum class Upsample : uint8_t { kNone, kNearest2x, kNearest2xOffByOne };
 // upsample that is never materialized; out = (sum_k x*w) * scale[c] + bias[c].
 Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam* bias,
               const OpAttrs& attrs, Upsample upsample, DType accumulation);
-// out[M,N] = a[M,K] * w[N,K]^T, accumulating in f32 (Eigen) or, for acc=f16, rounding every
+// out[M,N] = a[M,K] * w[N,K]^T, accumulating in f32 (sgemm) or, for acc=f16, rounding every
 // multiply-add to f16 in k order.
 void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation,
              float* out);

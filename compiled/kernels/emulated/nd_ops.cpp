@@ -2,11 +2,9 @@
 // tensors in their logical shapes, computing in T (fp32 under the numerics contract; the tests
 // also run them in fp64 against LibTorch). Weights are read as stored (decoded exactly, fp8
 // scales applied to the accumulator); statistics of the norms are taken in double, as the
-// emulated GroupNorm does. In fp32 the convs, linears and attention products are GEMMs (Eigen, as
-// the emulated conv2d);
-// the loops remain for fp64 (the tests against LibTorch). An implementation of its own: it shares
-// no code with the reference.
-#include <Eigen/Core>
+// emulated GroupNorm does. In fp32 the convs, linears and attention products are GEMMs (sgemm, as
+// the emulated conv2d: the same bits on any number of threads); the loops remain for fp64 (the
+// tests against LibTorch). An implementation of its own: it shares no code with the reference.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -15,6 +13,7 @@
 
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
+#include "harness/core/sgemm.h"
 #include "harness/core/shapes.h"
 
 namespace tp::compiled::emulated {
@@ -108,7 +107,7 @@ Tensor conv_nd(const Tensor& x, const PreparedParam& w, const PreparedParam* bia
 }
 
 // conv_nd in fp32 as a GEMM: per image and channel group, patches [rows][taps][Cin/groups] (the
-// weights' layout) in chunks of output positions, then Eigen's fp32 GEMM W_g x patches^T straight
+// weights' layout) in chunks of output positions, then the fp32 GEMM W_g x patches^T straight
 // into [Cout/groups][rows] of the row-major output. The same products and fp32 accumulation as the
 // loop above, in another order.
 Tensor conv_nd_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam* bias,
@@ -152,7 +151,7 @@ Tensor conv_nd_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam
   return result;
 }
 
-// linear_last in fp32: one Eigen GEMM x W^T, then scale and bias.
+// linear_last in fp32: one GEMM x W^T, then scale and bias.
 Tensor linear_last_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam* bias,
                         const Shape& out_shape) {
   const int64_t din = w.shape[1], dout = w.shape[0], rows = x.numel() / din;
@@ -234,15 +233,13 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
   return result;
 }
 
-// multi_head_attention in fp32 with Eigen's GEMMs: per batch, head and block of queries, the
-// scores Q_h K_h^T (rows x keys, never the whole matrix for long sequences), scaled, masked, the
-// row max subtracted, exp, each weight divided by its row's sum as in the loop above, then the
-// weights times V_h. The same fp32 products and sums in another order.
+// multi_head_attention in fp32 with sgemm's products (bits independent of the thread count): per
+// batch, head and block of queries, the scores Q_h K_h^T (rows x keys, never the whole matrix for
+// long sequences), scaled, masked, the row max subtracted, exp, each weight divided by its row's
+// sum as in the loop above, then the weights times V_h. The same fp32 products and sums in another
+// order.
 Tensor multi_head_attention_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
                                  const Tensor* mask, const OpAttrs& a, bool keys_as_queries) {
-  using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  using Strided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
-  using StridedOut = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
   const int64_t batch = q.dim(0), lq = q.dim(1), heads = a.heads, stored_keys = k.dim(1);
   const int64_t lk = keys_as_queries ? std::min(stored_keys, lq) : stored_keys;  // the fault
   const int64_t dq = q.dim(2), dvall = v.dim(2), dh = dq / heads, dv = dvall / heads;
@@ -251,18 +248,16 @@ Tensor multi_head_attention_gemm(const Tensor& q, const Tensor& k, const Tensor&
   const int64_t mask_batch = mask && mask->rank() == 3 ? lq * stored_keys : 0;
   constexpr int64_t kScoreFloats = int64_t(8) << 20;  // 32 MiB of scores per block at most
   const int64_t block = std::max<int64_t>(1, std::min(lq, kScoreFloats / std::max<int64_t>(1, lk)));
-  RowMatrix scores;
+  std::vector<float> scores(std::size_t(block * lk));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
-      const Strided kh(k.data<float>() + b * stored_keys * dq + h * dh, lk, dh,
-                       Eigen::OuterStride<>(dq));
-      const Strided vh(v.data<float>() + b * stored_keys * dvall + h * dv, lk, dv,
-                       Eigen::OuterStride<>(dvall));
+      const float* kh = k.data<float>() + b * stored_keys * dq + h * dh;     // [lk, dh], stride dq
+      const float* vh = v.data<float>() + b * stored_keys * dvall + h * dv;  // [lk, dv]
       for (int64_t i0 = 0; i0 < lq; i0 += block) {
         const int64_t rows = std::min(block, lq - i0);
-        const Strided qh(q.data<float>() + (b * lq + i0) * dq + h * dh, rows, dh,
-                         Eigen::OuterStride<>(dq));
-        scores.noalias() = qh * kh.transpose();
+        const float* qh = q.data<float>() + (b * lq + i0) * dq + h * dh;  // [rows, dh]
+        sgemm::gemm(rows, lk, dh, {qh, dq, 1}, sgemm::pack_strided({kh, 1, dq}),
+                    {scores.data(), lk, 1});
 #pragma omp parallel for schedule(static) if (rows * lk > kParallelWork)
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t i = i0 + r;
@@ -281,9 +276,8 @@ Tensor multi_head_attention_gemm(const Tensor& q, const Tensor& k, const Tensor&
           for (int64_t j = 0; j < lk; ++j) sum += (s[j] = std::exp(s[j] - max));
           for (int64_t j = 0; j < lk; ++j) s[j] = s[j] / sum;
         }
-        StridedOut oh(result.data<float>() + (b * lq + i0) * dvall + h * dv, rows, dv,
-                      Eigen::OuterStride<>(dvall));
-        oh.noalias() = scores * vh;
+        sgemm::gemm(rows, dv, lk, {scores.data(), lk, 1}, sgemm::pack_strided({vh, dvall, 1}),
+                    {result.data<float>() + (b * lq + i0) * dvall + h * dv, dvall, 1});
       }
     }
   return result;
