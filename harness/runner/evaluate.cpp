@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "harness/core/format.h"
+#include "harness/core/shapes.h"
 #include "harness/runner/runs.h"
 #include "harness/runner/tolerance.h"
 
@@ -48,11 +49,18 @@ OpClass class_of(const compiled::Plan& plan, const compiled::Group& grp) {
 }
 
 // The longest sum an op computes: conv/linear fan-in, attention's channel and token sums,
-// GroupNorm's group. Shapes from the reference's values (NCHW).
-int64_t reduction_of(const compiled::Plan& plan, const Op& op,
-                     const std::map<int, Tensor>& values) {
-  const Shape* in = nullptr;
-  if (auto it = values.find(op.inputs[0]); it != values.end()) in = &it->second.shape();
+// GroupNorm's group. Shapes as the graph infers them from its inputs (NCHW), or the reference's
+// values where the graph's inputs were not captured (an op inside a fused group, such as the
+// attention after to_q, has no captured value of its own).
+int64_t reduction_of(const compiled::Plan& plan, const Op& op, const std::map<int, Tensor>& values,
+                     const std::vector<Shape>& shapes) {
+  auto shape_of = [&](int v) -> const Shape* {
+    if (std::size_t(v) < shapes.size() && !shapes[std::size_t(v)].empty())
+      return &shapes[std::size_t(v)];
+    auto it = values.find(v);
+    return it == values.end() ? nullptr : &it->second.shape();
+  };
+  const Shape* in = shape_of(op.inputs[0]);
   switch (op.kind) {
     case OpKind::kConv2d:
     case OpKind::kLinear:
@@ -69,8 +77,7 @@ int64_t reduction_of(const compiled::Plan& plan, const Op& op,
         return shape_numel(it->second->shape) / it->second->shape[0];
       return 1;
     case OpKind::kMultiHeadAttention: {  // q.k over the head dim, p.v over the keys
-      const Shape* keys = nullptr;
-      if (auto it = values.find(op.inputs[1]); it != values.end()) keys = &it->second.shape();
+      const Shape* keys = shape_of(op.inputs[1]);
       return in && keys ? std::max(in->back() / std::max(op.attrs.heads, 1), keys->at(1)) : 1;
     }
     case OpKind::kLayerNorm: {
@@ -86,13 +93,25 @@ int64_t reduction_of(const compiled::Plan& plan, const Op& op,
   }
 }
 
+// Every value's shape in a call of `plan`'s graph whose captured values are `values` (empty
+// when its inputs were not captured).
+std::vector<Shape> call_shapes(const compiled::Plan& plan, const std::map<int, Tensor>& values) {
+  std::map<std::string, Shape> inputs;
+  for (const auto& [name, v] : plan.graph->inputs)
+    if (auto it = values.find(v); it != values.end()) inputs[name] = it->second.shape();
+  if (inputs.size() != plan.graph->inputs.size()) return {};
+  auto inferred = infer_value_shapes(*plan.graph, inputs);
+  return inferred.ok() ? std::move(inferred).value() : std::vector<Shape>{};
+}
+
 ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
-                     const std::map<int, Tensor>& values, DType reference) {
+                     const std::map<int, Tensor>& values, const std::vector<Shape>& shapes,
+                     DType reference) {
   ValuePath path;
   path.reference = reference;
   for (int o : grp.ops)
-    path.reduction =
-        std::max(path.reduction, reduction_of(plan, plan.graph->ops[std::size_t(o)], values));
+    path.reduction = std::max(path.reduction,
+                              reduction_of(plan, plan.graph->ops[std::size_t(o)], values, shapes));
   for (int v : grp.inputs) path.dtypes.push_back(plan.buffers.at(v).dtype);
   for (int v : grp.outputs) path.dtypes.push_back(plan.buffers.at(v).dtype);
   // Parameters as stored: conv/linear matrices in the weight dtype, GroupNorm's affine and biases
@@ -302,21 +321,25 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
         if (auto v = ref.values.find(g.key()); v != ref.values.end()) values = &v->second;
     const std::string& graph = plan->graph->name;
     const bool damped = p.model_of(graph).family().damps_errors(graph);
+    const std::vector<Shape> shapes = call_shapes(*plan, *values);
     for (const compiled::Group& grp : plan->groups) {
-      all.push_back(group_path(*plan, grp, *values, p.reference));
+      all.push_back(group_path(*plan, grp, *values, shapes, p.reference));
       all.back().damped = damped;
     }
   }
 
   std::map<std::string, std::vector<StepPoint>> trajectories;  // by loop (base, refiner)
+  std::map<std::string, std::vector<Shape>> shapes_by_call;
   for (const GroupCapture& g : run.groups) {
     const compiled::Plan& plan = *g.plan;
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
     std::string part;
     const int step = scope_step(g.scope, part);
     const std::map<int, Tensor>& want = ref.values.at(g.key());
-    const Tolerance tol =
-        local_tolerance(class_of(plan, grp), group_path(plan, grp, want, p.reference));
+    auto [shapes, fresh] = shapes_by_call.try_emplace(g.key());
+    if (fresh) shapes->second = call_shapes(plan, want);
+    const Tolerance tol = local_tolerance(class_of(plan, grp),
+                                          group_path(plan, grp, want, shapes->second, p.reference));
     std::vector<Tensor> alone;
     if (local) {
       std::map<int, Tensor> inputs;
