@@ -342,7 +342,10 @@ const std::vector<CaseOption> kOptions = {
        return Status();
      },
      [](const Case& c) { return c.shapes != "exact" ? c.shapes : ""; }},
-    {"mem", "mem=SIZE", "a stream's memory budget: a whole number of KiB, MiB or GiB",
+    {"mem", "mem=SIZE",
+     "the case's memory budget (over --mem and the available memory): a case estimated past it "
+     "is refused before it allocates; a stream's budget for its arenas. A whole number of KiB, "
+     "MiB or GiB",
      [](Case& c, std::string_view v) -> Status {
        if (!parse_memory(v, c.memory_limit))
          return Status(
@@ -424,8 +427,6 @@ Status check_case(const Case& c) {
       check_other_models(c.pipeline, !c.vae.empty(), !c.refiner.empty(), "vae=", "refiner="));
   if (!c.stream.empty() && c.res_given)
     return Error("a stream= case gives its resolutions in stream=; leave res= out");
-  if (c.memory_limit && c.stream.empty())
-    return Error("mem= is a stream's memory budget; it needs stream=HxW+HxW+...");
   if (c.interleave && (c.pipeline != "vae.roundtrip" || c.tiling))
     return Error(
         "interleave=on calls a roundtrip's encoder and decoder in turn: it needs vae.roundtrip "
@@ -463,5 +464,7 @@ Expected<Case> parse_case(std::string_view line) {
   TP_RETURN_IF_ERROR(check_case(c));
   return c;
 }
+
+bool parse_memory_size(std::string_view text, int64_t& bytes) { return parse_memory(text, bytes); }
 
 }  // namespace tp

@@ -106,6 +106,8 @@ Status check_case(const Case& c);
 // acc=, scale=, sat= and clip= options.
 Status apply_policy_text(Case& c, std::string_view policy);
 std::string resolution_text(int64_t height, int64_t width);  // "64x80"
+// A size as a case's mem= and `--mem` take it: a whole number of KiB, MiB or GiB ("8GiB").
+bool parse_memory_size(std::string_view text, int64_t& bytes);
 // "vae.encode, vae.decode or vae.roundtrip": every pipeline a family runs.
 std::string pipeline_choices();
 

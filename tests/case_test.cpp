@@ -40,6 +40,11 @@ TEST(CaseLine, StreamCasesNameTheirResolutionsInOrder) {
   auto again = parse_case(c->id());
   ASSERT_TRUE(again.ok()) << again.error().message();
   EXPECT_EQ(again->id(), c->id());
+  // Any case takes a memory budget (harness/runner/memory_budget.h), not only a stream.
+  auto budget = parse_case("vae.decode res=64x64 mem=8GiB");
+  ASSERT_TRUE(budget.ok()) << budget.error().message();
+  EXPECT_EQ(budget->memory_limit, int64_t(8) << 30);
+  EXPECT_NE(budget->id().find(" mem=8GiB"), std::string::npos) << budget->id();
 }
 
 TEST(CaseLine, SeedComesFromTheIdOnly) {
@@ -67,7 +72,6 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
         Bad{"vae.decode ref=f16", "the reference runs in f32 or f64"},
         Bad{"vae.decode stream=64x64+64by80", "'64by80' is not a resolution"},
         Bad{"vae.decode res=64x64 stream=64x64+64x80", "leave res= out"},
-        Bad{"vae.decode mem=8MiB", "mem= is a stream's memory budget"},
         Bad{"vae.decode stream=64x64 mem=8MB", "expected mem=SIZE"},
         Bad{"vae.decode shapes=bucket:0", "expected shapes=exact or shapes=bucket:N"},
         Bad{"vae.decode stream=64x64 tiling=on",

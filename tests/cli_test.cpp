@@ -337,6 +337,31 @@ TEST_F(CliTest, TriageNamesTheConvThatLeftTheRangeInsideAFusedResidualGroup) {
 
 // A typo that would expand to 100,000 cases is refused before anything runs, by run and by
 // cases list alike, with the count and the line.
+// A case too large for memory is refused from its shapes before anything of its size exists
+// (it grew past 12.9 GB before the budget), with the figure, the budget and what to do; the
+// budget is the case's mem=, else --mem, else the available memory.
+TEST_F(CliTest, ACaseTooLargeForMemoryIsRefusedBeforeItAllocates) {
+  const testing::MeasuredResult huge = testing::twinpath_measured(
+      "run --case 'vae.decode model=tiny-kl res=65536x65536 w=f16 a=f16 acc=f32' --report " +
+      p("huge.h5"));
+  EXPECT_EQ(huge.code, 1) << huge.output;
+  for (const char* part : {"res=65536x65536 needs about", "GiB", "over the memory budget of",
+                           "refused before allocating", "tiling=on", "--mem SIZE"})
+    EXPECT_NE(huge.output.find(part), std::string::npos) << part << "\n" << huge.output;
+  EXPECT_LT(huge.peak_bytes, int64_t(1) << 30);
+  const std::string decode = "run --case 'vae.decode model=tiny-kl res=256x256 w=f16 a=f16 acc=f32";
+  CommandResult r = twinpath(decode + " mem=64MiB' --mem 64GiB --report " + p("mem.h5"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("over the memory budget of 64.00 MiB (the case's mem=)"),
+            std::string::npos)
+      << r.output;
+  r = twinpath(decode + "' --mem 64MiB --report " + p("mem.h5"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("over the memory budget of 64.00 MiB (--mem)"), std::string::npos)
+      << r.output;
+  expect_user_error(decode + "' --mem 12x", "--mem 12x is not a size");
+}
+
 TEST_F(CliTest, ASuitePastTheCaseLimitIsRefusedBeforeRunning) {
   std::ofstream(p("huge.txt")) << "# a typo: 1:100000:1 for 1:100000:1000\n"
                                << "vae.decode model=tiny-kl res=1:100000:1x64 w=f16\n";

@@ -7,14 +7,17 @@
 #include <cstring>
 
 #include "harness/core/compare.h"
+#include "harness/core/format.h"
 #include "harness/core/tensor_io.h"
 #include "harness/models/vae/procedural_image.h"
 #include "harness/models/vae/tiling.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "harness/runner/case_runner.h"
+#include "harness/runner/memory_budget.h"
 #include "harness/runner/runs.h"
 #include "harness/runner/tolerance.h"
 #include "reference/executor.h"
+#include "tests/support/command.h"
 
 namespace tp {
 namespace {
@@ -339,6 +342,33 @@ TEST(HarnessRun, AttentionTolerancesCountTheTokenSum) {
   ASSERT_TRUE(attention);
   EXPECT_NE(attention->tolerance_basis.find("K=1024"), std::string::npos)
       << attention->tolerance_basis;
+}
+
+// The memory estimate a case is refused by, against the peak resident memory of the same case
+// run by the binary: within a factor of 1.5 either way (docs/design.md, "Memory budget", has
+// the measurements over more pipelines). The contract check's fp64 LibTorch runs count where
+// the binary has them.
+TEST(MemoryBudget, TheEstimateIsWithinAFactorOfTheMeasuredPeak) {
+  ModelCache models;
+  for (const std::string line : {"vae.decode model=tiny-kl res=256x256 w=f16 a=f16 acc=f32",
+                                 "vae.roundtrip model=tiny-kl res=192x192 w=bf16 a=bf16 acc=f32",
+                                 "unet.step model=tiny-unet-xl res=384x384 w=f16 a=f16 acc=f32"}) {
+    Outcome refusal;
+    auto p = prepare_case(case_of(line), RunOptions{}, models, refusal);
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    auto estimate = estimate_case_memory(*p, TWINPATH_TEST_HAVE_TORCH);
+    ASSERT_TRUE(estimate.ok()) << estimate.error().message();
+    const std::string report = ::testing::TempDir() + "memory.h5";
+    const testing::MeasuredResult r =
+        testing::twinpath_measured("run --case '" + line + "' --report " + report);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const double ratio = double(estimate->bytes) / double(r.peak_bytes);
+    EXPECT_GT(ratio, 1 / 1.5) << line << ": estimated " << estimate->text() << ", measured "
+                              << format_bytes(r.peak_bytes);
+    EXPECT_LT(ratio, 1.5) << line << ": estimated " << estimate->text() << ", measured "
+                          << format_bytes(r.peak_bytes);
+    RecordProperty(line, std::to_string(ratio));
+  }
 }
 
 // One VAE serving both pipelines in one session, calls interleaved: each call's bits equal the

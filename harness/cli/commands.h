@@ -47,12 +47,16 @@ struct RunCommandOptions {
   bool search = false;   // precision search for failing cases
   bool contract = true;  // check every group against the numerics contract (torch contract mode)
   std::string resume;    // an incomplete report: run the cases it did not, and complete it
+  std::string mem;       // the memory budget of every case (RunOptions::memory_budget)
 };
 
 // The cases a run selects: --case lines, then the suite (ci when neither is given), with
 // --model, --inject and --filter applied.
 Expected<std::vector<Case>> selected_cases(const RunCommandOptions& options);
 Expected<int> cases_list_command(const RunCommandOptions& options);
+
+// `--mem SIZE` in bytes (0 when not given), or why SIZE is not a size.
+Expected<int64_t> memory_budget_option(const std::string& text);
 
 struct Shard {
   int index = 0, total = 1;
@@ -64,6 +68,7 @@ Expected<int> run_command(const RunCommandOptions& options, const std::string& c
 
 struct TriageOptions {
   std::string model_dir, pipeline, input;
+  std::string mem;  // the memory budget (RunOptions::memory_budget)
   // Denoising pipelines: as the case options steps=, guidance=, vae=, refiner=, split=.
   int steps = 50;
   double guidance_scale = 5, denoising_split = 0.8;

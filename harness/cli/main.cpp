@@ -140,6 +140,10 @@ int main(int argc, char** argv) {
   run->add_flag("!--no-contract", ro.contract,
                 "skip the check of every group against the numerics contract (LibTorch's "
                 "contract mode)");
+  run->add_option(
+      "--mem", ro.mem,
+      "the memory a case may use, e.g. 16GiB (a case's mem= overrides it); a case estimated past "
+      "it is refused before it allocates. Default: the available memory less 10%");
   run->add_flag("--json", ro.json, "print one JSON object on stdout (progress goes to stderr)");
 
   CLI::App* cases_cmd = app.add_subcommand("cases", "Suites and their expanded cases");
@@ -186,6 +190,9 @@ int main(int argc, char** argv) {
   triage->add_option("--vae", to.vae, "sdxl.txt2img, sdxl.base+refiner: the VAE folder");
   triage->add_option("--refiner", to.refiner, "sdxl.base+refiner: the refiner folder");
   triage->add_option("--report", to.report, "also write an HDF5 report");
+  triage->add_option("--mem", to.mem,
+                     "the memory the triage may use, e.g. 16GiB; default: the available memory "
+                     "less 10%");
   triage->add_option("--repro", to.repro,
                      "where to write the origin group's minimal repro (for `twinpath replay`); "
                      "default: beside --report "

@@ -53,6 +53,14 @@ Expected<std::pair<std::vector<Case>, std::vector<int64_t>>> cases_to_resume(
 
 }  // namespace
 
+Expected<int64_t> memory_budget_option(const std::string& text) {
+  int64_t bytes = 0;
+  if (!text.empty() && !parse_memory_size(text, bytes))
+    return Error("--mem " + text +
+                 " is not a size: give a whole number of KiB, MiB or GiB, e.g. --mem 16GiB");
+  return bytes;
+}
+
 Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
   std::vector<Case> all;
   for (const std::string& line : o.cases) {
@@ -183,6 +191,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
 
   std::ostream& progress = o.json ? std::cerr : std::cout;
   RunOptions options;
+  TP_ASSIGN_OR_RETURN(options.memory_budget, memory_budget_option(o.mem));
   options.device = device;
   options.dump = dump;
   options.search = o.search;

@@ -53,6 +53,7 @@ Expected<int> triage_command(const TriageOptions& o) {
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   TP_ASSIGN_OR_RETURN(Case c, triage_case(o, model));
   RunOptions options;
+  TP_ASSIGN_OR_RETURN(options.memory_budget, memory_budget_option(o.mem));
   options.device = device;
   options.search = true;
   options.repro_file = o.repro;

@@ -10,6 +10,7 @@
 #include "harness/core/rng.h"
 #include "harness/core/tensor_io.h"
 #include "harness/runner/group_repro.h"
+#include "harness/runner/memory_budget.h"
 #include "harness/runner/runs.h"
 #include "reference/executor.h"
 
@@ -133,6 +134,23 @@ void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref,
     if (const Tensor* want = find_tensor(ref.outputs, name)) dump(r, "output:" + name, got, *want);
 }
 
+// Refuses, before the inputs are made, a case whose estimate exceeds its budget: mem=, --mem,
+// or the machine's available memory. A pipeline the estimate cannot follow is left to the run,
+// which says what is wrong with it.
+Status check_memory(const PreparedCase& p, const RunOptions& o) {
+  const int64_t budget = p.c.memory_limit  ? p.c.memory_limit
+                         : o.memory_budget ? o.memory_budget
+                                           : default_memory_budget();
+  const std::string source = p.c.memory_limit  ? "the case's mem="
+                             : o.memory_budget ? "--mem"
+                                               : "the machine's available memory less a margin";
+  auto estimate = estimate_case_memory(p, bool(o.contract));
+  if (!estimate.ok()) return Status();
+  const std::string refusal = memory_refusal(p, *estimate, budget, source);
+  if (!refusal.empty()) return Error(refusal);
+  return Status();
+}
+
 }  // namespace
 
 Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_or_dir) {
@@ -179,10 +197,6 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
     if (!c.boost_layer.empty()) TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
     p.model = std::make_shared<const Model>(std::move(m));
   }
-  TP_ASSIGN_OR_RETURN(NamedTensors inputs, case_inputs(c, *p.model, p.pipeline));
-  p.input_name = inputs.front().first;
-  p.input = inputs.front().second;
-  p.other_inputs.assign(inputs.begin() + 1, inputs.end());
   for (auto [name, slot] : {std::pair{&c.vae, &p.vae}, std::pair{&c.refiner, &p.refiner}})
     if (!name->empty()) {
       auto m = models.get(*name);
@@ -212,6 +226,11 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   }
   p.reference = c.reference;
   p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};
+  if (o.check_memory) TP_RETURN_IF_ERROR(check_memory(p, o));
+  TP_ASSIGN_OR_RETURN(NamedTensors inputs, case_inputs(c, *p.model, p.pipeline));
+  p.input_name = inputs.front().first;
+  p.input = inputs.front().second;
+  p.other_inputs.assign(inputs.begin() + 1, inputs.end());
   TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(join_list(c.inject, ',')));
   p.session.policy.keep_fp32 = c.keep_fp32;
   TP_ASSIGN_OR_RETURN(p.session.shapes, compiled::parse_shape_policy(c.shapes));

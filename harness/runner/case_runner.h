@@ -27,6 +27,10 @@ struct RunOptions {
   // The contract check (the torch path's contract mode, harness/core/contract.h) of every
   // captured group; empty: not checked (a build without LibTorch).
   ContractChecker contract;
+  // The memory a case may use (--mem), bytes; 0: the machine's available memory less a margin
+  // (harness/runner/memory_budget.h). A case's mem= overrides it.
+  int64_t memory_budget = 0;
+  bool check_memory = true;  // false: prepare a case without the budget (plans only, no run)
 };
 
 // Models by built-in name or folder, made or loaded once per process. Built-in models are

@@ -268,7 +268,9 @@ Shape plan_input_shape(const ReferenceRun& ref, const GroupCapture& g) {
 
 Expected<std::unique_ptr<compiled::Session>> plan_case(const Case& c, ModelCache& models) {
   Outcome refusal = Outcome::kError;
-  TP_ASSIGN_OR_RETURN(PreparedCase p, prepare_case(c, RunOptions{}, models, refusal));
+  RunOptions plans_only;  // nothing of the case's size is allocated: no budget to hold
+  plans_only.check_memory = false;
+  TP_ASSIGN_OR_RETURN(PreparedCase p, prepare_case(c, plans_only, models, refusal));
   if (!p.policy_refusal.empty()) return Error(p.policy_refusal);
   TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Session> session,
                       new_compiled_session(p, p.session));

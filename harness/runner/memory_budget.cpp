@@ -1,0 +1,205 @@
+#include "harness/runner/memory_budget.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "harness/core/format.h"
+#include "harness/core/shapes.h"
+#include "harness/models/vae/tiling.h"
+#include "harness/models/vae/vae_config.h"
+
+namespace tp {
+namespace {
+
+// The measured factors (docs/design.md, "Memory budget"): the values a run captures per byte of
+// every value its graph calls make, counted once for the reference and once for the compiled
+// run (in the activation dtype) and again per extra compiled run of an isolation check; and
+// the live values of the largest call for the executors' working sets.
+constexpr double kCapturedPerValue = 1.0;
+constexpr double kWorkingPerLive = 2.0;
+// The process itself: code, LibTorch's and HDF5's libraries, allocator arenas (measured: a run
+// refused before its inputs peaked at 387 MB, a 64x64 tiny-kl decode at 443 MB).
+constexpr int64_t kProcessBytes = int64_t(416) << 20;
+// The contract check's fp64 LibTorch run of a group: the conv's patch matrix twice (the values
+// and the bound's |w|.|x| product) and the group's live values twice (value and bound).
+constexpr double kContractColumns = 2, kContractLive = 2;
+// The primary input's size along its last two axes for the recording run.
+constexpr int64_t kRecordSize = 64;
+
+struct Call {
+  Graph graph;
+  std::map<std::string, Shape> inputs;
+};
+
+// Answers every graph call with outputs of the inferred shapes (zeros), recording the call.
+class CallRecorder final : public GraphExecutor {
+ public:
+  Expected<NamedTensors> run(const Graph& graph, const Weights&,
+                             const NamedTensors& inputs) override {
+    Call call{graph, {}};
+    for (const auto& [name, id] : graph.inputs)
+      if (const Tensor* t = find_tensor(inputs, name)) call.inputs[name] = t->shape();
+    TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_value_shapes(graph, call.inputs));
+    calls.push_back(std::move(call));
+    NamedTensors out;
+    for (const auto& [name, id] : graph.outputs)
+      out.emplace_back(name, Tensor(DType::kF32, shapes[std::size_t(id)]));
+    return out;
+  }
+  std::vector<Call> calls;
+};
+
+int64_t weight_bytes(const Model* m) {
+  int64_t n = 0;
+  if (m)
+    for (const auto& [key, t] : m->weights) n += int64_t(t.nbytes());
+  return n;
+}
+
+// Every value of one call together, and the most alive at once while its ops run (in order,
+// each value freed after its last use), in fp32 bytes.
+// `columns`: the largest conv's patch matrix (fan-in x output positions), in elements, which
+// LibTorch's CPU convolution materializes (the contract check runs each group on it in fp64).
+struct CallBytes {
+  int64_t values = 0, live = 0, columns = 0;
+};
+Expected<CallBytes> call_bytes(const Call& call) {
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_value_shapes(call.graph, call.inputs));
+  auto bytes = [&](int v) {
+    return shapes[std::size_t(v)].empty() ? 0 : 4 * shape_numel(shapes[std::size_t(v)]);
+  };
+  CallBytes b;
+  std::vector<bool> kept(shapes.size(), false);
+  for (const auto& [name, id] : call.graph.outputs) kept[std::size_t(id)] = true;
+  int64_t live = 0;
+  for (const auto& [name, id] : call.graph.inputs) live += bytes(id);
+  b.values = live;
+  const std::vector<int> last = call.graph.last_uses();
+  for (std::size_t i = 0; i < call.graph.ops.size(); ++i) {
+    const Op& op = call.graph.ops[i];
+    live += bytes(op.output);
+    b.values += bytes(op.output);
+    if ((op.kind == OpKind::kConv2d || op.kind == OpKind::kConv) && !op.weight.empty())
+      for (const ParamSpec& w : call.graph.params)
+        if (w.key == op.weight && !shapes[std::size_t(op.output)].empty())
+          b.columns =
+              std::max(b.columns, shape_numel(w.shape) / w.shape[0] *
+                                      shape_numel(shapes[std::size_t(op.output)]) / w.shape[0]);
+    b.live = std::max(b.live, live);
+    for (int v : op.inputs)
+      if (last[std::size_t(v)] == int(i) && !kept[std::size_t(v)]) live -= bytes(v);
+  }
+  return b;
+}
+
+}  // namespace
+
+std::string MemoryEstimate::text() const {
+  return format_bytes(bytes) + " (the process " + format_bytes(bytes - weights - held - working) +
+         ", weights " + format_bytes(weights) + ", captured values " + format_bytes(held) +
+         ", working sets " + format_bytes(working) + ")";
+}
+
+Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contract) {
+  const Model& m = *p.model;
+  const Family& family = m.family();
+  TP_ASSIGN_OR_RETURN(Shape full, family.input_shape(*m.config, p.pipeline, p.c.height, p.c.width));
+  const int64_t scale = family.input_scale(*m.config, p.pipeline);
+  const int64_t rh = std::min(full.end()[-2], kRecordSize),
+                rw = std::min(full.end()[-1], kRecordSize);
+  InputRequest r;
+  r.pipeline = p.pipeline;
+  r.height = rh * scale;
+  r.width = rw * scale;
+  r.seed = p.c.seed();
+  const GraphRunner none = [](const Graph& g, const Weights&,
+                              const NamedTensors&) -> Expected<NamedTensors> {
+    return Error("the memory estimate runs no graph (" + g.name + ")");
+  };
+  TP_ASSIGN_OR_RETURN(NamedTensors small, family.generate_inputs(m, r, none));
+  TP_ASSIGN_OR_RETURN(small, family.bind_inputs(m, p.pipeline, small));
+  const Shape recorded = small.front().second.shape();
+  CallRecorder recorder;
+  PipelineOptions options = p.options();
+  options.tiling.enabled = false;
+  if (auto ran = run_model(m, p.pipeline, small, recorder, options); !ran.ok()) return ran.error();
+
+  // Each call at the case's size: spatial axes (the last two of a rank-4 input) scaled as the
+  // primary input's.
+  const double sh = double(full.end()[-2]) / double(recorded.end()[-2]),
+               sw = double(full.end()[-1]) / double(recorded.end()[-1]);
+  // Tiled, the compiled path runs one tile at a time and captures nothing: its values scale down
+  // to a tile's share.
+  double tile_share = 1;
+  if (p.tiling.enabled)
+    if (const auto* vae = dynamic_cast<const VaeConfig*>(m.config.get()))
+      if (auto g = tile_geometry(*vae, p.tiling); g.ok()) {
+        const double image = double(p.c.height) * double(p.c.width);
+        tile_share = std::min(1.0, double(g->sample_min) * double(g->sample_min) / image);
+      }
+  int64_t values = 0, live = 0, io = 0, columns = 0;
+  for (Call& call : recorder.calls) {
+    for (auto& [name, shape] : call.inputs)
+      if (shape.size() == 4) {
+        shape[2] = std::max<int64_t>(1, std::llround(double(shape[2]) * sh));
+        shape[3] = std::max<int64_t>(1, std::llround(double(shape[3]) * sw));
+      }
+    TP_ASSIGN_OR_RETURN(CallBytes b, call_bytes(call));
+    values += int64_t(double(b.values) * tile_share);
+    live = std::max(live, b.live);
+    columns = std::max(columns, int64_t(double(b.columns) * tile_share));
+    for (const auto& [name, shape] : call.inputs) io = std::max(io, 4 * shape_numel(shape));
+  }
+  const double ref = p.reference == DType::kF64 ? 8 : 4;  // bytes per element
+  const double act = double(dtype_size(p.c.policy.activation));
+  // Extra compiled runs held beside the first: a chained pipeline's isolated first and second
+  // graphs, a warm= case's isolated run.
+  const int extra_runs = (family.handoff(p.pipeline) ? 1 : 0) + (p.warm ? 1 : 0);
+
+  MemoryEstimate e;
+  for (const Model* model : {p.model.get(), p.vae.get(), p.refiner.get(), p.warm.get()})
+    e.weights += weight_bytes(model);
+  // The compiled path's prepared copies, in the weight dtype.
+  e.weights += e.weights / 4 * int64_t(dtype_size(p.c.policy.weight));
+  const double elements = double(values) / 4, live_elements = double(live) / 4;
+  e.held = int64_t(kCapturedPerValue * elements * (ref + act * (1 + extra_runs)));
+  // A tiled run's reference is the untiled pipeline (seams are measured against it), the
+  // compiled run goes tile by tile.
+  e.working = int64_t(kWorkingPerLive * live_elements * (ref + act * tile_share)) + 4 * io;
+  if (contract && !p.tiling.enabled)  // a tiled run captures no groups to check
+    e.working += int64_t(8 * (kContractColumns * double(columns) + kContractLive * live_elements));
+  e.bytes = kProcessBytes + e.weights + e.held + e.working;
+  if (std::getenv("TWINPATH_MEMORY_DEBUG"))
+    std::fprintf(stderr, "memory: columns %lld values %lld live %lld io %lld calls %zu -> %s\n",
+                 static_cast<long long>(columns), static_cast<long long>(values),
+                 static_cast<long long>(live), static_cast<long long>(io), recorder.calls.size(),
+                 e.text().c_str());
+  return e;
+}
+
+int64_t default_memory_budget() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (meminfo >> key >> kib >> unit)
+    if (key == "MemAvailable:") {
+      const int64_t available = kib * 1024;
+      return available - std::max(available / 10, int64_t(256) << 20);
+    }
+  return 0;  // unknown: no budget
+}
+
+std::string memory_refusal(const PreparedCase& p, const MemoryEstimate& e, int64_t budget,
+                           const std::string& budget_source) {
+  if (budget <= 0 || e.bytes <= budget) return "";
+  std::string fix = "use a smaller res=";
+  if (p.model->family().tiles() && !p.tiling.enabled) fix = "add tiling=on, or " + fix;
+  return "res=" + std::to_string(p.c.height) + "x" + std::to_string(p.c.width) + " needs about " +
+         e.text() + ", over the memory budget of " + format_bytes(budget) + " (" + budget_source +
+         "): refused before allocating; " + fix + ", or give it more with --mem SIZE or mem=SIZE";
+}
+
+}  // namespace tp
