@@ -59,13 +59,13 @@ int64_t weight_bytes(const Model* m) {
   return n;
 }
 
-// Every value of one call together, and the most alive at once while its ops run (in order,
-// each value freed after its last use), in fp32 bytes.
 // `columns`: the largest conv's patch matrix (fan-in x output positions), in elements, which
 // LibTorch's CPU convolution materializes (the contract check runs each group on it in fp64).
 struct CallBytes {
   int64_t values = 0, live = 0, columns = 0;
 };
+// Every value of one call together, and the most alive at once while its ops run (in order,
+// each value freed after its last use), in fp32 bytes.
 Expected<CallBytes> call_bytes(const Call& call) {
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_value_shapes(call.graph, call.inputs));
   auto bytes = [&](int v) {
