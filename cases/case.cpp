@@ -139,6 +139,10 @@ const std::vector<CaseOption> kOptions = {
                                "stream=64x64+64x80"));
          c.stream.emplace_back(h, w);
        }
+       if (c.stream.empty())
+         return Status(
+             Error("stream= names no resolution; expected stream=HxW+HxW+..., e.g. "
+                   "stream=64x64+64x80"));
        if (c.stream.size() > 64) return Status(Error("a stream takes at most 64 resolutions"));
        c.height = c.stream[0].first;
        c.width = c.stream[0].second;

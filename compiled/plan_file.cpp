@@ -189,6 +189,11 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
 
 }  // namespace
 
+std::string plan_file_text(const std::string& body) {
+  return "twinpath-plan " + std::to_string(kPlanFormatVersion) + "\n" + body + "\nchecksum " +
+         hex(checksum(body)) + "\n";
+}
+
 Status save_plans(const Session& session, const std::string& path) {
   json plans = json::array();
   for (const Plan* p : session.plans()) plans.push_back(plan_to_json(*p));
@@ -196,10 +201,8 @@ Status save_plans(const Session& session, const std::string& path) {
   const json body = {{"tool_version", TWINPATH_VERSION}, {"device", session.backend().device()},
                      {"policy", o.policy.to_string()},   {"faults", o.faults.to_string()},
                      {"shapes", o.shapes.to_string()},   {"plans", plans}};
-  const std::string text = body.dump();
   return write_file_atomically(path, [&](std::ostream& out) {
-    out << "twinpath-plan " << kPlanFormatVersion << "\n"
-        << text << "\nchecksum " << hex(checksum(text)) << "\n";
+    out << plan_file_text(body.dump());
     return Status();
   });
 }

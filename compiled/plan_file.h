@@ -15,6 +15,9 @@ namespace tp::compiled {
 
 constexpr int kPlanFormatVersion = 2;  // 2: each plan states its numerics contract
 
+// A plan file's text around its JSON body: the format line and the body's checksum.
+std::string plan_file_text(const std::string& body);
+
 // Writes every plan in the session, atomically.
 Status save_plans(const Session& session, const std::string& path);
 

@@ -55,6 +55,7 @@ Expected<RunReport> read_baseline(const std::string& path) {
       return Error(path + ":" + std::to_string(number) + ": " + what +
                    "; write the baseline again with tools/refresh-baseline.sh");
     };
+    if (f.empty()) return bad("a line of tabs alone");
     try {
       if (f[0] == "case" && f.size() == 3) {
         CaseResult c;

@@ -107,10 +107,21 @@ NamedTensors read_dumps(hid_t parent) {
   Handle g(check_id(H5Gopen2(parent, "dumps", H5P_DEFAULT), "dumps"), H5Gclose);
   for (const std::string& n : children(g.get())) {
     Handle ds(check_id(H5Dopen2(g.get(), n.c_str(), H5P_DEFAULT), "dump"), H5Dclose);
-    Handle space(H5Dget_space(ds.get()), H5Sclose);
+    Handle space(check_id(H5Dget_space(ds.get()), "dump"), H5Sclose);
     const int rank = H5Sget_simple_extent_ndims(space.get());
-    std::vector<hsize_t> dims(std::size_t(std::max(rank, 0)));
-    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    if (rank < 0 || rank > 8) throw H5Failure{"dump"};
+    std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+    check(H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr), "dump");
+    // Dumps are stored uncompressed: a shape whose floats would not fit in the file is damage,
+    // not a reason to allocate.
+    Handle file(check_id(H5Iget_file_id(ds.get()), "dump"), H5Fclose);
+    hsize_t file_bytes = 0;
+    check(H5Fget_filesize(file.get(), &file_bytes), "dump");
+    hsize_t bytes = sizeof(float);
+    for (hsize_t d : dims) {
+      if (d != 0 && bytes > file_bytes / d) throw H5Failure{"dump"};
+      bytes *= d;
+    }
     Tensor t(DType::kF32, Shape(dims.begin(), dims.end()));
     check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()), "dump");
     out.emplace_back(get_string(ds.get(), "name"), std::move(t));

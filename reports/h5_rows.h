@@ -125,15 +125,23 @@ void write_rows(hid_t parent, const char* name, const RowSchema<Row>& schema,
     check(H5Dwrite(ds.get(), l.type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()), name);
 }
 
+// More rows than any table of a report holds (a case's checkpoints over a 50-step SDXL loop are
+// about 50,000).
+constexpr hsize_t kMaxTableRows = hsize_t(1) << 20;
+
 // The table's rows; none when it is absent.
 template <class Row>
 std::vector<Row> read_rows(hid_t parent, const char* name, const RowSchema<Row>& schema) {
   if (H5Lexists(parent, name, H5P_DEFAULT) <= 0) return {};
   const RowLayout l = row_layout(schema);
   Handle ds(check_id(H5Dopen2(parent, name, H5P_DEFAULT), name), H5Dclose);
-  Handle space(H5Dget_space(ds.get()), H5Sclose);
+  Handle space(check_id(H5Dget_space(ds.get()), name), H5Sclose);
+  // A table is one dimension of rows, no more than a report holds (a damaged file's extent must
+  // neither overrun n nor size the allocation).
+  if (H5Sget_simple_extent_ndims(space.get()) != 1) throw H5Failure{name};
   hsize_t n = 0;
-  H5Sget_simple_extent_dims(space.get(), &n, nullptr);
+  check(H5Sget_simple_extent_dims(space.get(), &n, nullptr), name);
+  if (n > kMaxTableRows) throw H5Failure{name};
   std::vector<unsigned char> buffer(l.size * n, 0);
   if (n) check(H5Dread(ds.get(), l.type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()), name);
   std::vector<Row> rows(n);

@@ -78,9 +78,17 @@ inline void put_int(hid_t obj, const char* name, int64_t v) {
   put_number(obj, name, v, H5T_NATIVE_INT64);
 }
 
+// An attribute twinpath reads is one value: a damaged file's array attribute must not be read
+// into one variable.
+inline void check_scalar(hid_t attr, const char* name) {
+  Handle space(check_id(H5Aget_space(attr), name), H5Sclose);
+  if (H5Sget_simple_extent_npoints(space.get()) != 1) throw H5Failure{name};
+}
+
 inline std::string get_string(hid_t obj, const char* name) {
   if (H5Aexists(obj, name) <= 0) return "";
   Handle attr(check_id(H5Aopen(obj, name, H5P_DEFAULT), name), H5Aclose);
+  check_scalar(attr.get(), name);
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   check(H5Tset_size(type.get(), H5T_VARIABLE), "string type");
   check(H5Tset_cset(type.get(), H5T_CSET_UTF8), "string charset");
@@ -96,6 +104,7 @@ T get_number(hid_t obj, const char* name, hid_t type) {
   T v{};
   if (H5Aexists(obj, name) <= 0) return v;
   Handle attr(check_id(H5Aopen(obj, name, H5P_DEFAULT), name), H5Aclose);
+  check_scalar(attr.get(), name);
   check(H5Aread(attr.get(), type, &v), name);
   return v;
 }

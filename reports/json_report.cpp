@@ -80,6 +80,10 @@ nlohmann::json run_json(const RunReport& r) {
   j["device"] = r.device;
   j["shard"] = r.shard;
   j["summary"] = outcome_counts(r.cases);
+  j["incomplete"] = r.incomplete;
+  j["not_run"] = nlohmann::json::array();
+  for (const auto& [ordinal, id] : r.not_run)
+    j["not_run"].push_back({{"ordinal", ordinal}, {"id", id}});
   j["cases"] = nlohmann::json::array();
   for (const CaseResult& c : r.cases) j["cases"].push_back(case_json(c));
   return j;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 namespace tp {
@@ -101,9 +102,61 @@ std::vector<std::string> unmatched_cases(const RunReport& base, const RunReport&
   return out;
 }
 
+namespace {
+
+// Shards merge into the unsharded run only when every one finished and each of 0..N-1 is there
+// once: a scheduler's array task that was killed or never ran must not leave a report that looks
+// whole.
+Status check_shard_set(const std::vector<RunReport>& shards,
+                       const std::vector<std::string>& names) {
+  int total = 0;
+  std::map<int, std::string> present;
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    const RunReport& r = shards[i];
+    if (r.incomplete)
+      return Error(names[i] + " is incomplete (" + std::to_string(r.not_run.size()) +
+                   " cases not run); finish it with `twinpath run --resume " + names[i] +
+                   "` before merging");
+    if (r.shard.empty()) continue;
+    const std::size_t slash = r.shard.find('/');
+    int index = -1, count = 0;
+    if (slash != std::string::npos) {
+      index = std::atoi(r.shard.substr(0, slash).c_str());
+      count = std::atoi(r.shard.substr(slash + 1).c_str());
+    }
+    if (count < 1 || index < 0 || index >= count)
+      return Error(names[i] + " names its shard '" + r.shard + "', which is not K/N");
+    if (total != 0 && count != total)
+      return Error(names[i] + " is shard " + r.shard + " but " + present.begin()->second +
+                   " is one of " + std::to_string(total) + "; merge the shards of one run");
+    total = count;
+    const auto [it, fresh] = present.emplace(index, names[i]);
+    if (!fresh)
+      return Error("shard " + r.shard + " is in both " + it->second + " and " + names[i] +
+                   "; merge the shards of one run, each once");
+  }
+  if (total == 0) return Status();
+  for (std::size_t i = 0; i < shards.size(); ++i)
+    if (shards[i].shard.empty())
+      return Error(names[i] + " is a whole run, the others are shards of " + std::to_string(total) +
+                   "; merge the shards of one run");
+  std::string missing;
+  for (int k = 0; k < total; ++k)
+    if (!present.count(k)) missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+  if (!missing.empty())
+    return Error("shard " + missing + " of " + std::to_string(total) +
+                 " is missing (a task that failed to start or was killed?); rerun it with --shard "
+                 "K/" +
+                 std::to_string(total) + " and merge all " + std::to_string(total));
+  return Status();
+}
+
+}  // namespace
+
 Expected<RunReport> merge_reports(const std::vector<RunReport>& shards,
                                   const std::vector<std::string>& names) {
   if (shards.empty()) return Error("report merge needs at least one report");
+  TP_RETURN_IF_ERROR(check_shard_set(shards, names));
   RunReport merged = shards[0];
   merged.shard.clear();
   merged.cases.clear();

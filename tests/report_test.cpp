@@ -9,6 +9,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -165,17 +166,28 @@ TEST_F(ReportTest, KilledRunLeavesNoPartialReport) {
   EXPECT_FALSE(fs::exists(p("k.xml")));
 }
 
+// Each shard from another scheduler's variables: GoogleTest's, a Kubernetes indexed Job's, and a
+// Slurm array's (task 5 of --array=1-5:2 is the third task).
 TEST_F(ReportTest, MergedShardsEqualTheUnshardedRun) {
   ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --report " + p("all.h5")).code, 1);
+  const std::string run = std::string(TWINPATH_BINARY) + " run --suite " + p("suite.txt");
   // Cases go round-robin: shard 1 holds cases 1 and 4, so the failing overflow case.
-  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --shard 0/3 --report " + p("s0.h5")).code,
-            0);
-  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --shard 1/3 --report " + p("s1.h5")).code,
-            1);
-  ASSERT_EQ(shell("GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=2 " + std::string(TWINPATH_BINARY) +
-                  " run --suite " + p("suite.txt") + " --report " + p("s2.h5"))
+  ASSERT_EQ(
+      shell("GTEST_TOTAL_SHARDS=3 GTEST_SHARD_INDEX=0 " + run + " --report " + p("s0.h5")).code, 0);
+  ASSERT_EQ(
+      shell("JOB_COMPLETION_INDEX=1 TWINPATH_SHARD_COUNT=3 " + run + " --report " + p("s1.h5"))
+          .code,
+      1);
+  ASSERT_EQ(shell("SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_STEP=2 "
+                  "SLURM_ARRAY_TASK_COUNT=3 " +
+                  run + " --report " + p("s2.h5"))
                 .code,
             0);
+  for (int k = 0; k < 3; ++k) {
+    auto shard = read_h5_report(p("s" + std::to_string(k) + ".h5"));
+    ASSERT_TRUE(shard.ok());
+    EXPECT_EQ(shard->shard, std::to_string(k) + "/3");
+  }
   const auto merged = twinpath("report merge " + p("s2.h5") + " " + p("s0.h5") + " " + p("s1.h5") +
                                " --out " + p("merged.h5"));
   ASSERT_EQ(merged.code, 0) << merged.output;
@@ -184,9 +196,69 @@ TEST_F(ReportTest, MergedShardsEqualTheUnshardedRun) {
       twinpath("report merge " + p("s0.h5") + " " + p("s0.h5") + " --out " + p("bad.h5"));
   EXPECT_EQ(twice.code, 2);
   EXPECT_NE(twice.output.find("is in both"), std::string::npos) << twice.output;
+  const auto missing =
+      twinpath("report merge " + p("s0.h5") + " " + p("s2.h5") + " --out " + p("bad.h5"));
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.output.find("shard 1 of 3 is missing"), std::string::npos) << missing.output;
+  EXPECT_FALSE(fs::exists(p("bad.h5")));
   const auto bad_shard = twinpath("run --suite " + p("suite.txt") + " --shard 3/3");
   EXPECT_EQ(bad_shard.code, 2);
   EXPECT_NE(bad_shard.output.find("K counts from 0"), std::string::npos) << bad_shard.output;
+  const auto no_count = shell("JOB_COMPLETION_INDEX=1 " + run);
+  EXPECT_EQ(no_count.code, 2);
+  EXPECT_NE(no_count.output.find("set it in the manifest to the Job's completions"),
+            std::string::npos)
+      << no_count.output;
+  const auto uneven = shell(
+      "SLURM_ARRAY_TASK_ID=4 SLURM_ARRAY_TASK_MIN=1 SLURM_ARRAY_TASK_STEP=2 "
+      "SLURM_ARRAY_TASK_COUNT=3 " +
+      run);
+  EXPECT_EQ(uneven.code, 2);
+  EXPECT_NE(uneven.output.find("is not a task of an evenly stepped array"), std::string::npos)
+      << uneven.output;
+}
+
+// Shards from a real scheduler: a one-node Slurm cluster (Debian's slurmctld, slurmd, munge; root)
+// runs tools/slurm/submit.sh's 3-task job array, each task taking its shard from Slurm's array
+// variables, then the merge job that waits for all of them (one shard fails a case and exits 1,
+// so the merge must not wait on success). The merged report equals the unsharded run.
+TEST_F(ReportTest, ASlurmJobArrayAndItsMergeEqualTheUnshardedRun) {
+  const bool ci = std::getenv("CI") != nullptr;
+  if (::geteuid() != 0 || shell("command -v slurmctld slurmd munged sbatch").code != 0) {
+    if (ci) FAIL() << "CI must run this test: run it as root after tools/install-deps.sh";
+    GTEST_SKIP() << "needs root and Debian's slurmctld, slurmd and munge (tools/install-deps.sh)";
+  }
+  ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --report " + p("all.h5")).code, 1);
+  const std::string cluster = p("slurm");
+  const std::string helper = std::string(TWINPATH_SOURCE_DIR) + "/tests/support/slurm-cluster.sh";
+  const int port = 20000 + ::getpid() % 20000;
+  struct Stop {
+    std::string command;
+    ~Stop() { shell(command); }
+  } stop{"bash " + helper + " stop " + cluster};
+  const auto up = shell("bash " + helper + " start " + cluster + " " + std::to_string(port));
+  ASSERT_EQ(up.code, 0) << up.output;
+  const std::string env = "export SLURM_CONF=" + cluster + "/slurm.conf; ";
+  const auto submit = shell(env + "bash " + std::string(TWINPATH_SOURCE_DIR) +
+                            "/tools/slurm/submit.sh --shards 3 --out " + p("array") +
+                            " --twinpath " + TWINPATH_BINARY + " -- --suite " + p("suite.txt"));
+  ASSERT_EQ(submit.code, 0) << submit.output;
+  // Wait for the queue to empty (the merge runs last), at most 5 minutes.
+  const auto drained = shell(env +
+                             "for i in $(seq 300); do [ -z \"$(squeue -h)\" ] && exit 0; "
+                             "sleep 1; done; squeue; exit 1");
+  ASSERT_EQ(drained.code, 0) << drained.output << read_text(cluster + "/log/slurmctld.log");
+  const std::string merge_log = read_text(p("array") + "/merge.log");
+  EXPECT_NE(merge_log.find("merged 3 reports"), std::string::npos) << merge_log;
+  for (int k = 0; k < 3; ++k) {
+    auto shard = read_h5_report(p("array") + "/shard-" + std::to_string(k) + ".h5");
+    ASSERT_TRUE(shard.ok()) << shard.error().message() << read_text(p("array") + "/shard-0.log");
+    EXPECT_EQ(shard->shard, std::to_string(k) + "/3");
+  }
+  expect_same_cases(p("all.h5"), p("array") + "/merged.h5");
+  // The merge job's summary is the unsharded verdict: one case failed.
+  const std::string summary = read_text(p("array") + "/merged.txt");
+  EXPECT_NE(summary.find("4 passed, 1 failed"), std::string::npos) << summary;
 }
 
 TEST_F(ReportTest, ConcurrentCasesEqualOneAtATime) {
@@ -374,7 +446,6 @@ TEST(Baseline, RoundTripsAndFlagsGrowthAndChangedPlans) {
       << bad.error().message();
 }
 
-}  // namespace
 // A run stopped by SIGTERM (a scheduler's time limit) after a few cases keeps them in a report
 // marked incomplete, with the cases it did not run; --resume runs those and completes the
 // report, which then equals an uninterrupted run's case for case, bit for bit.
@@ -390,6 +461,7 @@ TEST_F(ReportTest, AnInterruptedRunKeepsItsCasesAndResumesToTheUninterruptedRepo
   if (pid == 0) {
     ::dup2(out[1], 1);
     ::close(out[0]);
+    ::unsetenv("OMP_WAIT_POLICY");  // as a user's shell has it: twinpath sets it for itself
     const std::string command = "exec " + run + " --report " + p("stopped.h5");
     ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
@@ -401,7 +473,13 @@ TEST_F(ReportTest, AnInterruptedRunKeepsItsCasesAndResumesToTheUninterruptedRepo
   int cases_printed = 0;
   while (std::fgets(line, sizeof line, lines)) {
     printed += line;
-    if (std::string(line).rfind("PASSED", 0) == 0 && ++cases_printed == 3) ::kill(pid, SIGTERM);
+    if (std::string(line).rfind("PASSED", 0) == 0 && ++cases_printed == 3) {
+      // Its OpenMP threads wait passively (harness/cli/main.cpp ran it again with the policy set,
+      // keeping its pid): they do not spin on the cores a neighbour needs.
+      const std::string environ = read_text("/proc/" + std::to_string(pid) + "/environ");
+      EXPECT_NE(environ.find(std::string("OMP_WAIT_POLICY=passive") + '\0'), std::string::npos);
+      ::kill(pid, SIGTERM);
+    }
   }
   std::fclose(lines);
   int status = 0;
@@ -416,6 +494,16 @@ TEST_F(ReportTest, AnInterruptedRunKeepsItsCasesAndResumesToTheUninterruptedRepo
   ASSERT_FALSE(stopped->not_run.empty()) << "the run finished before the signal";
   EXPECT_GE(stopped->cases.size(), 3u);
   EXPECT_EQ(stopped->cases.size() + stopped->not_run.size(), 72u);
+  // Neither shown nor merged as if it were whole.
+  const auto shown = twinpath("report show " + p("stopped.h5"));
+  EXPECT_EQ(shown.code, 1);
+  EXPECT_NE(shown.output.find("INCOMPLETE: " + std::to_string(stopped->not_run.size()) +
+                              " cases not run"),
+            std::string::npos)
+      << shown.output;
+  const auto merged = twinpath("report merge " + p("stopped.h5") + " --out " + p("m.h5"));
+  EXPECT_EQ(merged.code, 2);
+  EXPECT_NE(merged.output.find("is incomplete"), std::string::npos) << merged.output;
 
   const auto resumed = twinpath("run --jobs 2 --resume " + p("stopped.h5"));
   EXPECT_EQ(resumed.code, 0) << resumed.output;
@@ -445,4 +533,5 @@ TEST_F(ReportTest, AnInterruptedRunKeepsItsCasesAndResumesToTheUninterruptedRepo
       << again.output;
 }
 
+}  // namespace
 }  // namespace tp

@@ -19,6 +19,8 @@ packages=(
                            # Debian's default reference BLAS (one thread, ~10x slower on linears)
   python3-h5py             # tests read reports with an independent reader
   chromium                 # the tradeoff page is rendered headless to a PNG in tests
+  clang libclang-rt-14-dev libomp-dev  # the sanitize preset: ASan + UBSan, libFuzzer targets
+  slurmctld slurmd slurm-client munge  # a one-node Slurm cluster for the sharding test
 )
 if [[ "${1:-}" == "--fixtures" ]]; then
   packages+=(python3-torch python3-venv python3-pip)

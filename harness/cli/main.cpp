@@ -1,9 +1,13 @@
 // twinpath: runs diffusion-VAE pipelines on independent paths and compares them.
 // main() parses flags and picks the exit code: 0 success, 1 a case failed, 2 usage or input
 // error, 3 a twinpath bug.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <new>
+#include <string>
 
 #include "compiled/faults.h"
 #include "harness/cli/commands.h"
@@ -16,9 +20,25 @@ int report(const tp::Status& s) {
   return s.error().kind() == tp::ErrorKind::kInternal ? 3 : 2;
 }
 
+// OpenMP threads that finish a parallel region spin, by default, for the next one. With a
+// neighbour at the same priority on the cores (another job on a shared CI runner, another test)
+// a spinning thread takes the core the thread doing the work needs: a sample of 20 ci cases took
+// 35.7 s instead of 4.7 s beside a build on this 2-core machine (docs/benchmarks.md, "Threads").
+// libgomp reads OMP_WAIT_POLICY once, as it loads, so the commands that compute run themselves
+// again with it set to passive, unless the user chose a policy (OMP_WAIT_POLICY=active keeps
+// spinning). The process keeps its pid.
+void wait_passively_between_parallel_regions(int argc, char** argv) {
+  if (argc < 2 || std::getenv("OMP_WAIT_POLICY")) return;
+  const std::string command = argv[1];
+  if (command != "run" && command != "triage" && command != "tradeoff" && command != "exec") return;
+  ::setenv("OMP_WAIT_POLICY", "passive", 1);
+  ::execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  wait_passively_between_parallel_regions(argc, argv);
   CLI::App app{"twinpath: numerical validation and differential testing of diffusion-model VAEs"};
   app.set_version_flag(
       "--version", std::string("twinpath ") + TWINPATH_VERSION + " (" + TWINPATH_GIT_COMMIT + ")");

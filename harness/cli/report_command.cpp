@@ -14,14 +14,18 @@ Expected<int> report_show_command(const std::string& path, bool json) {
   TP_ASSIGN_OR_RETURN(RunReport r, read_h5_report(path));
   if (json) {
     std::cout << run_json(r).dump(2) << "\n";
-    return any_failure(r.cases) ? 1 : 0;
+    return any_failure(r.cases) || r.incomplete ? 1 : 0;
   }
   std::cout << path << ": twinpath " << r.tool_version << " (" << r.git_commit << ") on " << r.host
             << ", " << r.device << ", " << r.utc_time
             << (r.shard.empty() ? "" : ", shard " + r.shard) << "\n  " << r.command_line << "\n";
   for (const CaseResult& c : r.cases) std::cout << case_lines(c);
   std::cout << outcome_counts(r.cases) << "\n";
-  return any_failure(r.cases) ? 1 : 0;
+  if (r.incomplete)
+    std::cout << "INCOMPLETE: " << r.not_run.size()
+              << " cases not run (the run was interrupted); `twinpath run --resume " << path
+              << "` runs them\n";
+  return any_failure(r.cases) || r.incomplete ? 1 : 0;
 }
 
 Expected<int> report_diff_command(const std::string& base_path, const std::string& new_path,

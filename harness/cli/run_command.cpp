@@ -3,6 +3,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -102,12 +103,69 @@ Expected<int> cases_list_command(const RunCommandOptions& o) {
   return 0;
 }
 
+namespace {
+
+// A non-negative whole number from a scheduler's variable, or why not.
+Expected<int> scheduler_number(const char* name, const char* text) {
+  try {
+    std::size_t used = 0;
+    const int value = std::stoi(text, &used);
+    if (used == std::strlen(text) && value >= 0) return value;
+  } catch (const std::exception&) {
+  }
+  return Error(std::string(name) + "='" + text +
+               "' is not a whole number; fix the job's environment or pass --shard K/N");
+}
+
+// The shard a scheduler gave this process, as "K/N", or "" when none did. In order: GoogleTest's
+// variables, a Slurm job array (the task's place in the array, so --array=1-3 and --array=0-10:5
+// work), a Kubernetes indexed Job (its count from TWINPATH_SHARD_COUNT, which the manifest sets
+// to the Job's completions: Kubernetes passes the index alone).
+Expected<std::string> shard_from_environment() {
+  const auto env = [](const char* name) { return std::getenv(name); };
+  if (env("GTEST_TOTAL_SHARDS") && env("GTEST_SHARD_INDEX"))
+    return std::string(env("GTEST_SHARD_INDEX")) + "/" + env("GTEST_TOTAL_SHARDS");
+  if (const char* id = env("SLURM_ARRAY_TASK_ID")) {
+    const char* count = env("SLURM_ARRAY_TASK_COUNT");
+    if (!count)
+      return Error(
+          "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (Slurm before 17.11?); "
+          "pass --shard $SLURM_ARRAY_TASK_ID/N yourself");
+    TP_ASSIGN_OR_RETURN(int task, scheduler_number("SLURM_ARRAY_TASK_ID", id));
+    TP_ASSIGN_OR_RETURN(int total, scheduler_number("SLURM_ARRAY_TASK_COUNT", count));
+    int first = 0, step = 1;
+    if (const char* min = env("SLURM_ARRAY_TASK_MIN")) {
+      TP_ASSIGN_OR_RETURN(first, scheduler_number("SLURM_ARRAY_TASK_MIN", min));
+    }
+    if (const char* s = env("SLURM_ARRAY_TASK_STEP")) {
+      TP_ASSIGN_OR_RETURN(step, scheduler_number("SLURM_ARRAY_TASK_STEP", s));
+    }
+    if (step < 1 || task < first || (task - first) % step != 0)
+      return Error("SLURM_ARRAY_TASK_ID=" + std::string(id) +
+                   " is not a task of an evenly stepped array (--array=FIRST-LAST[:STEP]); submit "
+                   "such an array, or pass --shard K/N");
+    return std::to_string((task - first) / step) + "/" + std::to_string(total);
+  }
+  if (const char* index = env("JOB_COMPLETION_INDEX")) {
+    const char* count = env("TWINPATH_SHARD_COUNT");
+    if (!count)
+      return Error(
+          "JOB_COMPLETION_INDEX is set (a Kubernetes indexed Job) but TWINPATH_SHARD_COUNT "
+          "is not; set it in the manifest to the Job's completions "
+          "(tools/k8s/twinpath-shards.yaml)");
+    return std::string(index) + "/" + count;
+  }
+  return std::string();
+}
+
+}  // namespace
+
 Expected<Shard> parse_shard(const std::string& flag) {
   Shard s;
   std::string text = flag;
-  const char* total = std::getenv("GTEST_TOTAL_SHARDS");
-  const char* index = std::getenv("GTEST_SHARD_INDEX");
-  if (text.empty() && total && index) text = std::string(index) + "/" + total;
+  if (text.empty()) {
+    TP_ASSIGN_OR_RETURN(text, shard_from_environment());
+  }
   if (text.empty()) return s;
   const std::size_t slash = text.find('/');
   try {
@@ -120,7 +178,8 @@ Expected<Shard> parse_shard(const std::string& flag) {
   } catch (const std::exception&) {
     return Error(
         "shard '" + text +
-        "' is not K/N; use --shard K/N with 0 <= K < N (as GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS)");
+        "' is not K/N; use --shard K/N with 0 <= K < N (or a scheduler's variables: "
+        "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, a Slurm job array, a Kubernetes indexed Job)");
   }
   if (s.total < 1 || s.index < 0 || s.index >= s.total)
     return Error("shard " + text + " is out of range; K counts from 0 and must be below N");

@@ -47,6 +47,13 @@ Expected<Tensor> read_npy(const std::string& path) {
   } else {
     return Error(path + ": unsupported .npy version " + std::to_string(int(magic[6])));
   }
+  const std::streamoff header_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::streamoff file_size = in.tellg();
+  in.seekg(header_start);
+  if (!in || header_start < 0 || int64_t(header_len) > file_size - header_start)
+    return Error(path + ": truncated .npy header (it says " + std::to_string(header_len) +
+                 " bytes); the file is corrupt");
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) return Error(path + ": truncated .npy header");
   std::smatch m;
@@ -68,13 +75,31 @@ Expected<Tensor> read_npy(const std::string& path) {
                  ": Fortran-order .npy arrays are not supported; save with np.ascontiguousarray");
   if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
     return Error(path + ": .npy header has no 'shape'");
+  // Each dimension a whole number; the bytes they need must be in the file before anything is
+  // allocated (a corrupt shape must not ask for terabytes).
   Shape shape;
   std::stringstream dims(m[1].str());
   std::string item;
+  int64_t bytes = int64_t(dtype_size(dt));
+  const int64_t data_bytes = file_size - in.tellg();
   while (std::getline(dims, item, ',')) {
-    if (item.find_first_not_of(' ') == std::string::npos) continue;
-    shape.push_back(std::stoll(item));
+    const std::size_t first = item.find_first_not_of(' ');
+    if (first == std::string::npos) continue;
+    const std::size_t last = item.find_last_not_of(' ');
+    const std::string digits = item.substr(first, last - first + 1);
+    if (digits.empty() || digits.size() > 15 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return Error(path + ": .npy shape entry '" + item +
+                   "' is not a whole number; the file is corrupt");
+    shape.push_back(std::stoll(digits));
+    if (shape.back() != 0 && bytes > data_bytes / shape.back())
+      return Error(path + ": .npy data is shorter than its shape " + shape_string(shape) +
+                   "... needs; the file is truncated");
+    bytes *= shape.back();
   }
+  if (bytes > data_bytes)
+    return Error(path + ": .npy data is shorter than its shape " + shape_string(shape) +
+                 " needs; the file is truncated");
   Tensor t = Tensor::uninitialized(dt, shape);
   if (!in.read(reinterpret_cast<char*>(t.raw()), std::streamsize(t.nbytes())))
     return Error(path + ": .npy data is shorter than its shape " + shape_string(shape) +

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets (tests/fuzz) for SECONDS each, as many at once as there are cores,
+# from their committed seeds; new inputs go to out/fuzz/corpus/NAME, each target's log to
+# out/fuzz/NAME.log, and a crash, leak or timeout to out/fuzz/NAME-crash-* (make it a regression
+# test, then commit it to the seed corpus).
+#   bash tools/fuzz.sh SECONDS [NAME...]      e.g. bash tools/fuzz.sh 3600 npy png
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+seconds=${1:?give the seconds each target runs, e.g. bash tools/fuzz.sh 3600}
+shift
+targets=("$@")
+if ((${#targets[@]} == 0)); then
+  targets=($(ls "$root/tests/fuzz/corpus"))
+fi
+cd "$root"
+cmake --preset sanitize > /dev/null
+cmake --build --preset sanitize --parallel "$(nproc)" --target "${targets[@]/%/_fuzz}"
+mkdir -p out/fuzz
+run() {
+  local name=$1 mode=()
+  # libhdf5 loops forever on some damaged files (docs/fuzzing.md): fork mode counts those
+  # timeouts and goes on; a crash still stops it.
+  [[ "$name" == h5_report ]] && mode=(-fork=1 -ignore_timeouts=1)
+  mkdir -p "out/fuzz/corpus/$name"
+  if build-sanitize/tests/fuzz/"${name}"_fuzz "${mode[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=3072 \
+      -print_final_stats=1 -artifact_prefix="out/fuzz/$name-crash-" \
+      "out/fuzz/corpus/$name" "tests/fuzz/corpus/$name" > "out/fuzz/$name.log" 2>&1; then
+    echo "$name: clean, $(grep -E '^stat::number_of_executed_units' "out/fuzz/$name.log" | awk '{print $2}') inputs in ${seconds} s, $(grep -E 'cov: [0-9]+' -o "out/fuzz/$name.log" | tail -1)"
+  else
+    echo "$name: FAILED, see out/fuzz/$name.log and out/fuzz/$name-crash-*"
+    return 1
+  fi
+}
+status=0
+running=0
+for name in "${targets[@]}"; do
+  run "$name" &
+  running=$((running + 1))
+  if ((running >= $(nproc))); then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+done
+while ((running > 0)); do
+  wait -n || status=1
+  running=$((running - 1))
+done
+exit $status
