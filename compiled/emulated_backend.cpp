@@ -3,24 +3,19 @@
 #include <fstream>
 
 #include "compiled/backend.h"
+#include "harness/core/memory.h"
 
 namespace tp::compiled {
 namespace {
-
-int64_t mem_available_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key, unit;
-  int64_t kib = 0;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return int64_t(1) << 62;  // unknown: do not refuse
-}
 
 class EmulatedBackend final : public Backend {
  public:
   std::string device() const override { return "cpu-emulated"; }
   std::string description() const override { return "CPU emulation of the compiled kernels"; }
-  int64_t available_bytes() const override { return mem_available_bytes(); }
+  int64_t available_bytes() const override {
+    const int64_t available = available_memory_bytes();
+    return available < 0 ? int64_t(1) << 62 : available;  // unknown: do not refuse
+  }
   Expected<std::byte*> allocate(int64_t bytes) override {
     auto* p = new (std::nothrow) std::byte[std::size_t(std::max<int64_t>(bytes, 1))];
     if (!p)

@@ -131,6 +131,13 @@ TEST_F(CliTest, WrongInputsAndFlagsExitCode2) {
                     "no such model folder");
   expect_user_error("model init --config tiny-kll --out " + p("x"),
                     "unknown built-in config 'tiny-kll'");
+  // A config within every size limit whose weights alone pass the machine's memory (about 80 GB
+  // of fp32 here): refused before any is made, naming what it needs.
+  std::ofstream(p("wide.json"))
+      << R"({"_class_name": "AutoencoderKL", "block_out_channels": [32768, 32768]})";
+  expect_user_error("model init --config " + p("wide.json") + " --out " + p("wide"),
+                    "of memory available; check its channel counts");
+  EXPECT_FALSE(fs::exists(p("wide")));
   expect_user_error("exec --model " + p("kl"), "required");
   // Another model a pipeline would ignore, or more outputs than a .npy holds: refused before the
   // run.

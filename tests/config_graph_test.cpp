@@ -107,6 +107,36 @@ TEST(Config, RefusesWhatItCannotBuild) {
   expect_error(
       R"({"_class_name": "AutoencoderTiny", "encoder_block_out_channels": [64, 32, 64, 64]})",
       "must all be equal");
+  // Damaged files: sizes no model has, which would take minutes or all memory to build, and
+  // numbers an int cannot hold (found by fuzzing: docs/fuzzing.md).
+  expect_error(R"({"_class_name": "AutoencoderKL", "layers_per_block": 100000})",
+               "up to 64 layers");
+  expect_error(R"({"_class_name": "AutoencoderKL", "norm_num_groups": 0})",
+               "with at least one group");
+  expect_error(R"({"_class_name": "AutoencoderKL", "latent_channels": 4294967300})",
+               "'latent_channels' has the wrong type or is out of range");
+  expect_error(R"({"_class_name": "AutoencoderKL", "latent_channels": 4.5})",
+               "'latent_channels' has the wrong type or is out of range");
+  expect_error(R"({"_class_name": "AutoencoderTiny", "num_decoder_blocks": [3, 3, 3, 1000]})",
+               "must be 0 to 64");
+}
+
+TEST(Config, RefusesSizesNoDiffusersModelHas) {
+  for (const char* text :
+       {R"({"_class_name": "AutoencoderKL", "block_out_channels": [128, 2000000000]})",
+        R"({"_class_name": "UNet2DConditionModel", "cross_attention_dim": 100000})"}) {
+    auto c = parse_model_config(nlohmann::json::parse(text), "cfg.json");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.error().message().find("larger than any diffusers model's; the config is damaged"),
+              std::string::npos)
+        << c.error().message();
+  }
+  auto deep = parse_model_config(
+      nlohmann::json::parse(R"({"_class_name": "UNet2DConditionModel", "layers_per_block": 1000})"),
+      "cfg.json");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.error().message().find("must be at most 64"), std::string::npos)
+      << deep.error().message();
 }
 
 TEST(Graph, SdVaeKeysMatchTheReferenceListing) {

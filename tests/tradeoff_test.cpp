@@ -140,7 +140,10 @@ TEST(Tradeoff, WrongInputsGetOneSentence) {
         Bad{"--model tiny-kl --pipeline vae.denoise", "--pipeline vae.denoise is unknown"},
         Bad{"--model tiny-kl --policy w=f16,x=1",
             "field 'x=1' is unknown; use w=, a=, acc=, scale=, sat= and clip="},
-        Bad{"--model tiny-kl --repeats 0", "--repeats must be at least 1"}}) {
+        Bad{"--model tiny-kl --repeats 0", "--repeats must be at least 1"},
+        Bad{"--model tiny-kl --res 512x512 --mem 64MiB",
+            "over the memory budget of 64.00 MiB (--mem): refused before allocating"},
+        Bad{"--model tiny-kl --mem 12x", "--mem 12x is not a size"}}) {
     const auto r = twinpath("tradeoff " + b.args + " --out " + out.string());
     EXPECT_EQ(r.code, 2) << b.args << ": " << r.output;
     EXPECT_NE(r.output.find(b.says), std::string::npos) << b.args << ": " << r.output;

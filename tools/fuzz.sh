@@ -22,9 +22,12 @@ run() {
   # timeouts and goes on; a crash still stops it.
   [[ "$name" == h5_report ]] && mode=(-fork=1 -ignore_timeouts=1)
   mkdir -p "out/fuzz/corpus/$name"
+  local regressions=()
+  [[ -d "tests/fuzz/regressions/$name" ]] && regressions=("tests/fuzz/regressions/$name")
   if build-sanitize/tests/fuzz/"${name}"_fuzz "${mode[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=3072 \
       -print_final_stats=1 -artifact_prefix="out/fuzz/$name-crash-" \
-      "out/fuzz/corpus/$name" "tests/fuzz/corpus/$name" > "out/fuzz/$name.log" 2>&1; then
+      "out/fuzz/corpus/$name" "tests/fuzz/corpus/$name" ${regressions[@]+"${regressions[@]}"} \
+      > "out/fuzz/$name.log" 2>&1; then
     echo "$name: clean, $(grep -E '^stat::number_of_executed_units' "out/fuzz/$name.log" | awk '{print $2}') inputs in ${seconds} s, $(grep -E 'cov: [0-9]+' -o "out/fuzz/$name.log" | tail -1)"
   else
     echo "$name: FAILED, see out/fuzz/$name.log and out/fuzz/$name-crash-*"

@@ -96,6 +96,7 @@ struct TradeoffCommandOptions {
   int repeats = 3;
   std::string device = "cpu";
   std::string out;  // folder for report.h5 and report.html
+  std::string mem;  // --mem SIZE: each point's memory budget
 };
 Expected<int> tradeoff_command(const TradeoffCommandOptions& options,
                                const std::string& command_line);

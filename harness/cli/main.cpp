@@ -247,6 +247,9 @@ int main(int argc, char** argv) {
   tradeoff->add_option("--device", tr.device, "cpu (the emulated kernels) | cuda")
       ->capture_default_str();
   tradeoff->add_option("--out", tr.out, "folder for report.h5 and report.html")->required();
+  tradeoff->add_option("--mem", tr.mem,
+                       "the memory each resolution may use, e.g. 16GiB; one estimated past it is "
+                       "refused before it allocates (default: available memory less 10%)");
   tradeoff->add_option("--vae", tr.vae,
                        "sdxl.txt2img, sdxl.base+refiner: the VAE (name or folder)");
   tradeoff->add_option("--refiner", tr.refiner, "sdxl.base+refiner: the refiner (name or folder)");

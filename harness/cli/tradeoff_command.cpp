@@ -25,6 +25,7 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
   t.guidance = o.guidance_scale;
   t.policies = o.policies;
   t.repeats = o.repeats;
+  TP_ASSIGN_OR_RETURN(t.memory_budget, memory_budget_option(o.mem));
   TP_ASSIGN_OR_RETURN(t.device, compiled::parse_device(o.device));
   if (!is_pipeline_name(o.pipeline))
     return Error("--pipeline " + o.pipeline + " is unknown; use " + pipeline_choices());

@@ -13,6 +13,11 @@
 
 namespace tp {
 
+// Bounds of what twinpath builds, far past any diffusers model (SDXL: 4 levels of 2 layers, 10
+// transformer layers): a config past them is damaged, and its graph would take minutes to build.
+constexpr std::size_t kMaxLevels = 16;
+constexpr int kMaxLayersPerBlock = 64;
+
 namespace json_config_detail {
 
 template <class T>

@@ -10,6 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/atomic_file.h"
+#include "harness/core/format.h"
+#include "harness/core/memory.h"
 #include "harness/core/rng.h"
 
 namespace tp {
@@ -82,12 +84,23 @@ Expected<std::pair<nlohmann::json, std::shared_ptr<const ModelConfig>>> read_con
   return std::make_pair(std::move(j), std::move(config));
 }
 
-Model seeded_model(const std::string& name, std::shared_ptr<const ModelConfig> config,
-                   uint64_t seed) {
+Expected<Model> seeded_model(const std::string& name, std::shared_ptr<const ModelConfig> config,
+                             uint64_t seed) {
   Model m;
   m.dir = name;
   m.config = std::move(config);
   const std::vector<ParamSpec> specs = m.family().param_specs(*m.config);
+  // The weights are made in fp32 (and written from there): refuse a config whose weights cannot
+  // fit before allocating them.
+  double bytes = 0;
+  for (const ParamSpec& s : specs) bytes += 4.0 * double(shape_numel(s.shape));
+  const int64_t available = available_memory_bytes();
+  if (available > 0 && bytes > double(available))
+    return Error(
+        name + ": the config's " + std::to_string(specs.size()) + " weights need " +
+        format_bytes(int64_t(std::min(bytes, 9e18))) + " in fp32, more than the " +
+        format_bytes(available) +
+        " of memory available; check its channel counts, or use a machine with more memory");
   for (const ParamSpec& s : specs) m.weights.emplace(s.key, random_param(s, specs, seed));
   return m;
 }
@@ -145,7 +158,7 @@ void make_weights_tie_prone(Model& model) {
 Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir,
                   const std::string& scale) {
   TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));
-  Model m = seeded_model(config_name_or_path, parsed.second, seed);
+  TP_ASSIGN_OR_RETURN(Model m, seeded_model(config_name_or_path, parsed.second, seed));
   if (!scale.empty()) {
     const std::size_t star = scale.rfind('*');
     char* end = nullptr;

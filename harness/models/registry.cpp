@@ -115,9 +115,36 @@ Expected<const Family*> family_of_config(const nlohmann::json& config, const std
                "; twinpath runs " + joined(classes));
 }
 
+namespace {
+
+// No diffusers model has a size (channels, layers, blocks, embedding widths) past this; a config
+// that does is damaged, and building its graph or weights would run out of time or memory first.
+constexpr int64_t kMaxConfigSize = 65536;
+
+Status check_sizes(const nlohmann::json& config, const std::string& source) {
+  for (const auto& [key, value] : config.items()) {
+    const auto too_large = [&](const nlohmann::json& v) {
+      return (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(kMaxConfigSize)) ||
+             (v.is_number_integer() && v.get<int64_t>() > kMaxConfigSize);
+    };
+    bool bad = too_large(value);
+    if (value.is_array())
+      for (const auto& item : value) bad = bad || too_large(item);
+    if (bad)
+      return Error(source + ": field '" + key + "' = " + value.dump() + " is past " +
+                   std::to_string(kMaxConfigSize) +
+                   ", larger than any diffusers model's; the config is damaged (compare it with "
+                   "the model's original config.json)");
+  }
+  return Status();
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const ModelConfig>> parse_model_config(const nlohmann::json& config,
                                                                 const std::string& source) {
   TP_ASSIGN_OR_RETURN(const Family* family, family_of_config(config, source));
+  if (config.is_object()) TP_RETURN_IF_ERROR(check_sizes(config, source));
   return family->parse_config(config, source);
 }
 

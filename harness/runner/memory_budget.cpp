@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "harness/core/format.h"
+#include "harness/core/memory.h"
 #include "harness/core/shapes.h"
 #include "harness/models/vae/tiling.h"
 #include "harness/models/vae/vae_config.h"
@@ -181,15 +182,9 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
 }
 
 int64_t default_memory_budget() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key, unit;
-  int64_t kib = 0;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:") {
-      const int64_t available = kib * 1024;
-      return available - std::max(available / 10, int64_t(256) << 20);
-    }
-  return 0;  // unknown: no budget
+  const int64_t available = available_memory_bytes();
+  if (available < 0) return 0;  // unknown: no budget
+  return available - std::max(available / 10, int64_t(256) << 20);
 }
 
 std::string memory_refusal(const PreparedCase& p, const MemoryEstimate& e, int64_t budget,

@@ -170,6 +170,7 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
   ModelCache models;
   RunOptions ro;
   ro.device = o.device;
+  ro.memory_budget = o.memory_budget;
   std::size_t total = policies.size() * o.resolutions.size();
   std::vector<TradeoffPeer> peers;
   if (o.make_peers) {

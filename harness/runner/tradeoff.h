@@ -36,6 +36,7 @@ struct TradeoffOptions {
   std::vector<std::pair<int64_t, int64_t>> resolutions{{256, 256}};
   int repeats = 3;  // timed runs after the warm-up (the captured run); the median is reported
   compiled::Device device = compiled::Device::kCpu;
+  int64_t memory_budget = 0;  // bytes a point may use; 0: the machine's available memory less 10%
   std::function<void(const std::string&)> progress;  // one line per finished measurement
   std::function<Expected<std::vector<TradeoffPeer>>(const Model&)> make_peers;  // optional
 };

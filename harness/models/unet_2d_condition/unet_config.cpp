@@ -120,6 +120,16 @@ Expected<UnetConfig> parse_unet_config(const json& j, const std::string& src) {
       return Error(src + ": " + key + " " + j.at(key).dump() +
                    " is not supported; twinpath builds SD 1.5 and SDXL UNets, which leave it null");
   // Shapes diffusers itself would fail on, refused here with the reason.
+  if (levels > kMaxLevels || c.norm_num_groups < 1)
+    return Error(src + ": block_out_channels lists " + std::to_string(levels) +
+                 " levels and norm_num_groups is " + std::to_string(c.norm_num_groups) +
+                 "; twinpath builds up to " + std::to_string(kMaxLevels) +
+                 " levels, with at least one group");
+  for (std::size_t i = 0; i < levels; ++i)
+    if (c.layers_per_block[i] > kMaxLayersPerBlock ||
+        c.transformer_layers_per_block[i] > kMaxLayersPerBlock)
+      return Error(src + ": layers_per_block and transformer_layers_per_block must be at most " +
+                   std::to_string(kMaxLayersPerBlock));
   const int c0 = c.block_out_channels[0];
   if (c.time_embed_dim == 0) c.time_embed_dim = 4 * c0;
   for (std::size_t i = 0; i < levels; ++i) {

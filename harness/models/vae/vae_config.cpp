@@ -40,8 +40,11 @@ Expected<KlConfig> parse_kl(const json& j, const std::string& src) {
     TP_RETURN_IF_ERROR(read_field(j, "sample_size", c.sample_size, src));
   }
   TP_RETURN_IF_ERROR(read_field(j, "scaling_factor", c.scaling_factor, src));
-  if (auto it = j.find("shift_factor"); it != j.end() && !it->is_null())
-    c.shift_factor = it->get<double>();
+  if (auto it = j.find("shift_factor"); it != j.end() && !it->is_null()) {
+    double shift = 0;
+    TP_RETURN_IF_ERROR(read_field(j, "shift_factor", shift, src));
+    c.shift_factor = shift;
+  }
   TP_RETURN_IF_ERROR(read_field(j, "force_upcast", c.force_upcast, src));
   TP_RETURN_IF_ERROR(read_field(j, "use_quant_conv", c.use_quant_conv, src));
   TP_RETURN_IF_ERROR(read_field(j, "use_post_quant_conv", c.use_post_quant_conv, src));
@@ -54,6 +57,12 @@ Expected<KlConfig> parse_kl(const json& j, const std::string& src) {
         "' is not supported; twinpath builds AutoencoderKL with silu (as every SD/SDXL VAE uses)");
   const std::size_t levels = c.block_out_channels.size();
   if (levels == 0) return Error(src + ": block_out_channels is empty");
+  if (levels > kMaxLevels || c.layers_per_block > kMaxLayersPerBlock || c.norm_num_groups < 1)
+    return Error(src + ": block_out_channels lists " + std::to_string(levels) +
+                 " levels, layers_per_block is " + std::to_string(c.layers_per_block) +
+                 " and norm_num_groups " + std::to_string(c.norm_num_groups) +
+                 "; twinpath builds up to " + std::to_string(kMaxLevels) + " levels of up to " +
+                 std::to_string(kMaxLayersPerBlock) + " layers, with at least one group");
   TP_RETURN_IF_ERROR(expect_all(j, "down_block_types", "DownEncoderBlock2D", levels, src));
   TP_RETURN_IF_ERROR(expect_all(j, "up_block_types", "UpDecoderBlock2D", levels, src));
   for (int ch : c.block_out_channels)
@@ -98,6 +107,14 @@ Expected<TinyConfig> parse_tiny(const json& j, const std::string& src) {
     return Error(src +
                  ": encoder/decoder block_out_channels and num_*_blocks must have one equal, "
                  "non-zero length");
+  if (c.num_encoder_blocks.size() > kMaxLevels)
+    return Error(src + ": num_encoder_blocks lists " + std::to_string(c.num_encoder_blocks.size()) +
+                 " levels; twinpath builds up to " + std::to_string(kMaxLevels));
+  for (const auto* list : {&c.num_encoder_blocks, &c.num_decoder_blocks})
+    for (int n : *list)
+      if (n < 0 || n > kMaxLayersPerBlock)
+        return Error(src + ": num_encoder_blocks and num_decoder_blocks entries must be 0 to " +
+                     std::to_string(kMaxLayersPerBlock) + ", not " + std::to_string(n));
   // diffusers' EncoderTiny/DecoderTiny connect block i to block i+1 without a channel change,
   // so unequal widths cannot run there either.
   for (const auto* list : {&c.encoder_block_out_channels, &c.decoder_block_out_channels})
