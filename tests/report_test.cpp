@@ -166,6 +166,24 @@ TEST_F(ReportTest, KilledRunLeavesNoPartialReport) {
   EXPECT_FALSE(fs::exists(p("k.xml")));
 }
 
+// A report libhdf5 1.10 loops forever on (found by fuzzing; HDFGroup/hdf5 issue 1707) is refused
+// with a sentence once the read has run past its time, instead of hanging the command. (A
+// libhdf5 that reads it as damaged gives the ordinary sentence, also exit 2.)
+TEST_F(ReportTest, AReportLibhdf5LoopsOnIsRefusedInsteadOfHanging) {
+  const std::string file =
+      std::string(TWINPATH_SOURCE_DIR) + "/tests/fuzz/libhdf5-hangs/vlen-attribute-global-heap.h5";
+  for (const std::string command :
+       {"report show " + file, "report diff " + file + " " + file, "run --resume " + file}) {
+    const auto r =
+        shell("TWINPATH_REPORT_READ_SECONDS=2 " + std::string(TWINPATH_BINARY) + " " + command);
+    EXPECT_EQ(r.code, 2) << command << ": " << r.output;
+    EXPECT_TRUE(r.output.find("has not finished in 2 s: libhdf5 loops forever on some damaged "
+                              "files") != std::string::npos ||
+                r.output.find("the file is damaged") != std::string::npos)
+        << command << ": " << r.output;
+  }
+}
+
 // Each shard from another scheduler's variables: GoogleTest's, a Kubernetes indexed Job's, and a
 // Slurm array's (task 5 of --array=1-5:2 is the third task).
 TEST_F(ReportTest, MergedShardsEqualTheUnshardedRun) {

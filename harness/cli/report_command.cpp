@@ -1,7 +1,14 @@
 // `twinpath report show|diff|baseline|merge`.
 #include "harness/cli/report_command.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "reports/baseline.h"
 #include "reports/h5_report.h"
@@ -9,9 +16,57 @@
 #include "reports/report_tools.h"
 
 namespace tp {
+namespace {
+
+// Ends the process with one sentence if it is not disarmed (destroyed) within `seconds`.
+class ReadWatchdog {
+ public:
+  ReadWatchdog(const std::string& path, int seconds)
+      : thread_([this, path, seconds] {
+          std::unique_lock<std::mutex> lock(mutex_);
+          if (done_.wait_for(lock, std::chrono::seconds(seconds), [this] { return finished_; }))
+            return;
+          const std::string message =
+              "twinpath: error: reading " + path + " has not finished in " +
+              std::to_string(seconds) +
+              " s: libhdf5 loops forever on some damaged files (HDFGroup/hdf5 issue 1707); the "
+              "file is likely damaged: restore it, or rerun what wrote it\n";
+          (void)!::write(2, message.data(), message.size());
+          std::_Exit(2);
+        }) {}
+  ~ReadWatchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finished_ = true;
+    }
+    done_.notify_one();
+    thread_.join();
+  }
+  ReadWatchdog(const ReadWatchdog&) = delete;
+  ReadWatchdog& operator=(const ReadWatchdog&) = delete;
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable done_;
+  bool finished_ = false;
+  std::thread thread_;  // last: it starts once the members it uses exist
+};
+
+int read_seconds() {
+  const char* text = std::getenv("TWINPATH_REPORT_READ_SECONDS");
+  const int seconds = text ? std::atoi(text) : 0;
+  return seconds > 0 ? seconds : 120;
+}
+
+}  // namespace
+
+Expected<RunReport> read_report_file(const std::string& path, bool baseline_too) {
+  ReadWatchdog watchdog(path, read_seconds());
+  return baseline_too ? read_report_or_baseline(path) : read_h5_report(path);
+}
 
 Expected<int> report_show_command(const std::string& path, bool json) {
-  TP_ASSIGN_OR_RETURN(RunReport r, read_h5_report(path));
+  TP_ASSIGN_OR_RETURN(RunReport r, read_report_file(path));
   if (json) {
     std::cout << run_json(r).dump(2) << "\n";
     return any_failure(r.cases) || r.incomplete ? 1 : 0;
@@ -32,8 +87,8 @@ Expected<int> report_diff_command(const std::string& base_path, const std::strin
                                   double ratio) {
   if (!(ratio > 1))
     return Error("--growth must be above 1 (it is the factor by which error may grow)");
-  TP_ASSIGN_OR_RETURN(RunReport base, read_report_or_baseline(base_path));
-  TP_ASSIGN_OR_RETURN(RunReport next, read_report_or_baseline(new_path));
+  TP_ASSIGN_OR_RETURN(RunReport base, read_report_file(base_path, true));
+  TP_ASSIGN_OR_RETURN(RunReport next, read_report_file(new_path, true));
   const std::vector<DiffFinding> findings = diff_reports(base, next, DiffOptions{ratio});
   for (const DiffFinding& f : findings)
     std::cout << "GREW        " << f.case_id << (f.checkpoint.empty() ? "" : " @ " + f.checkpoint)
@@ -45,7 +100,7 @@ Expected<int> report_diff_command(const std::string& base_path, const std::strin
 }
 
 Expected<int> report_baseline_command(const std::string& report_path, const std::string& out) {
-  TP_ASSIGN_OR_RETURN(RunReport report, read_h5_report(report_path));
+  TP_ASSIGN_OR_RETURN(RunReport report, read_report_file(report_path));
   TP_RETURN_IF_ERROR(write_baseline(out, report));
   std::cout << "baseline of " << report.cases.size() << " cases written to " << out << "\n";
   return 0;
@@ -54,7 +109,7 @@ Expected<int> report_baseline_command(const std::string& report_path, const std:
 Expected<int> report_merge_command(const std::vector<std::string>& inputs, const std::string& out) {
   std::vector<RunReport> shards;
   for (const std::string& path : inputs) {
-    TP_ASSIGN_OR_RETURN(RunReport r, read_h5_report(path));
+    TP_ASSIGN_OR_RETURN(RunReport r, read_report_file(path));
     shards.push_back(std::move(r));
   }
   TP_ASSIGN_OR_RETURN(RunReport merged, merge_reports(shards, inputs));

@@ -11,6 +11,7 @@
 
 #include "cases/suite.h"
 #include "harness/cli/commands.h"
+#include "harness/cli/report_command.h"
 #include "harness/core/format.h"
 #include "harness/runner/case_pool.h"
 #include "harness/runner/case_runner.h"
@@ -226,7 +227,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
       return Error(
           "--resume takes its cases from the report; leave out --case, --suite, --filter and "
           "--shard");
-    TP_ASSIGN_OR_RETURN(resumed, read_h5_report(o.resume));
+    TP_ASSIGN_OR_RETURN(resumed, read_report_file(o.resume));
     TP_ASSIGN_OR_RETURN(auto todo, cases_to_resume(resumed, o.resume));
     cases = std::move(todo.first);
     resumed_ordinals = std::move(todo.second);
@@ -237,7 +238,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   // Read the baseline first: a wrong path should not cost a whole run.
   RunReport baseline;
   if (!o.baseline.empty()) {
-    TP_ASSIGN_OR_RETURN(baseline, read_report_or_baseline(o.baseline));
+    TP_ASSIGN_OR_RETURN(baseline, read_report_file(o.baseline, true));
   }
 
   RunReport report = report_header(command_line, device);
