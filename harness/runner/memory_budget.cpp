@@ -11,6 +11,7 @@
 #include "harness/core/shapes.h"
 #include "harness/models/vae/tiling.h"
 #include "harness/models/vae/vae_config.h"
+#include "harness/runner/shape_executor.h"
 
 namespace tp {
 namespace {
@@ -33,24 +34,6 @@ constexpr int64_t kRecordSize = 64;
 struct Call {
   Graph graph;
   std::map<std::string, Shape> inputs;
-};
-
-// Answers every graph call with outputs of the inferred shapes (zeros), recording the call.
-class CallRecorder final : public GraphExecutor {
- public:
-  Expected<NamedTensors> run(const Graph& graph, const Weights&,
-                             const NamedTensors& inputs) override {
-    Call call{graph, {}};
-    for (const auto& [name, id] : graph.inputs)
-      if (const Tensor* t = find_tensor(inputs, name)) call.inputs[name] = t->shape();
-    TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_value_shapes(graph, call.inputs));
-    calls.push_back(std::move(call));
-    NamedTensors out;
-    for (const auto& [name, id] : graph.outputs)
-      out.emplace_back(name, Tensor(DType::kF32, shapes[std::size_t(id)]));
-    return out;
-  }
-  std::vector<Call> calls;
 };
 
 int64_t weight_bytes(const Model* m) {
@@ -123,7 +106,12 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
   TP_ASSIGN_OR_RETURN(NamedTensors small, family.generate_inputs(m, r, none));
   TP_ASSIGN_OR_RETURN(small, family.bind_inputs(m, p.pipeline, small));
   const Shape recorded = small.front().second.shape();
-  CallRecorder recorder;
+  std::vector<Call> calls;
+  ShapeExecutor recorder(
+      [&calls](const Graph& graph, const Weights&, const std::map<std::string, Shape>& inputs) {
+        calls.push_back({graph, inputs});
+        return Status();
+      });
   PipelineOptions options = p.options();
   options.tiling.enabled = false;
   if (auto ran = run_model(m, p.pipeline, small, recorder, options); !ran.ok()) return ran.error();
@@ -142,7 +130,7 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
         tile_share = std::min(1.0, double(g->sample_min) * double(g->sample_min) / image);
       }
   int64_t values = 0, live = 0, io = 0, columns = 0;
-  for (Call& call : recorder.calls) {
+  for (Call& call : calls) {
     for (auto& [name, shape] : call.inputs)
       if (shape.size() == 4) {
         shape[2] = std::max<int64_t>(1, std::llround(double(shape[2]) * sh));
@@ -176,7 +164,7 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
   if (std::getenv("TWINPATH_MEMORY_DEBUG"))
     std::fprintf(stderr, "memory: columns %lld values %lld live %lld io %lld calls %zu -> %s\n",
                  static_cast<long long>(columns), static_cast<long long>(values),
-                 static_cast<long long>(live), static_cast<long long>(io), recorder.calls.size(),
+                 static_cast<long long>(live), static_cast<long long>(io), calls.size(),
                  e.text().c_str());
   return e;
 }

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "compiled/describe_session.h"
+#include "harness/runner/shape_executor.h"
 #include "reference/executor.h"
 
 namespace tp {
@@ -126,52 +127,28 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
   return run;
 }
 
-namespace {
-
-// Compiles each graph the pipeline calls and answers with zeros: the plans a pipeline needs and
-// the largest arena among them (its calls run one at a time), without running a kernel.
-class PlanningExecutor : public GraphExecutor {
- public:
-  explicit PlanningExecutor(compiled::Session& session) : session_(session) {}
-  Expected<NamedTensors> run(const Graph& graph, const Weights& weights,
-                             const NamedTensors& inputs) override {
-    std::vector<Shape> shapes;
-    for (const auto& [name, id] : graph.inputs) {
-      const Tensor* t = find_tensor(inputs, name);
-      if (!t) return Error(graph.name + " takes an input named " + name + ", which was not given");
-      shapes.push_back(t->shape());
-    }
-    const std::vector<Shape> others(shapes.begin() + 1, shapes.end());
-    TP_ASSIGN_OR_RETURN(const compiled::Plan* plan,
-                        session_.plan_for(graph, weights, shapes[0], others));
-    // One call at a time: the session evicts idle arenas, so the largest must fit.
-    bytes_ = std::max(bytes_, plan->stats.arena_bytes);
-    TP_ASSIGN_OR_RETURN(std::vector<Shape> values,
-                        compiled::infer_shapes(graph, shapes[0], others));
-    NamedTensors out;
-    for (const auto& [name, id] : graph.outputs)
-      out.emplace_back(name, Tensor(DType::kF32, values[std::size_t(id)]));
-    return out;
-  }
-  int64_t bytes() const { return bytes_; }
-
- private:
-  compiled::Session& session_;
-  int64_t bytes_ = 0;
-};
-
-}  // namespace
-
 Expected<int64_t> compile_pipeline_plans(compiled::Session& s, const Model& m,
                                          const std::string& pipeline, const NamedTensors& inputs,
                                          const PipelineOptions& options) {
   const Shape& input = inputs.front().second.shape();
   auto staged = m.family().stages(m, pipeline, input);
   if (!staged.ok()) {
-    PlanningExecutor planning(s);
+    // Each graph the pipeline calls compiled, answered with zeros, without running a kernel;
+    // the calls run one at a time (the session evicts idle arenas), so the largest must fit.
+    int64_t largest = 0;
+    ShapeExecutor planning([&](const Graph& graph, const Weights& weights,
+                               const std::map<std::string, Shape>& shapes) -> Status {
+      std::vector<Shape> others;
+      for (std::size_t i = 1; i < graph.inputs.size(); ++i)
+        others.push_back(shapes.at(graph.inputs[i].first));
+      TP_ASSIGN_OR_RETURN(const compiled::Plan* plan,
+                          s.plan_for(graph, weights, shapes.at(graph.inputs[0].first), others));
+      largest = std::max(largest, plan->stats.arena_bytes);
+      return Status();
+    });
     if (auto planned = run_model(m, pipeline, inputs, planning, options); !planned.ok())
       return planned.error();
-    return planning.bytes();
+    return largest;
   }
   std::vector<Stage> stages = std::move(staged).value();
   int64_t bytes = 0;  // the stages are co-resident
