@@ -175,8 +175,10 @@ TEST_F(CompiledRuntimeTest, BitsDoNotDependOnTheOpenMpTeamSize) {
   };
   const Tensor q = random({1, 24, 24, 32}, "q"), k = random({1, 24, 24, 32}, "k"),
                v = random({1, 24, 24, 32}, "v");
-  const Tensor tq = random({2, 300, 64}, "tq"), tk = random({2, 300, 64}, "tk"),
-               tv = random({2, 300, 64}, "tv");
+  // 1024 tokens: each head's products (1024 x 1024 x 64) are past the size at which a parallel
+  // GEMM splits rows among threads.
+  const Tensor tq = random({1, 1024, 128}, "tq"), tk = random({1, 1024, 128}, "tk"),
+               tv = random({1, 1024, 128}, "tv");
   GraphBuilder b("mha");
   const int x = b.input("q"), y = b.input("k"), z = b.input("v");
   b.output("o", b.multi_head_attention("attn", x, y, z, 2, 0.125));
@@ -187,7 +189,7 @@ TEST_F(CompiledRuntimeTest, BitsDoNotDependOnTheOpenMpTeamSize) {
     Session s(options("w=f16,a=f16"));
     runs[i].push_back(encode_mean(s, kl_, image));
     runs[i].push_back(emulated::attention(q, k, v, 0.17, false, DType::kF32));
-    runs[i].push_back(emulated::nd_op<float>(g.ops.back(), {&tq, &tk, &tv}, {}, {2, 300, 64}));
+    runs[i].push_back(emulated::nd_op<float>(g.ops.back(), {&tq, &tk, &tv}, {}, {1, 1024, 128}));
   }
   omp_set_num_threads(threads);
   for (std::size_t i = 0; i < runs[0].size(); ++i)
