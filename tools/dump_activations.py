@@ -1,0 +1,214 @@
+"""Dumps a diffusers model's per-module activations for `twinpath triage --activations`.
+
+Every module's inputs and outputs (or those matching --modules), in their own dtype, keyed by the
+module's path in the model (diffusers' state-dict names, which twinpath's checkpoints use), with
+the pipeline's inputs, the model's config and the dtype settings, in one safetensors file.
+
+Around your own model and call (any torch.nn.Module whose submodule names follow diffusers):
+
+    from dump_activations import ActivationDump
+    with ActivationDump(vae, pipeline="vae.decode", dtype="f16") as dump:
+        image = vae.decode(latents).sample
+    dump.save("dump.safetensors", inputs={"latents": latents})
+
+Or for a diffusers model folder:
+
+    python3 tools/dump_activations.py --model DIR --pipeline vae.decode --input latents.npy \\
+        --dtype f16 --out dump.safetensors
+
+Needs torch, diffusers and safetensors (a venv of its own: tools/dump-venv.sh). Not used by
+twinpath's build or tests, which read the files it writes.
+
+The file: tensors "input/NAME" (the pipeline's inputs), "MODULE/input.I" and "MODULE/input.KEY"
+(a module's tensor arguments), "MODULE/output", "MODULE/output.I" or "MODULE/output.FIELD" (its
+tensor results); a module called more than once in one pipeline call (a UNet per denoising step)
+has "callN/" before MODULE from its second call on. Metadata: format "twinpath-activations 1",
+pipeline, dtype, layerwise_fp8, config (the model's config as JSON), class_name, modules (the
+glob), classes (JSON: module path -> class name), torch and diffusers versions.
+"""
+import argparse
+import fnmatch
+import json
+import sys
+
+FORMAT = "twinpath-activations 1"
+DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+PIPELINES = ("vae.decode", "vae.encode", "unet.step")
+
+
+def _tensors(value, prefix):
+    """The tensors in a module's argument or result, named after prefix."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [(prefix, value)]
+    if isinstance(value, (list, tuple)):
+        out = []
+        for i, item in enumerate(value):
+            out += _tensors(item, f"{prefix}.{i}")
+        return out
+    if isinstance(value, dict):  # diffusers' BaseOutput is an OrderedDict of its fields
+        out = []
+        for key, item in value.items():
+            out += _tensors(item, f"{prefix}.{key}")
+        return out
+    return []
+
+
+class ActivationDump:
+    """Forward hooks on every submodule of `model` whose path matches `modules` (a glob)."""
+
+    def __init__(self, model, pipeline, dtype, modules="*", layerwise_fp8=False):
+        if pipeline not in PIPELINES:
+            raise ValueError(f"pipeline {pipeline!r} is not one of {', '.join(PIPELINES)}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        self.model, self.pipeline, self.dtype = model, pipeline, dtype
+        self.modules, self.layerwise_fp8 = modules, layerwise_fp8
+        self.tensors, self.classes, self.calls = {}, {}, {}
+        self.handles = []
+
+    def __enter__(self):
+        for name, module in self.model.named_modules():
+            if name and fnmatch.fnmatchcase(name, self.modules):
+                self.classes[name] = type(module).__name__
+                self.handles.append(module.register_forward_hook(self._hook(name), with_kwargs=True))
+        if not self.handles:
+            raise ValueError(f"--modules {self.modules!r} matches no module of the model")
+        return self
+
+    def __exit__(self, *exc):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+        return False
+
+    def _hook(self, name):
+        def hook(module, args, kwargs, output):
+            n = self.calls.get(name, 0)
+            self.calls[name] = n + 1
+            key = name if n == 0 else f"call{n}/{name}"
+            for i, arg in enumerate(args):
+                for k, t in _tensors(arg, f"{key}/input.{i}"):
+                    self._keep(k, t)
+            for kw, arg in kwargs.items():
+                for k, t in _tensors(arg, f"{key}/input.{kw}"):
+                    self._keep(k, t)
+            for k, t in _tensors(output, f"{key}/output"):
+                self._keep(k, t)
+        return hook
+
+    def _keep(self, key, tensor):
+        # safetensors stores each tensor once and contiguously: a copy on the CPU, in its own dtype.
+        self.tensors[key] = tensor.detach().to("cpu").contiguous().clone()
+
+    def save(self, path, inputs):
+        """Writes the dump with the pipeline's inputs (name -> tensor, as `twinpath exec` names them)."""
+        import diffusers
+        import torch
+        from safetensors.torch import save_file
+
+        tensors = dict(self.tensors)
+        for name, t in inputs.items():
+            tensors[f"input/{name}"] = torch.as_tensor(t).detach().to("cpu").contiguous().clone()
+        config = dict(getattr(self.model, "config", {}) or {})
+        metadata = {
+            "format": FORMAT,
+            "pipeline": self.pipeline,
+            "dtype": self.dtype,
+            "layerwise_fp8": "e4m3" if self.layerwise_fp8 else "",
+            "class_name": type(self.model).__name__,
+            "config": json.dumps({"_class_name": type(self.model).__name__, **config}, default=str),
+            "modules": self.modules,
+            "classes": json.dumps(self.classes),
+            "torch": torch.__version__,
+            "diffusers": diffusers.__version__,
+        }
+        save_file(tensors, path, metadata=metadata)
+        return len(tensors)
+
+
+def _read_inputs(path):
+    import numpy as np
+    import torch
+
+    if path.endswith(".npy"):
+        return {"": torch.from_numpy(np.load(path))}
+    from safetensors.torch import load_file
+
+    return load_file(path)
+
+
+def _pick(inputs, names, what):
+    for n in names:
+        if n in inputs:
+            return n, inputs[n]
+    if "" in inputs:  # a .npy holds one tensor
+        return names[0], inputs[""]
+    raise SystemExit(f"dump_activations: the input file has no {what} tensor; name it one of "
+                     f"{', '.join(names)}")
+
+
+def run(model, pipeline, inputs, dtype):
+    """Calls the model as twinpath's pipeline of that name does; returns the inputs it used."""
+    import torch
+
+    torch_dtype = getattr(torch, DTYPES[dtype])
+    with torch.no_grad():
+        if pipeline == "vae.decode":
+            name, z = _pick(inputs, ["latents", "latent", "z", "mean"], "latent")
+            model.decode(z.to(torch_dtype))
+            return {"latents": z}
+        if pipeline == "vae.encode":
+            name, x = _pick(inputs, ["sample", "image"], "image")
+            model.encode(x.to(torch_dtype))
+            return {"sample": x}
+        # unet.step: diffusers' UNet arguments by name.
+        sample = _pick(inputs, ["sample"], "sample")[1]
+        timestep = _pick(inputs, ["timestep"], "timestep")[1]
+        context = _pick(inputs, ["encoder_hidden_states"], "encoder_hidden_states")[1]
+        added = {k: inputs[k].to(torch_dtype) for k in ("text_embeds", "time_ids") if k in inputs}
+        model(sample.to(torch_dtype), timestep, context.to(torch_dtype),
+              added_cond_kwargs=added or None)
+        used = {"sample": sample, "timestep": timestep, "encoder_hidden_states": context}
+        used.update({k: inputs[k] for k in added})
+        return used
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True, help="a diffusers model folder (config.json + weights)")
+    p.add_argument("--pipeline", required=True, choices=PIPELINES)
+    p.add_argument("--input", required=True, help=".safetensors or .npy, tensors named as in twinpath exec")
+    p.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
+    p.add_argument("--layerwise-fp8", action="store_true",
+                   help="diffusers' enable_layerwise_casting(storage float8_e4m3fn, compute --dtype)")
+    p.add_argument("--modules", default="*", help="glob of module paths to dump (default every module)")
+    p.add_argument("--out", required=True, help="the dump, a .safetensors file")
+    a = p.parse_args(argv)
+
+    import torch
+    import diffusers
+
+    try:
+        with open(f"{a.model}/config.json") as f:
+            class_name = json.load(f)["_class_name"]
+    except (OSError, KeyError, ValueError) as e:
+        raise SystemExit(f"dump_activations: {a.model}/config.json cannot be read ({e}); "
+                         "give a diffusers model folder")
+    cls = getattr(diffusers, class_name, None)
+    if cls is None:
+        raise SystemExit(f"dump_activations: diffusers has no class {class_name!r}")
+    model = cls.from_pretrained(a.model, torch_dtype=getattr(torch, DTYPES[a.dtype])).eval()
+    if a.layerwise_fp8:
+        model.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn,
+                                       compute_dtype=getattr(torch, DTYPES[a.dtype]))
+    inputs = _read_inputs(a.input)
+    with ActivationDump(model, a.pipeline, a.dtype, a.modules, a.layerwise_fp8) as dump:
+        used = run(model, a.pipeline, inputs, a.dtype)
+    n = dump.save(a.out, used)
+    print(f"dump_activations: {len(dump.classes)} modules, {n} tensors -> {a.out}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
