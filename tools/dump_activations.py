@@ -21,10 +21,13 @@ twinpath's build or tests, which read the files it writes.
 
 The file: tensors "input/NAME" (the pipeline's inputs), "MODULE/input.I" and "MODULE/input.KEY"
 (a module's tensor arguments), "MODULE/output", "MODULE/output.I" or "MODULE/output.FIELD" (its
-tensor results); a module called more than once in one pipeline call (a UNet per denoising step)
-has "callN/" before MODULE from its second call on. Metadata: format "twinpath-activations 1",
-pipeline, dtype, layerwise_fp8, config (the model's config as JSON), class_name, modules (the
-glob), classes (JSON: module path -> class name), torch and diffusers versions.
+tensor results). When the model itself is called more than once (a UNet once per denoising
+step), its second and later calls' keys start with "stepK/" (K from 1; the first call has no
+prefix); a module called again within one model call (diffusers' ResnetBlock2D calls its one
+`nonlinearity` after norm1 and after norm2) has "callN/" before MODULE from its second call on.
+Metadata: format "twinpath-activations 1", pipeline, dtype, layerwise_fp8, config (the model's
+config as JSON), class_name, modules (the glob), classes (JSON: module path -> class name),
+steps (the model's own calls), torch and diffusers versions.
 """
 import argparse
 import fnmatch
@@ -66,14 +69,16 @@ class ActivationDump:
         self.model, self.pipeline, self.dtype = model, pipeline, dtype
         self.modules, self.layerwise_fp8 = modules, layerwise_fp8
         self.tensors, self.classes, self.calls = {}, {}, {}
+        self.steps = 0  # the model's own forward calls so far
         self.handles = []
 
     def __enter__(self):
+        self.handles.append(self.model.register_forward_pre_hook(self._step))
         for name, module in self.model.named_modules():
             if name and fnmatch.fnmatchcase(name, self.modules):
                 self.classes[name] = type(module).__name__
                 self.handles.append(module.register_forward_hook(self._hook(name), with_kwargs=True))
-        if not self.handles:
+        if len(self.handles) == 1:
             raise ValueError(f"--modules {self.modules!r} matches no module of the model")
         return self
 
@@ -83,11 +88,19 @@ class ActivationDump:
         self.handles = []
         return False
 
+    def _step(self, module, args):
+        # A new call of the model: module call counts start again (VAE methods such as decode do
+        # not go through forward, so a VAE's dump is one step).
+        self.steps += 1
+        self.calls = {}
+
     def _hook(self, name):
         def hook(module, args, kwargs, output):
             n = self.calls.get(name, 0)
             self.calls[name] = n + 1
             key = name if n == 0 else f"call{n}/{name}"
+            if self.steps > 1:
+                key = f"step{self.steps - 1}/{key}"
             for i, arg in enumerate(args):
                 for k, t in _tensors(arg, f"{key}/input.{i}"):
                     self._keep(k, t)
@@ -121,6 +134,7 @@ class ActivationDump:
             "config": json.dumps({"_class_name": type(self.model).__name__, **config}, default=str),
             "modules": self.modules,
             "classes": json.dumps(self.classes),
+            "steps": str(max(self.steps, 1)),
             "torch": torch.__version__,
             "diffusers": diffusers.__version__,
         }
