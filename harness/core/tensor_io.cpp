@@ -92,14 +92,12 @@ Expected<Tensor> read_npy(const std::string& path) {
       return Error(path + ": .npy shape entry '" + item +
                    "' is not a whole number; the file is corrupt");
     shape.push_back(std::stoll(digits));
+    // Checked before each product, so it cannot overflow; the read below catches the rest.
     if (shape.back() != 0 && bytes > data_bytes / shape.back())
       return Error(path + ": .npy data is shorter than its shape " + shape_string(shape) +
-                   "... needs; the file is truncated");
+                   " (so far) needs; the file is truncated");
     bytes *= shape.back();
   }
-  if (bytes > data_bytes)
-    return Error(path + ": .npy data is shorter than its shape " + shape_string(shape) +
-                 " needs; the file is truncated");
   Tensor t = Tensor::uninitialized(dt, shape);
   if (!in.read(reinterpret_cast<char*>(t.raw()), std::streamsize(t.nbytes())))
     return Error(path + ": .npy data is shorter than its shape " + shape_string(shape) +
