@@ -2,36 +2,123 @@
 # Run on the GPU machine (H100/H200, sm_90), in the repository root, with .carry from
 # tools/gpu-carry.sh: builds against the carried Debian packages and the machine's own LibTorch
 # (PyTorch's CMake config, CUDA build), runs the GPU tests (CUDA kernels against the CPU
-# emulation) and the CUDA benchmarks, and writes everything to ${OUT:-out/gpu}:
-#   gpu_tests.xml, gpu_bench.json, results.md (date, device, commit, the figures).
-set -euo pipefail
+# emulation), the CUDA benchmarks, and, when the full build succeeded, `twinpath run --device
+# cuda` on the ci and field-reports suites and `twinpath tradeoff --device cuda`.
+#
+# Every step runs even when one before it failed; every log is kept. Results go to
+# out/gpu/ (results.md: date, device, commit, LibTorch, the figures) and, when $OUT is set (the
+# device tool), results.md, gpu_tests.xml, gpu_bench.json and logs.tar.gz (every log) to $OUT.
+#   GPU_RUN_STEPS   which steps, default "tests bench suites tradeoff"
+#   GPU_RUN_BUDGET  seconds after which the remaining steps are skipped, default 540
+#   GPU_BENCH_FILTER  a --benchmark_filter for gpu_bench
+set -uo pipefail
+start=$SECONDS
 root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/out/gpu}
-mkdir -p "$out"
+work="$root/out/gpu"
+rm -rf "$work" && mkdir -p "$work"
+steps=" ${GPU_RUN_STEPS:-tests bench suites tradeoff} "
+budget=${GPU_RUN_BUDGET:-540}
+say() { echo "gpu-run [$((SECONDS - start)) s]: $*" | tee -a "$work/steps.log"; }
+left() { echo $((budget - (SECONDS - start))); }
+finish() {
+  {
+    echo "# GPU run $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo
+    echo "- device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo unknown)"
+    echo "- commit: $(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git -C "$root" diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "- nvcc: $(/usr/local/cuda/bin/nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo unknown)"
+    echo "- LibTorch: $torch_version"
+    echo "- build: $build_kind"
+    echo
+    echo '```'
+    cat "$work/steps.log"
+    echo
+    grep -h -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran|^\[  FAILED  \]" "$work/gpu_tests.log" 2>/dev/null || true
+    echo
+    grep -h -E "^BM_|^Benchmark|^---" "$work/gpu_bench.log" 2>/dev/null || true
+    echo '```'
+  } > "$work/results.md"
+  if [[ -n "${OUT:-}" ]]; then
+    cp "$work/results.md" "$OUT/"
+    for f in gpu_tests.xml gpu_bench.json; do [[ -f "$work/$f" ]] && cp "$work/$f" "$OUT/"; done
+    tar czf "$OUT/logs.tar.gz" -C "$work" --exclude='*.h5' . 2>/dev/null
+    for f in "$work"/*.h5; do [[ -f $f && $(stat -c %s "$f") -lt 15000000 ]] && cp "$f" "$OUT/"; done 2>/dev/null
+  fi
+  cat "$work/results.md"
+}
+
 carry="$root/.carry/root"
-[[ -d "$carry" ]] || { echo "gpu-run: $carry is missing; run tools/gpu-carry.sh on the build machine and carry .carry"; exit 2; }
-arch=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || echo x86_64-linux-gnu)
-torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-export LD_LIBRARY_PATH="$carry/usr/lib/$arch:${LD_LIBRARY_PATH:-}"
-cmake -S "$root" -B "$root/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCMAKE_PREFIX_PATH="$carry/usr;$carry/usr/lib/$arch/cmake;$carry/usr/share/eigen3/cmake;$torch_prefix" \
-  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DTWINPATH_NATIVE=ON 2>&1 | tee "$out/configure.log" | tail -3
-cmake --build "$root/build-gpu" --parallel "$(nproc)" --target twinpath gpu_tests compiled_tests gpu_bench 2>&1 | tail -5
+runtime="$root/.carry/runtime"
+arch=x86_64-linux-gnu
+torch_version=$(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null || echo "not found")
+torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || echo "")
+build_kind="none"
+nvidia-smi > "$work/nvidia-smi.log" 2>&1 || say "nvidia-smi failed (see nvidia-smi.log)"
+if [[ ! -d "$carry" ]]; then
+  say "$carry is missing: run tools/gpu-carry.sh on the build machine and carry .carry"
+  finish
+  exit 2
+fi
+say "LibTorch: $torch_version${torch_prefix:+ at $torch_prefix}"
+
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
+  -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc -DTWINPATH_NATIVE=ON
+  -DCMAKE_PREFIX_PATH="$carry/usr;$carry/usr/lib/$arch/cmake;$carry/usr/share/eigen3/cmake;$torch_prefix"
+  "-DCMAKE_EXE_LINKER_FLAGS=-Wl,--disable-new-dtags,-rpath,$runtime,-rpath-link,$runtime")
+full=(-DHDF5_C_COMPILER_EXECUTABLE="$carry/no-h5cc" -DHDF5_C_INCLUDE_DIR="$carry/usr/include/hdf5/serial"
+  -DHDF5_hdf5_LIBRARY_RELEASE="$carry/usr/lib/$arch/hdf5/serial/libhdf5.so"
+  -DPNG_PNG_INCLUDE_DIR="$carry/usr/include/libpng16" -DPNG_LIBRARY_RELEASE="$carry/usr/lib/$arch/libpng16.so"
+  -DZLIB_INCLUDE_DIR="$carry/usr/include" -DZLIB_LIBRARY_RELEASE="$carry/usr/lib/$arch/libz.so")
+build="$root/build-gpu"
+if cmake -S "$root" -B "$build" "${common[@]}" "${full[@]}" > "$work/configure.log" 2>&1; then
+  build_kind="full"
+else
+  say "the full configure failed (configure.log); building TWINPATH_GPU_ONLY (no HDF5, no PNG)"
+  build="$root/build-gpu-only"
+  if cmake -S "$root" -B "$build" "${common[@]}" -DTWINPATH_GPU_ONLY=ON > "$work/configure-gpu-only.log" 2>&1; then
+    build_kind="gpu-only"
+  else
+    say "the GPU-only configure failed too: configure-gpu-only.log"
+    finish
+    exit 1
+  fi
+fi
+grep -h "twinpath:" "$work"/configure*.log | tee -a "$work/steps.log"
+grep -q "LibTorch ON" "$work"/configure*.log || say "LibTorch NOT FOUND: no gpu_bench and no torch path (python3's torch: $torch_version)"
+targets=(gpu_tests)
+[[ $build_kind == full ]] && targets+=(twinpath)
+grep -q "LibTorch ON" "$work"/configure*.log && targets+=(gpu_bench)
+if cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]}" > "$work/build.log" 2>&1; then
+  say "built ${targets[*]} ($build_kind)"
+else
+  say "the build failed: build.log ends:"
+  grep -E "error|Error|FAILED" "$work/build.log" | head -20 | tee -a "$work/steps.log"
+fi
 status=0
-"$root/build-gpu/tests/gpu_tests" --gtest_output="xml:$out/gpu_tests.xml" 2>&1 | tee "$out/gpu_tests.log" | tail -40 || status=1
-"$root/build-gpu/tests/gpu_bench" --benchmark_out="$out/gpu_bench.json" --benchmark_out_format=json 2>&1 | tee "$out/gpu_bench.log" || status=1
-{
-  echo "# GPU run $(date -u +%Y-%m-%d)"
-  echo
-  echo "- device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo unknown)"
-  echo "- commit: $(git -C "$root" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
-  echo "- LibTorch: $(python3 -c 'import torch; print(torch.__version__)')"
-  echo
-  echo '```'
-  grep -E "^\[  (PASSED|FAILED|SKIPPED) |tests? ran" "$out/gpu_tests.log" || true
-  echo
-  grep -E "^BM_|^Benchmark" "$out/gpu_bench.log" || true
-  echo '```'
-} > "$out/results.md"
-cat "$out/results.md"
+export OMP_WAIT_POLICY=passive
+if [[ $steps == *" tests "* && -x "$build/tests/gpu_tests" ]]; then
+  timeout "$(left)" "$build/tests/gpu_tests" --gtest_output="xml:$work/gpu_tests.xml" > "$work/gpu_tests.log" 2>&1 || status=1
+  say "gpu_tests: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$work/gpu_tests.log" | tr '\n' ' ')"
+fi
+if [[ $steps == *" bench "* && -x "$build/tests/gpu_bench" && $(left) -gt 60 ]]; then
+  timeout "$(left)" "$build/tests/gpu_bench" --benchmark_out="$work/gpu_bench.json" --benchmark_out_format=json \
+    ${GPU_BENCH_FILTER:+--benchmark_filter="$GPU_BENCH_FILTER"} > "$work/gpu_bench.log" 2>&1 || status=1
+  say "gpu_bench: rc $?"
+fi
+tp="$build/twinpath"
+if [[ $steps == *" suites "* && -x $tp ]]; then
+  for suite in ci field-reports; do
+    [[ $(left) -gt 60 ]] || { say "no time left for the $suite suite"; continue; }
+    timeout "$(left)" "$tp" run --device cuda --suite "$suite" --report "$work/$suite-cuda.h5" > "$work/$suite-cuda.log" 2>&1
+    say "run --device cuda --suite $suite: rc $? ($(tail -1 "$work/$suite-cuda.log"))"
+  done
+fi
+if [[ $steps == *" tradeoff "* && -x $tp ]]; then
+  for res in 512x512 1024x1024; do
+    [[ $(left) -gt 60 ]] || { say "no time left for tradeoff at $res"; continue; }
+    timeout "$(left)" "$tp" tradeoff --device cuda --model sd-kl --res "$res" --out "$work/tradeoff-$res" > "$work/tradeoff-$res.log" 2>&1
+    say "tradeoff --device cuda sd-kl $res: rc $?"
+  done
+fi
+finish
 exit $status

@@ -42,13 +42,18 @@ Expected<const DeviceParam*> CudaBackend::param(const std::shared_ptr<const Prep
     std::memcpy(values.raw(), p->values.data(), p->values.size() * sizeof(float));
     if (operand != Storage::kF32) values = values.to(dtype_of(operand));  // exact: see operand_for
     TP_ASSIGN_OR_RETURN(slot, scratch(int64_t(values.nbytes()), what));
-    TP_CUDA(cudaMemcpy(slot.get(), values.raw(), values.nbytes(), cudaMemcpyHostToDevice), what);
+    // On the backend's stream: the slot may be a block the pool freed there while kernels still
+    // read it (a copy on the legacy stream would not wait for them). A pageable source is staged
+    // before the call returns, so `values` may go out of scope.
+    TP_CUDA(
+        cudaMemcpyAsync(slot.get(), values.raw(), values.nbytes(), cudaMemcpyHostToDevice, stream_),
+        what);
   }
   if (!p->scales.empty() && !d.scales.get()) {
     const std::string what = "uploading " + p->key + "'s fp8 scales to the GPU";
     TP_ASSIGN_OR_RETURN(d.scales, scratch(int64_t(p->scales.size() * sizeof(float)), what));
-    TP_CUDA(cudaMemcpy(d.scales.get(), p->scales.data(), p->scales.size() * sizeof(float),
-                       cudaMemcpyHostToDevice),
+    TP_CUDA(cudaMemcpyAsync(d.scales.get(), p->scales.data(), p->scales.size() * sizeof(float),
+                            cudaMemcpyHostToDevice, stream_),
             what);
   }
   return &d;
@@ -84,11 +89,12 @@ Status CudaBackend::gemm(const void* a, const void* b, Storage operand, int64_t 
 }
 
 // `t` rounded once into its buffer's dtype, channels-last, into the arena.
-Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t) {
+Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t, cudaStream_t stream) {
   const Buffer& b = plan.buffers.at(value);
   std::vector<std::byte> staged(std::size_t(t.numel()) * dtype_size(b.dtype));
   stage_input(plan, t, b.dtype, staged.data());
-  TP_CUDA(cudaMemcpy(arena + b.offset, staged.data(), staged.size(), cudaMemcpyHostToDevice),
+  TP_CUDA(cudaMemcpyAsync(arena + b.offset, staged.data(), staged.size(), cudaMemcpyHostToDevice,
+                          stream),
           "uploading " + plan.graph->value_names[std::size_t(value)] + " to the GPU");
   return Status();
 }
@@ -99,7 +105,7 @@ Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte
   BoundInputs bound;
   TP_ASSIGN_OR_RETURN(bound.shapes, bind_group_inputs(plan, index, input_shape, values));
   const Group& grp = plan.groups[std::size_t(index)];
-  for (int v : grp.inputs) TP_RETURN_IF_ERROR(upload(plan, arena, v, values.at(v)));
+  for (int v : grp.inputs) TP_RETURN_IF_ERROR(upload(plan, arena, v, values.at(v), stream_));
   TP_RETURN_IF_ERROR(GroupRun(*this, plan, arena, bound).run(grp));
   std::vector<Tensor> out;
   for (int v : grp.outputs) {
@@ -112,7 +118,7 @@ Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte
 Status CudaBackend::execute(const Plan& plan, std::byte* arena,
                             const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
   TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
-  for (const auto& [v, t] : bound.uploads) TP_RETURN_IF_ERROR(upload(plan, arena, v, *t));
+  for (const auto& [v, t] : bound.uploads) TP_RETURN_IF_ERROR(upload(plan, arena, v, *t, stream_));
   GroupRun run(*this, plan, arena, bound);
   for (const Group& grp : plan.groups) {
     TP_RETURN_IF_ERROR(run.run(grp));

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -81,7 +83,10 @@ class DeviceMemory {
 
  private:
   void reset() {
-    if (p_) cudaFreeAsync(p_, stream_);
+    // A failed free leaves a sticky error that the next checked call on the stream reports.
+    if (p_ && cudaFreeAsync(p_, stream_) != cudaSuccess)
+      std::fprintf(stderr, "twinpath: cudaFreeAsync failed: %s\n",
+                   cudaGetErrorString(cudaGetLastError()));
     p_ = nullptr;
   }
   void* p_ = nullptr;
@@ -158,8 +163,8 @@ class CudaBackend final : public Backend {
     void* p = nullptr;
     TP_CUDA(cudaMalloc(&p, std::size_t(std::max<int64_t>(bytes, 1))),
             "allocating a " + std::to_string(bytes) + "-byte arena");
-    TP_CUDA(cudaMemset(p, 0xFF, std::size_t(bytes)),
-            "poisoning the arena");  // NaN in f32, f16 and bf16
+    // NaN in f32, f16 and bf16; on the stream the groups run on, so it lands before they write.
+    TP_CUDA(cudaMemsetAsync(p, 0xFF, std::size_t(bytes), stream_), "poisoning the arena");
     return static_cast<std::byte*>(p);
   }
   void release(std::byte* arena) override {
@@ -207,6 +212,16 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;
   std::map<const PreparedParam*, DeviceParam> params_;
 };
+
+// TWINPATH_CUDA_SYNC=1: wait for each group to finish (slower; a device-side error then names
+// the group it happened in).
+inline bool sync_each_group() {
+  static const bool sync = [] {
+    const char* v = std::getenv("TWINPATH_CUDA_SYNC");
+    return v && std::string(v) == "1";
+  }();
+  return sync;
+}
 
 // One plan run: the group loop of compiled/executor.cpp, on the device.
 class GroupRun {
@@ -279,6 +294,6 @@ class GroupRun {
 };
 
 // `t` rounded once into its buffer's dtype, in the plan's layout, into the arena.
-Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t);
+Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t, cudaStream_t stream);
 
 }  // namespace tp::compiled::cuda_impl

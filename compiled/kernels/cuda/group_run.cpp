@@ -116,8 +116,11 @@ Status GroupRun::run(const Group& grp) {
             locals_.at(v).get<float>(), shape_numel(shape(v)), s, arena_ + b.offset, be_.stream()),
         "storing " + grp.checkpoints[i]);
   }
-  TP_CUDA(cudaStreamSynchronize(be_.stream()),
-          "group " + grp.label() + " (" + grp.checkpoints[0] + ")");
+  // Launch errors are checked here; a fault inside a kernel surfaces at the next synchronizing
+  // call unless TWINPATH_CUDA_SYNC=1 waits for every group, so the error names its group.
+  const std::string where = "group " + grp.label() + " (" + grp.checkpoints[0] + ")";
+  TP_CUDA(cudaGetLastError(), where);
+  if (sync_each_group()) TP_CUDA(cudaStreamSynchronize(be_.stream()), where);
   locals_.clear();
   widened_.clear();
   host_tables_.clear();
