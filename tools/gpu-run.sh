@@ -7,10 +7,13 @@
 #
 # Every step runs even when one before it failed; every log is kept. Results go to
 # out/gpu/ (results.md: date, device, commit, LibTorch, the figures) and, when $OUT is set (the
-# device tool), results.md, gpu_tests.xml, gpu_bench.json and logs.tar.gz (every log) to $OUT.
+# device tool), results.md, gpu_tests.xml and logs.tar.gz (every log, each benchmark family's
+# JSON) to $OUT, with reports under 15 MB.
 #   GPU_RUN_STEPS   which steps, default "tests bench suites tradeoff"
 #   GPU_RUN_BUDGET  seconds after which the remaining steps are skipped, default 540
-#   GPU_BENCH_FILTER  a --benchmark_filter for gpu_bench
+#   GPU_BENCH_FAMILIES  which gpu_bench families, default all three
+#   GPU_SUITES      which suites, default "ci field-reports"
+#   GPU_TRADEOFF    extra tradeoff options, e.g. "--policy w=f16,a=f16,acc=f32 --repeats 5"
 set -uo pipefail
 start=$SECONDS
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,7 +43,7 @@ finish() {
   } > "$work/results.md"
   if [[ -n "${OUT:-}" ]]; then
     cp "$work/results.md" "$OUT/"
-    for f in gpu_tests.xml gpu_bench.json; do [[ -f "$work/$f" ]] && cp "$work/$f" "$OUT/"; done
+    [[ -f "$work/gpu_tests.xml" ]] && cp "$work/gpu_tests.xml" "$OUT/"
     tar czf "$OUT/logs.tar.gz" -C "$work" --exclude='*.h5' . 2>/dev/null
     for f in "$work"/*.h5; do [[ -f $f && $(stat -c %s "$f") -lt 15000000 ]] && cp "$f" "$OUT/"; done 2>/dev/null
   fi
@@ -100,23 +103,37 @@ if [[ $steps == *" tests "* && -x "$build/tests/gpu_tests" ]]; then
   timeout "$(left)" "$build/tests/gpu_tests" --gtest_output="xml:$work/gpu_tests.xml" > "$work/gpu_tests.log" 2>&1 || status=1
   say "gpu_tests: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$work/gpu_tests.log" | tr '\n' ' ')"
 fi
-if [[ $steps == *" bench "* && -x "$build/tests/gpu_bench" && $(left) -gt 60 ]]; then
-  timeout "$(left)" "$build/tests/gpu_bench" --benchmark_out="$work/gpu_bench.json" --benchmark_out_format=json \
-    ${GPU_BENCH_FILTER:+--benchmark_filter="$GPU_BENCH_FILTER"} > "$work/gpu_bench.log" 2>&1 || status=1
-  say "gpu_bench: rc $?"
+if [[ $steps == *" bench "* && -x "$build/tests/gpu_bench" ]]; then
+  # One process per family, so a crash in one leaves the others' figures; a crash gets a
+  # backtrace from cuda-gdb.
+  for family in ${GPU_BENCH_FAMILIES:-BM_DecodeSdKlTorchCuda BM_DecodeSdKlCuda BM_GroupCuda}; do
+    [[ $(left) -gt 60 ]] || { say "no time left for $family"; continue; }
+    timeout "$(left)" "$build/tests/gpu_bench" --benchmark_filter="^$family/" \
+      --benchmark_out="$work/$family.json" --benchmark_out_format=json > "$work/$family.log" 2>&1
+    rc=$?
+    say "gpu_bench $family: rc $rc"
+    cat "$work/$family.log" >> "$work/gpu_bench.log"
+    if [[ $rc -ne 0 && $rc -ne 124 ]]; then
+      status=1
+      timeout 120 cuda-gdb -batch -ex run -ex bt --args "$build/tests/gpu_bench" \
+        --benchmark_filter="^$family/" > "$work/$family.backtrace.log" 2>&1
+      grep -E "^#[0-9]+" "$work/$family.backtrace.log" | head -12 | tee -a "$work/steps.log"
+    fi
+  done
 fi
 tp="$build/twinpath"
 if [[ $steps == *" suites "* && -x $tp ]]; then
-  for suite in ci field-reports; do
+  for suite in ${GPU_SUITES:-ci field-reports}; do
     [[ $(left) -gt 60 ]] || { say "no time left for the $suite suite"; continue; }
     timeout "$(left)" "$tp" run --device cuda --suite "$suite" --report "$work/$suite-cuda.h5" > "$work/$suite-cuda.log" 2>&1
     say "run --device cuda --suite $suite: rc $? ($(tail -1 "$work/$suite-cuda.log"))"
+    [[ -f "$work/$suite-cuda.h5" ]] && python3 "$root/tools/contract_totals.py" "$work/$suite-cuda.h5" 2>&1 | tee -a "$work/steps.log"
   done
 fi
 if [[ $steps == *" tradeoff "* && -x $tp ]]; then
   for res in 512x512 1024x1024; do
     [[ $(left) -gt 60 ]] || { say "no time left for tradeoff at $res"; continue; }
-    timeout "$(left)" "$tp" tradeoff --device cuda --model sd-kl --res "$res" --out "$work/tradeoff-$res" > "$work/tradeoff-$res.log" 2>&1
+    timeout "$(left)" "$tp" tradeoff --device cuda --model sd-kl --res "$res" ${GPU_TRADEOFF:-} --out "$work/tradeoff-$res" > "$work/tradeoff-$res.log" 2>&1
     say "tradeoff --device cuda sd-kl $res: rc $?"
   done
 fi

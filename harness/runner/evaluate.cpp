@@ -125,6 +125,19 @@ ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
     if (!op.bias.empty()) path.dtypes.push_back(compiled::param_storage(grp.policy, false));
   }
   path.accumulation = grp.policy.accumulation;
+  for (int o : grp.ops) {
+    const Op& op = plan.graph->ops[std::size_t(o)];
+    if (op.kind != OpKind::kTimestepEmbedding) continue;
+    auto t = values.find(op.inputs[0]);
+    // Without the timesteps' values, SDXL's largest (999).
+    double largest = t == values.end() ? 1000 : 0;
+    if (t != values.end()) {
+      const Tensor f = t->second.to(DType::kF32);
+      for (int64_t i = 0; i < f.numel(); ++i)
+        largest = std::max(largest, double(std::fabs(f.data<float>()[i])));
+    }
+    path.sinusoid_argument = std::max(path.sinusoid_argument, std::max(largest, 1.0));
+  }
   return path;
 }
 

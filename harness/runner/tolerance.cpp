@@ -43,6 +43,15 @@ double summation_u(const ValuePath& path) {
          (unit_roundoff(path.accumulation) + unit_roundoff(path.reference));
 }
 
+// docs/tolerances.md's timestep sinusoid rule, 20 u max|t| + 8 u in fp32, absolute; its values
+// have an rms near 1/sqrt(2), so the same figure bounds the relative L2 within a factor 1.5.
+constexpr double kSinusoidArgumentFactor = 20, kSinusoidFactor = 8;
+double sinusoid_u(const ValuePath& path) {
+  if (path.sinusoid_argument <= 0) return 0;
+  return 1.5 * (kSinusoidArgumentFactor * path.sinusoid_argument + kSinusoidFactor) *
+         unit_roundoff(DType::kF32);
+}
+
 double coarsest_u(const ValuePath& path) {
   double u = unit_roundoff(DType::kF32);
   for (DType d : path.dtypes) u = std::max(u, unit_roundoff(d));
@@ -82,10 +91,14 @@ Tolerance local_tolerance(OpClass c, const ValuePath& path) {
   double factor = kLocalFactor;
   if (c == OpClass::kGroupNorm) factor = kGroupNormFactor;
   if (c == OpClass::kAttention) factor = kAttentionFactor;
-  const double value = factor * coarsest_u(path) + summation_u(path);
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%.3g u(%s) + sum K=%lld = %.2e", factor,
-                dtype_name(coarsest(path)), static_cast<long long>(path.reduction), value);
+  const double value = factor * coarsest_u(path) + summation_u(path) + sinusoid_u(path);
+  char buf[128];
+  if (path.sinusoid_argument > 0)
+    std::snprintf(buf, sizeof buf, "%.3g u(%s) + sinusoid max|t|=%.4g = %.2e", factor,
+                  dtype_name(coarsest(path)), path.sinusoid_argument, value);
+  else
+    std::snprintf(buf, sizeof buf, "%.3g u(%s) + sum K=%lld = %.2e", factor,
+                  dtype_name(coarsest(path)), static_cast<long long>(path.reduction), value);
   return Tolerance{value, kElementFactor * value, buf};
 }
 
@@ -94,8 +107,8 @@ Tolerance output_tolerance(const std::vector<ValuePath>& groups) {
   std::size_t damped = 0;
   DType worst = DType::kF32;
   for (const ValuePath& g : groups) {
-    const double e =
-        (g.damped ? kDampedOutputFactor : kOutputFactor) * (coarsest_u(g) + summation_u(g));
+    const double e = (g.damped ? kDampedOutputFactor : kOutputFactor) *
+                     (coarsest_u(g) + summation_u(g) + sinusoid_u(g));
     squares += e * e;
     damped += g.damped ? 1 : 0;
     if (unit_roundoff(coarsest(g)) > unit_roundoff(worst)) worst = coarsest(g);

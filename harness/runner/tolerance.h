@@ -39,6 +39,10 @@ struct ValuePath {
   // The group's error reaches the output through normalizations and residual sums that damp it
   // (a denoiser's blocks: Family::damps_errors), so it counts with kDampedOutputFactor.
   bool damped = false;
+  // A timestep sinusoid's largest |t|: its fp32 argument t exp(-ln(1e4) i / half) carries the
+  // rounding of exp and of the product, a few u of |t| (GPU expf is within 2 ulp, not glibc's
+  // bits), and sin/cos pass that absolute error on (docs/tolerances.md). 0: no sinusoid.
+  double sinusoid_argument = 0;
 };
 
 // One group alone on reference inputs (local error).

@@ -30,6 +30,16 @@ inline double max_abs(const Tensor& a) {
   return m;
 }
 
+// max |a - b| (shapes must match; +inf otherwise).
+inline double max_abs_difference(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape()) return INFINITY;
+  const Tensor x = a.to(DType::kF64), y = b.to(DType::kF64);
+  double m = 0;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    m = std::max(m, std::abs(x.data<double>()[i] - y.data<double>()[i]));
+  return m;
+}
+
 // Two compiled backends on the same inputs (the CUDA kernels against the emulation): how many
 // units in the last place of the stored dtype apart. |a - b| is measured in ulps of `dt` at
 // max(|a|, |b|, floor): the floor (1% of the RMS) keeps values that cancelled to near zero from
