@@ -3,13 +3,13 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
+#include <ftw.h>
 #include <omp.h>
 #include <unistd.h>
 
 #include <Eigen/Core>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -37,15 +37,20 @@ inline Model& seeded_model(const std::string& name) {
   static std::map<std::string, Model> models;
   auto it = models.find(name);
   if (it != models.end()) return it->second;
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           ("tp_bench_" + name + "_" + std::to_string(::getpid())))
-                              .string();
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/tp_bench_" + name + "_" +
+                          std::to_string(::getpid());
   if (Status s = init_model(name, 0, dir); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.error().message().c_str());
     std::abort();
   }
   Model m = load_model(dir).value();
-  std::filesystem::remove_all(dir);
+  // POSIX, not std::filesystem::remove_all: PyPI's libtorch.so exports std::filesystem symbols
+  // of its own, and the benchmarks' calls bound to them crashed (H100 run, 2026-11-25).
+  nftw(
+      dir.c_str(),
+      [](const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }, 8,
+      FTW_DEPTH | FTW_PHYS);
   return models[name] = std::move(m);
 }
 
