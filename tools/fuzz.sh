@@ -4,6 +4,10 @@
 # out/fuzz/NAME.log, and a crash, leak or timeout to out/fuzz/NAME-crash-* (make it a regression
 # test, then commit it to the seed corpus).
 #   bash tools/fuzz.sh SECONDS [NAME...]      e.g. bash tools/fuzz.sh 3600 npy png
+# FUZZ_CPU=1: SECONDS of CPU time (the fuzzer's own and its fork-mode children's) instead of wall
+# time, for runs that share the machine (e.g. under nice -n 19): a watcher ends the fuzzer with
+# SIGUSR1 (libFuzzer's graceful stop, final stats printed) once it has used them, and the wall
+# limit is 6 times SECONDS.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${1:?give the seconds each target runs, e.g. bash tools/fuzz.sh 3600}
@@ -24,11 +28,23 @@ run() {
   mkdir -p "out/fuzz/corpus/$name"
   local regressions=()
   [[ -d "tests/fuzz/regressions/$name" ]] && regressions=("tests/fuzz/regressions/$name")
-  if build-sanitize/tests/fuzz/"${name}"_fuzz "${mode[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=3072 \
-      -print_final_stats=1 -artifact_prefix="out/fuzz/$name-crash-" \
-      "out/fuzz/corpus/$name" "tests/fuzz/corpus/$name" ${regressions[@]+"${regressions[@]}"} \
-      > "out/fuzz/$name.log" 2>&1; then
-    echo "$name: clean, $(grep -E '^stat::number_of_executed_units' "out/fuzz/$name.log" | awk '{print $2}') inputs in ${seconds} s, $(grep -E 'cov: [0-9]+' -o "out/fuzz/$name.log" | tail -1)"
+  local wall=$seconds
+  [[ "${FUZZ_CPU:-0}" == 1 ]] && wall=$((6 * seconds))
+  local start=$SECONDS
+  build-sanitize/tests/fuzz/"${name}"_fuzz "${mode[@]}" -max_total_time="$wall" -timeout=10 -rss_limit_mb=3072 \
+    -print_final_stats=1 -artifact_prefix="out/fuzz/$name-crash-" \
+    "out/fuzz/corpus/$name" "tests/fuzz/corpus/$name" ${regressions[@]+"${regressions[@]}"} \
+    > "out/fuzz/$name.log" 2>&1 &
+  local pid=$! cpu=0 tick
+  tick=$(getconf CLK_TCK)
+  while kill -0 "$pid" 2> /dev/null; do
+    # utime, stime, cutime, cstime: fields 14 to 17 of /proc/PID/stat (after the command name).
+    cpu=$(awk -v t="$tick" '{sub(/.*\) /, ""); print int(($12 + $13 + $14 + $15) / t)}' "/proc/$pid/stat" 2> /dev/null || echo "$cpu")
+    [[ "${FUZZ_CPU:-0}" == 1 && $cpu -ge $seconds ]] && kill -USR1 "$pid" 2> /dev/null
+    sleep 5
+  done
+  if wait "$pid"; then
+    echo "$name: clean, $(grep -E '^stat::number_of_executed_units' "out/fuzz/$name.log" | awk '{print $2}') inputs in $((SECONDS - start)) s wall, ${cpu} s CPU, $(grep -E 'cov: [0-9]+' -o "out/fuzz/$name.log" | tail -1)"
   else
     echo "$name: FAILED, see out/fuzz/$name.log and out/fuzz/$name-crash-*"
     return 1
