@@ -123,8 +123,10 @@ std::string case_lines(const CaseResult& r) {
   }
   if (r.searched) {
     const std::string keep = join_list(r.keep_fp32, ',');
-    s += r.keep_fp32.empty()
-             ? "    precision search: " + r.search_note + "\n"
+    // A list no run has verified (triage of a user's dump) says what it is, not "passes".
+    s += r.keep_fp32.empty() ? "    precision search: " + r.search_note + "\n"
+         : r.search_runs == 0
+             ? "    keep in fp32: '" + keep + "' (" + r.search_note + ")\n"
              : "    passes with: --keep-fp32 '" + keep + "' (" + r.search_note + ")\n";
   }
   return s + "    repro: " + r.repro + "\n";

@@ -274,6 +274,42 @@ TEST_F(CliTest, TriageNamesTheStepOfAnOverflowInTheDenoisingLoop) {
       << replay.output;
 }
 
+// A dump of the user's own stack (diffusers in fp16, tests/fixtures/activations): exit 1 and the
+// origin's fields in --json and the HDF5 report on a finding, exit 0 on a clean dump.
+TEST_F(CliTest, TriageOfAUsersActivationDump) {
+  const std::string fx = std::string(TWINPATH_SOURCE_DIR) + "/tests/fixtures/activations/";
+  ASSERT_EQ(twinpath("model init --config " + fx +
+                     "kl-small.json --seed 3 --scale-layer "
+                     "'decoder.up_blocks.0.resnets.0.conv2*300000' --out " +
+                     p("user_kl"))
+                .code,
+            0);
+  const auto r =
+      twinpath("triage --json --activations " + fx + "kl-overflow-f16.safetensors" + " --model " +
+               p("user_kl") + " --report " + p("dump.h5") + " 2>/dev/null");
+  EXPECT_EQ(r.code, 1) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["outcome"], "FAILED");
+  EXPECT_EQ(j["origin"]["layer"], "decoder.up_blocks.0.resnets.0.conv2");
+  EXPECT_EQ(j["origin"]["op"], "conv2d");
+  EXPECT_EQ(j["origin"]["cause"], "overflow");
+  EXPECT_EQ(j["activations"]["pipeline"], "vae.decode");
+  EXPECT_TRUE(j["activations"]["unknown"].empty());
+  const auto shown = twinpath("report show " + p("dump.h5"));
+  EXPECT_EQ(shown.code, 1) << shown.output;  // the report holds a failed case
+  EXPECT_NE(shown.output.find("keep in fp32"), std::string::npos) << shown.output;
+  EXPECT_NE(shown.output.find("decoder.up_blocks.0.resnets.0.conv2"), std::string::npos)
+      << shown.output;
+  ASSERT_EQ(
+      twinpath("model init --config " + fx + "kl-small.json --seed 3 --out " + p("clean_kl")).code,
+      0);
+  const auto clean =
+      twinpath("triage --activations " + fx + "kl-f32.safetensors --model " + p("clean_kl"));
+  EXPECT_EQ(clean.code, 0) << clean.output;
+  EXPECT_NE(clean.output.find("PASSED"), std::string::npos) << clean.output;
+}
+
 // Done-when of the harness: the SDXL-VAE failure (one layer's weights scaled past f16) triaged
 // from a user's model folder: layer, op, cause, and a --keep-fp32 list that makes it pass.
 TEST_F(CliTest, TriageNamesTheOverflowingLayerAndAFixThatPasses) {

@@ -68,7 +68,8 @@ Expected<int> run_command(const RunCommandOptions& options, const std::string& c
 
 struct TriageOptions {
   std::string model_dir, pipeline, input;
-  std::string mem;  // the memory budget (RunOptions::memory_budget)
+  std::string activations;  // a dump of the user's stack (tools/dump_activations.py)
+  std::string mem;          // the memory budget (RunOptions::memory_budget)
   // Denoising pipelines: as the case options steps=, guidance=, vae=, refiner=, split=.
   int steps = 50;
   double guidance_scale = 5, denoising_split = 0.8;

@@ -189,9 +189,12 @@ int main(int argc, char** argv) {
       "triage", "Find where a user's NaN comes from, why, and which layers to keep in fp32");
   tp::TriageOptions to;
   triage->add_option("--model", to.model_dir, "the user's diffusers model folder")->required();
-  triage->add_option("--pipeline", to.pipeline, pipelines)->required();
-  triage->add_option("--input", to.input, "the user's input: .png, .safetensors or .npy")
-      ->required();
+  triage->add_option("--pipeline", to.pipeline, pipelines + " (not with --activations)");
+  triage->add_option("--input", to.input,
+                     "the user's input: .png, .safetensors or .npy (not with --activations)");
+  triage->add_option("--activations", to.activations,
+                     "a dump of the user's own stack (tools/dump_activations.py): compare each "
+                     "module's output with the reference, name the first that went non-finite");
   triage->add_option("--policy", to.policy, "the user's dtype policy (as exec --policy)")
       ->capture_default_str();
   triage->add_option("--keep-fp32", to.keep_fp32, "module globs the user already keeps in fp32");

@@ -7,6 +7,7 @@
 #include "harness/cli/commands.h"
 #include "harness/core/format.h"
 #include "harness/core/tensor_io.h"
+#include "harness/runner/activation_triage.h"
 #include "harness/runner/case_runner.h"
 #include "harness/runner/group_repro.h"
 #include "reports/h5_report.h"
@@ -46,9 +47,86 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   return parse_case(c.id());
 }
 
+std::string first_few(const std::vector<std::string>& names, std::size_t n = 5) {
+  std::string s;
+  for (std::size_t i = 0; i < names.size() && i < n; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > n) s += ", ... (" + std::to_string(names.size() - n) + " more)";
+  return s;
+}
+
+// --activations: the user's own stack's dump against the reference.
+Expected<int> triage_dump(const TriageOptions& o) {
+  if (!o.input.empty() || !o.pipeline.empty())
+    return Error(
+        "--activations takes its pipeline and inputs from the dump; drop --input and --pipeline");
+  TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
+  TP_ASSIGN_OR_RETURN(ActivationTriage t, triage_activations(o.activations, model));
+  const CaseResult& r = t.result;
+  if (!o.report.empty()) {
+    RunReport report = report_header("twinpath triage --activations", compiled::Device::kCpu);
+    report.cases.push_back(r);
+    TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
+  }
+  if (o.json) {
+    nlohmann::json j = case_json(r);
+    j["activations"] = {{"dump", o.activations},
+                        {"pipeline", t.pipeline},
+                        {"dtype", t.dtype},
+                        {"layerwise_fp8", t.layerwise_fp8},
+                        {"compared", t.compared},
+                        {"missing", t.missing},
+                        {"unknown", t.unknown},
+                        {"identity", t.identity},
+                        {"over_tolerance", t.over_tolerance},
+                        {"notes", t.notes}};
+    std::cout << j.dump(2) << "\n";
+    return r.outcome == Outcome::kPassed ? 0 : 1;
+  }
+  std::cout << outcome_name(r.outcome) << "  " << r.id << "\n";
+  std::cout << "  dump      " << t.pipeline << " in " << t.dtype
+            << (t.layerwise_fp8.empty() ? "" : " (layerwise fp8 " + t.layerwise_fp8 + ")") << ": "
+            << t.compared << " modules compared with the fp32 reference\n";
+  const Provenance& p = r.provenance;
+  if (p.found && p.cause == "propagated-from-input") {
+    std::cout << "  origin    " << p.detail << "\n";
+  } else if (p.found) {
+    std::cout << "  origin    " << p.layer << " (" << p.op << "), cause " << p.cause << ", element "
+              << format_index(p.index)
+              << (p.stored_layer.empty() ? "" : ", at its op " + p.stored_layer) << "\n";
+    std::cout << "  values    user " << format_number(p.value) << ", reference "
+              << format_number(p.reference_value) << "; max |ref| "
+              << format_number(p.reference_max_abs) << "\n";
+    std::cout << "  why       " << p.detail << "\n";
+  } else {
+    std::cout << "  result    " << r.reason << "\n";
+  }
+  if (!t.over_tolerance.empty())
+    std::cout << "  local     past the tolerance on their own dumped inputs: "
+              << first_few(t.over_tolerance) << "\n";
+  if (!t.clipped.empty())
+    std::cout << "  fp8       weights past e4m3's 448 (clipped by the cast): "
+              << first_few(t.clipped) << "\n";
+  if (!r.keep_fp32.empty())
+    std::cout << "  fix       keep in fp32 (" << r.keep_fp32.size() << ", " << r.search_note
+              << "): " << first_few(r.keep_fp32, 8) << "\n";
+  if (!t.missing.empty())
+    std::cout << "  missing   " << t.missing.size()
+              << " of the graph's ops have no dumped module: " << first_few(t.missing) << "\n";
+  if (!t.unknown.empty())
+    std::cout << "  unknown   " << t.unknown.size()
+              << " dumped modules not compared: " << first_few(t.unknown, 3) << "\n";
+  for (const std::string& n : t.notes) std::cout << "  note      " << n << "\n";
+  return r.outcome == Outcome::kPassed ? 0 : 1;
+}
+
 }  // namespace
 
 Expected<int> triage_command(const TriageOptions& o) {
+  if (!o.activations.empty()) return triage_dump(o);
+  if (o.pipeline.empty() || o.input.empty())
+    return Error(
+        "triage needs --pipeline and --input (the user's configuration), or --activations DUMP "
+        "(a dump of the user's own stack)");
   TP_ASSIGN_OR_RETURN(const compiled::Device device, compiled::parse_device(o.device));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   TP_ASSIGN_OR_RETURN(Case c, triage_case(o, model));

@@ -1,0 +1,645 @@
+#include "harness/runner/activation_triage.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "harness/core/compare.h"
+#include "harness/core/format.h"
+#include "harness/core/safetensors.h"
+#include "harness/models/family.h"
+#include "harness/runner/tolerance.h"
+#include "reference/executor.h"
+
+namespace tp {
+namespace {
+
+constexpr const char* kFormat = "twinpath-activations 1";
+
+// One dumped module call: "[stepK/][callN/]MODULE/(input|output)[.X]".
+struct DumpedModule {
+  std::string path;
+  int call = 0;
+  std::optional<Tensor> output;
+  std::vector<std::pair<std::string, Tensor>> inputs;  // "0", "1", "temb", ... in file order
+};
+
+// A dumped module placed on the graph.
+struct Placed {
+  std::string key;  // path, or "callN/path"
+  std::string path;
+  std::vector<int> ops;        // graph op indices, in execution order
+  int value = -1;              // the module's output value
+  std::vector<int> externals;  // values its ops read from outside it, first read first
+  const DumpedModule* dump = nullptr;
+  Tensor output;  // the dumped output in the graph's layout
+};
+
+Expected<DType> dump_dtype(const std::string& s) {
+  if (s == "f32") return DType::kF32;
+  if (s == "f16") return DType::kF16;
+  if (s == "bf16") return DType::kBF16;
+  return Error("the dump's dtype '" + s + "' is not f32, f16 or bf16");
+}
+
+// The dumped tensor in the layout of a graph value of `shape`: the same shape; the same
+// elements in another grouping ([B, C, H*W] for [B, C, H, W]); or diffusers' token layout
+// [B, H*W, C] for [B, C, H, W]. Nothing when none fits.
+std::optional<Tensor> to_graph_layout(const Tensor& t, const Shape& shape) {
+  const Tensor f = t.to(DType::kF32);
+  if (f.shape() == shape) return f;
+  if (f.numel() != shape_numel(shape) || shape.empty()) return std::nullopt;
+  // Same leading two dims (batch, channels) and the rest flattened the same way.
+  if (f.rank() >= 2 && shape.size() >= 2 && f.shape()[0] == shape[0] && f.shape()[1] == shape[1])
+    return f.reshaped(shape);
+  // Tokens: [B, L, C] -> [B, C, L...].
+  if (f.rank() == 3 && shape.size() >= 3 && f.shape()[0] == shape[0] && f.shape()[2] == shape[1]) {
+    const int64_t b = shape[0], c = shape[1], l = f.shape()[1];
+    Tensor out(DType::kF32, shape);
+    const float* src = f.data<float>();
+    float* dst = out.data<float>();
+    for (int64_t n = 0; n < b; ++n)
+      for (int64_t i = 0; i < l; ++i)
+        for (int64_t ch = 0; ch < c; ++ch) dst[(n * c + ch) * l + i] = src[(n * l + i) * c + ch];
+    return out;
+  }
+  return std::nullopt;
+}
+
+bool all_finite(const Tensor& t) {
+  const Tensor f = t.to(DType::kF32);
+  for (int64_t i = 0; i < f.numel(); ++i)
+    if (!std::isfinite(f.data<float>()[i])) return false;
+  return true;
+}
+
+int64_t first_non_finite(const Tensor& f) {
+  for (int64_t i = 0; i < f.numel(); ++i)
+    if (!std::isfinite(f.data<float>()[i])) return i;
+  return -1;
+}
+
+double max_abs_finite(const Tensor& f) {
+  double m = 0;
+  for (int64_t i = 0; i < f.numel(); ++i)
+    if (std::isfinite(f.data<float>()[i])) m = std::max(m, double(std::fabs(f.data<float>()[i])));
+  return m;
+}
+
+// Relative L2 of a - b over the elements finite in both (inf when none are).
+double finite_distance(const Tensor& a, const Tensor& b) {
+  double num = 0, den = 0;
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.data<float>()[i], y = b.data<float>()[i];
+    if (!std::isfinite(x) || !std::isfinite(y)) continue;
+    num += (x - y) * (x - y);
+    den += y * y;
+    ++n;
+  }
+  return n == 0 ? INFINITY : std::sqrt(num / std::max(den, 1e-300));
+}
+
+bool under(const std::string& name, const std::string& path) {
+  return name.size() > path.size() && name.compare(0, path.size(), path) == 0 &&
+         name[path.size()] == '.';
+}
+
+OpClass op_class(OpKind k) {
+  switch (k) {
+    case OpKind::kConv2d:
+    case OpKind::kConv:
+    case OpKind::kLinear:
+    case OpKind::kLinearLast:
+      return OpClass::kConv;
+    case OpKind::kGroupNorm:
+    case OpKind::kLayerNorm:
+    case OpKind::kRmsNorm:
+      return OpClass::kGroupNorm;
+    case OpKind::kAttention:
+    case OpKind::kMultiHeadAttention:
+      return OpClass::kAttention;
+    case OpKind::kUpsampleNearest2x:
+    case OpKind::kInterpolateNearest:
+      return OpClass::kUpsample;
+    default:
+      return OpClass::kElementwise;
+  }
+}
+
+// The longest sum behind one output element of `op`: a conv's or linear's fan-in, an
+// attention's key count or head dim.
+int64_t reduction(const Op& op, const Weights& w, const std::vector<Shape>& shapes) {
+  if (!op.weight.empty())
+    if (auto it = w.find(op.weight); it != w.end() && it->second.rank() > 1)
+      return it->second.numel() / it->second.shape()[0];
+  if (op_class(op.kind) != OpClass::kAttention) return 1;
+  int64_t k = 1;
+  for (int v : op.inputs)
+    for (int64_t d : shapes[std::size_t(v)]) k = std::max(k, d);
+  return k;
+}
+
+// Whether diffusers' layerwise casting stores a parameter in fp8: the weights and biases of
+// convs and linears (a weight of rank 2 or more), except under its default skip patterns
+// (pos_embed, patch_embed, norm).
+bool layerwise_cast(const Weights& w, const std::string& key) {
+  for (const char* skip : {"pos_embed", "patch_embed", "norm"})
+    if (key.find(skip) != std::string::npos) return false;
+  const auto dot = key.rfind('.');
+  if (dot == std::string::npos) return false;
+  auto weight = w.find(key.substr(0, dot) + ".weight");
+  return weight != w.end() && weight->second.rank() >= 2;
+}
+
+// The user's weights as their stack stores them: every parameter rounded to the dump's dtype,
+// or, under layerwise casting, the convs' and linears' to fp8 e4m3 as PyTorch casts them
+// (nearest even, saturating at 448).
+Weights stored_weights(const Weights& w, DType dtype, bool fp8) {
+  Weights out;
+  for (const auto& [key, t] : w) {
+    if (fp8 && layerwise_cast(w, key))
+      out.emplace(key, t.to(DType::kF8E4M3, Saturation::kSaturate).to(DType::kF32));
+    else
+      out.emplace(key, dtype == DType::kF32 ? t.to(DType::kF32) : t.to(dtype).to(DType::kF32));
+  }
+  return out;
+}
+
+// The ops of `graph` a dumped module path stands for.
+std::vector<int> module_ops(const Graph& g, const std::string& path, int call) {
+  std::vector<int> ops;
+  auto named = [&](const std::string& name) {
+    for (int i = 0; i < int(g.ops.size()); ++i)
+      if (g.ops[std::size_t(i)].name == name) return i;
+    return -1;
+  };
+  // ResnetBlock2D's one `nonlinearity`, called after norm1, on the time embedding (when the
+  // block has one), and after norm2: act1, time_act, act2.
+  const std::string suffix = ".nonlinearity";
+  if (path.size() > suffix.size() &&
+      path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    const std::string block = path.substr(0, path.size() - suffix.size());
+    std::vector<int> calls;
+    // The VAE's graphs name them act1, act2; the UNet's nonlinearity, time_act, nonlinearity_2.
+    for (const auto& names :
+         {std::vector<std::string>{".act1", ".nonlinearity"}, std::vector<std::string>{".time_act"},
+          std::vector<std::string>{".act2", ".nonlinearity_2"}})
+      for (const std::string& act : names)
+        if (int i = named(block + act); i >= 0) {
+          calls.push_back(i);
+          break;
+        }
+    if (call < int(calls.size())) return {calls[std::size_t(call)]};
+  }
+  if (call > 0) return {};
+  if (int i = named(path); i >= 0) return {i};
+  for (int i = 0; i < int(g.ops.size()); ++i)
+    if (under(g.ops[std::size_t(i)].name, path)) ops.push_back(i);
+  return ops;
+}
+
+std::vector<int> externals_of(const Graph& g, const std::vector<int>& ops) {
+  std::set<int> produced;
+  for (int o : ops) produced.insert(g.ops[std::size_t(o)].output);
+  std::vector<int> ext;
+  for (int o : ops)
+    for (int v : g.ops[std::size_t(o)].inputs)
+      if (!produced.count(v) && std::find(ext.begin(), ext.end(), v) == ext.end()) ext.push_back(v);
+  return ext;
+}
+
+// Runs `ops` of `g` alone in fp32 on `inputs` (value id -> tensor); every op's output by value.
+Expected<std::map<int, Tensor>> run_ops(const Graph& g, const std::vector<int>& ops,
+                                        const std::map<int, Tensor>& inputs, const Weights& w) {
+  Graph sub;
+  sub.name = g.name;
+  sub.value_names = g.value_names;
+  sub.params = g.params;
+  sub.input_pixel = g.input_pixel;
+  NamedTensors named;
+  for (const auto& [v, t] : inputs) {
+    sub.inputs.emplace_back(g.value_names[std::size_t(v)], v);
+    named.emplace_back(g.value_names[std::size_t(v)], t);
+  }
+  for (int o : ops) sub.ops.push_back(g.ops[std::size_t(o)]);
+  sub.outputs.emplace_back("out", sub.ops.back().output);
+  std::map<int, Tensor> values;
+  auto run = ref::run_graph(sub, w, named, DType::kF32,
+                            [&](const Op& op, const Tensor& t) { values[op.output] = t; });
+  if (!run.ok()) return run.error();
+  return values;
+}
+
+}  // namespace
+
+Expected<ActivationTriage> triage_activations(const std::string& dump_path, const Model& model) {
+  TP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dump_path));
+  const auto& meta = file.metadata();
+  auto field = [&](const char* k) {
+    auto it = meta.find(k);
+    return it == meta.end() ? std::string() : it->second;
+  };
+  if (field("format") != kFormat)
+    return Error(dump_path + " is not an activation dump (its metadata has no format '" +
+                 std::string(kFormat) +
+                 "'); write one with tools/dump_activations.py (README: triage a user's stack)");
+  ActivationTriage t;
+  t.pipeline = field("pipeline");
+  t.layerwise_fp8 = field("layerwise_fp8");
+  t.dtype = field("dtype");
+  TP_ASSIGN_OR_RETURN(const DType dtype, dump_dtype(t.dtype));
+  const bool fp8 = !t.layerwise_fp8.empty();
+  const double dtype_max = dtype_max_finite(dtype);
+  if (!field("class_name").empty() && field("class_name") != model.family().class_name())
+    return Error(dump_path + " was dumped from a " + field("class_name") + ", but --model is a " +
+                 model.family().class_name() + "; give the model folder the dump was made with");
+
+  // The dump's config against the model folder's: every key the folder's config.json sets must
+  // hold the same value in the dump's (diffusers adds its defaults; "_" keys are bookkeeping).
+  if (const std::string dumped_config = field("config"); !dumped_config.empty()) {
+    std::ifstream in(model.dir + "/config.json");
+    const nlohmann::json mine = nlohmann::json::parse(in, nullptr, false),
+                         theirs = nlohmann::json::parse(dumped_config, nullptr, false);
+    if (mine.is_object() && theirs.is_object())
+      for (const auto& [k, v] : mine.items()) {
+        if (k.empty() || k[0] == '_' || !theirs.contains(k) || theirs[k] == v) continue;
+        if (v.is_number() && theirs[k].is_number() &&
+            std::fabs(v.get<double>() - theirs[k].get<double>()) <=
+                1e-9 * std::fabs(v.get<double>()))
+          continue;
+        return Error(dump_path + " was dumped from a model whose " + k + " is " + theirs[k].dump() +
+                     ", but --model's config.json says " + v.dump() +
+                     "; give the model folder the dump was made with");
+      }
+  }
+
+  // The dump's tensors, by module call.
+  NamedTensors pipeline_inputs;
+  std::map<std::string, DumpedModule> dumped;  // by "callN/path" or "path"
+  std::set<int> later_steps;
+  for (const SafetensorsEntry& e : file.entries()) {
+    std::string key = e.name;
+    if (key.rfind("input/", 0) == 0) {
+      TP_ASSIGN_OR_RETURN(Tensor x, file.read(e));
+      pipeline_inputs.emplace_back(key.substr(6), x.to(DType::kF32));
+      continue;
+    }
+    if (key.rfind("step", 0) == 0) {  // a denoiser's later calls: the first one is compared
+      later_steps.insert(std::atoi(key.c_str() + 4));
+      continue;
+    }
+    int call = 0;
+    if (key.rfind("call", 0) == 0 && key.find('/') != std::string::npos) {
+      call = std::atoi(key.c_str() + 4);
+      key = key.substr(key.find('/') + 1);
+    }
+    const auto slash = key.rfind('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = key.substr(0, slash), what = key.substr(slash + 1);
+    DumpedModule& m = dumped[(call ? "call" + std::to_string(call) + "/" : "") + path];
+    m.path = path;
+    m.call = call;
+    if (what == "output" || (what.rfind("output.", 0) == 0 && !m.output)) {
+      TP_ASSIGN_OR_RETURN(Tensor x, file.read(e));
+      m.output = std::move(x);
+    } else if (what.rfind("input.", 0) == 0) {
+      TP_ASSIGN_OR_RETURN(Tensor x, file.read(e));
+      m.inputs.emplace_back(what.substr(6), std::move(x));
+    }
+  }
+  if (!later_steps.empty())
+    t.notes.push_back("the model's first call is compared; its " +
+                      std::to_string(later_steps.size()) +
+                      " later calls (stepK/) are not (their inputs depend on the scheduler)");
+  if (pipeline_inputs.empty())
+    return Error(dump_path +
+                 " holds no pipeline inputs (input/NAME); dump it again with "
+                 "tools/dump_activations.py, which stores them");
+
+  // The graph the pipeline runs, and the reference on the dump's own inputs.
+  const Family& family = model.family();
+  TP_ASSIGN_OR_RETURN(std::vector<Stage> stages,
+                      family.stages(model, t.pipeline, pipeline_inputs[0].second.shape()));
+  if (stages.size() != 1)
+    return Error("triage --activations compares one graph; " + t.pipeline + " runs " +
+                 std::to_string(stages.size()) + " (dump vae.decode, vae.encode or unet.step)");
+  const Graph& g = stages[0].graph;
+  std::vector<Shape> shapes(g.value_names.size());
+  std::vector<double> reference_max(g.value_names.size(), 0);
+  std::map<int, Tensor> reference;  // values of dumped modules
+
+  // Place every dumped module on the graph.
+  std::vector<Placed> placed;
+  std::set<std::string> identity_classes = {"Dropout", "Identity"};
+  const std::string classes_json = field("classes");
+  for (auto& [key, m] : dumped) {
+    if (!m.output) continue;
+    if (identity_classes.count(m.path) == 0 &&
+        (classes_json.find("\"" + m.path + "\": \"Dropout\"") != std::string::npos ||
+         classes_json.find("\"" + m.path + "\": \"Identity\"") != std::string::npos)) {
+      t.identity.push_back(key);
+      continue;
+    }
+    Placed p;
+    p.key = key;
+    p.path = m.path;
+    p.dump = &m;
+    p.ops = module_ops(g, m.path, m.call);
+    if (p.ops.empty()) {
+      t.unknown.push_back(key + " (no op of the graph has this path)");
+      continue;
+    }
+    p.value = g.ops[std::size_t(p.ops.back())].output;
+    p.externals = externals_of(g, p.ops);
+    placed.push_back(std::move(p));
+  }
+  std::set<int> wanted;
+  for (const Placed& p : placed) {
+    for (std::size_t k = p.ops.size(); k > 0 && k + 3 > p.ops.size(); --k)
+      wanted.insert(g.ops[std::size_t(p.ops[k - 1])].output);
+    for (int v : p.externals) wanted.insert(v);
+  }
+  NamedTensors graph_inputs;
+  for (const auto& [name, v] : g.inputs) {
+    const Tensor* x = find_tensor(pipeline_inputs, name);
+    if (!x)
+      return Error(dump_path + " has no input/" + name + ", which " + g.name +
+                   " reads; dump it again with the pipeline's inputs");
+    graph_inputs.emplace_back(name, *x);
+    shapes[std::size_t(v)] = x->shape();
+    reference[v] = *x;
+  }
+  auto ran = ref::run_graph(g, model.weights, graph_inputs, DType::kF32,
+                            [&](const Op& op, const Tensor& x) {
+                              shapes[std::size_t(op.output)] = x.shape();
+                              reference_max[std::size_t(op.output)] = max_abs_finite(x);
+                              if (wanted.count(op.output)) reference[op.output] = x;
+                            });
+  if (!ran.ok()) return ran.error().with_context("the reference on " + dump_path + "'s inputs");
+
+  // Dumped values in the graph's layout, by value id: module outputs, then their inputs.
+  std::map<int, Tensor> dumped_values;
+  for (const auto& [name, v] : g.inputs) dumped_values[v] = *find_tensor(pipeline_inputs, name);
+  std::vector<Placed> compared;
+  for (Placed& p : placed) {
+    // A composite module's output is its last op's, unless the graph puts a later op under its
+    // path (a transformer block's residual add named attn1.residual): of its last three ops, the
+    // one whose reference value the dumped output is closest to.
+    if (p.ops.size() > 1) {
+      double best = INFINITY;
+      std::size_t keep = p.ops.size();
+      for (std::size_t k = p.ops.size(); k > 0 && k + 3 > p.ops.size(); --k) {
+        const int v = g.ops[std::size_t(p.ops[k - 1])].output;
+        auto want = reference.find(v);
+        auto got = to_graph_layout(*p.dump->output, shapes[std::size_t(v)]);
+        if (want == reference.end() || !got) continue;
+        const double d = finite_distance(*got, want->second);
+        if (d < best) {
+          best = d;
+          keep = k;
+        }
+      }
+      p.ops.resize(keep);
+      p.value = g.ops[std::size_t(p.ops.back())].output;
+      p.externals = externals_of(g, p.ops);
+    }
+    auto out = to_graph_layout(*p.dump->output, shapes[std::size_t(p.value)]);
+    if (!out) {
+      t.unknown.push_back(p.key + " (output " + shape_string(p.dump->output->shape()) +
+                          " does not fit the graph's " +
+                          shape_string(shapes[std::size_t(p.value)]) + ")");
+      continue;
+    }
+    p.output = *out;
+    dumped_values.emplace(p.value, p.output);
+    compared.push_back(std::move(p));
+  }
+  for (const Placed& p : compared) {  // inputs: each external by the first dumped tensor that fits
+    std::vector<bool> used(p.dump->inputs.size(), false);
+    for (int v : p.externals)
+      for (std::size_t i = 0; i < p.dump->inputs.size(); ++i) {
+        if (used[i]) continue;
+        if (auto x = to_graph_layout(p.dump->inputs[i].second, shapes[std::size_t(v)])) {
+          used[i] = true;
+          dumped_values.emplace(v, *x);
+          break;
+        }
+      }
+  }
+  std::sort(compared.begin(), compared.end(), [](const Placed& a, const Placed& b) {
+    return a.ops.back() != b.ops.back() ? a.ops.back() < b.ops.back() : a.ops.size() < b.ops.size();
+  });
+  t.compared = int(compared.size());
+  {
+    std::set<std::string> seen;
+    for (const Placed& p : compared) seen.insert(p.path);
+    for (const Op& op : g.ops)
+      if (!seen.count(op.name)) {
+        bool inside = false;  // under a dumped composite: its parts need not be dumped
+        for (const std::string& s : seen) inside = inside || under(op.name, s);
+        if (!inside) t.missing.push_back(op.name);
+      }
+  }
+
+  // Per module: accumulated and local error.
+  const Weights local_weights = stored_weights(model.weights, dtype, fp8);
+  CaseResult& r = t.result;
+  r.id = "triage --activations " + dump_path;
+  r.device = "user's stack (" + t.dtype + (fp8 ? ", layerwise fp8 " + t.layerwise_fp8 : "") + ")";
+  std::vector<std::pair<double, std::string>> ranked;
+  const Placed* origin = nullptr;
+  std::map<int, Tensor> origin_local;
+  for (const Placed& p : compared) {
+    CheckpointRecord rec;
+    rec.name = p.key;
+    rec.graph = g.name;
+    rec.dtype = t.dtype;
+    OpClass heaviest = OpClass::kElementwise;
+    std::vector<ValuePath> paths;
+    for (int o : p.ops) {
+      const Op& op = g.ops[std::size_t(o)];
+      const OpClass c = op_class(op.kind);
+      if (c == OpClass::kAttention || (c == OpClass::kConv && heaviest != OpClass::kAttention) ||
+          (c == OpClass::kGroupNorm && heaviest == OpClass::kElementwise))
+        heaviest = c;
+      ValuePath vp;
+      vp.dtypes = {dtype};
+      if (fp8 && !op.weight.empty()) vp.dtypes.push_back(DType::kF8E4M3);
+      vp.reduction = reduction(op, model.weights, shapes);
+      paths.push_back(vp);
+    }
+    rec.op_class = op_class_name(heaviest);
+    TP_ASSIGN_OR_RETURN(rec.accumulated, compare_tensors(p.output, reference.at(p.value), dtype));
+    bool inputs_finite = true, inputs_dumped = true;
+    std::map<int, Tensor> inputs;
+    for (int v : p.externals) {
+      auto it = dumped_values.find(v);
+      if (it == dumped_values.end()) {
+        inputs_dumped = false;
+        inputs[v] = reference.at(v);
+      } else {
+        inputs[v] = it->second;
+        inputs_finite = inputs_finite && all_finite(it->second);
+      }
+    }
+    const bool output_finite = all_finite(p.output);
+    auto local = run_ops(g, p.ops, inputs, local_weights);
+    if (local.ok() && inputs_dumped) {
+      const Tolerance tol =
+          p.ops.size() == 1 ? local_tolerance(heaviest, paths[0]) : output_tolerance(paths);
+      TP_ASSIGN_OR_RETURN(rec.local, compare_tensors(p.output, local->at(p.value), dtype));
+      rec.has_local = true;
+      rec.tolerance_rel_l2 = tol.rel_l2;
+      rec.tolerance_max_element = tol.max_element;
+      rec.tolerance_basis = tol.basis;
+      if (output_finite && inputs_finite && rec.local.rel_l2 > tol.rel_l2) {
+        rec.passed = false;
+        ranked.emplace_back(rec.local.rel_l2 / tol.rel_l2, p.key);
+      }
+    }
+    if (!origin && !output_finite && inputs_finite) {
+      origin = &p;
+      if (local.ok()) origin_local = *local;
+      rec.passed = false;
+    }
+    r.checkpoints.push_back(std::move(rec));
+  }
+  std::sort(ranked.rbegin(), ranked.rend());
+  for (const auto& [x, name] : ranked)
+    t.over_tolerance.push_back(name + " (" + format_number(x) + "x tol)");
+
+  // Under layerwise fp8: weights past e4m3's range, which the cast clips to +-448.
+  if (fp8)
+    for (const auto& [key, w] : model.weights) {
+      if (!layerwise_cast(model.weights, key)) continue;
+      const double largest = max_abs_finite(w.to(DType::kF32));
+      if (largest > dtype_max_finite(DType::kF8E4M3))
+        t.clipped.push_back(key + " (max |w| " + format_number(largest) + ")");
+    }
+
+  // Layers whose reference values leave the dump's dtype: the ones to keep in fp32.
+  for (const Op& op : g.ops)
+    if (reference_max[std::size_t(op.output)] > dtype_max) r.keep_fp32.push_back(op.name);
+  for (const std::string& c : t.clipped) {  // their modules: out of the layerwise casting
+    const std::string module = c.substr(0, c.rfind('.', c.find(' ')));
+    if (std::find(r.keep_fp32.begin(), r.keep_fp32.end(), module) == r.keep_fp32.end())
+      r.keep_fp32.push_back(module);
+  }
+  r.searched = true;
+  r.search_note = r.keep_fp32.empty()
+                      ? "no layer's reference value leaves " + t.dtype + "'s range"
+                      : "the layers whose fp32 reference values leave " + t.dtype + "'s range" +
+                            std::string(t.clipped.empty() ? ""
+                                                          : ", and those whose weights fp8 "
+                                                            "layerwise casting clips");
+
+  // The origin: its first non-finite element, the op inside it, and why.
+  Provenance& pv = r.provenance;
+  if (origin) {
+    const Placed& p = *origin;
+    const Tensor& got = p.output;
+    const int64_t at = first_non_finite(got);
+    pv.found = true;
+    pv.checkpoint = p.key;
+    pv.graph = g.name;
+    pv.layer = p.path;
+    pv.index = unflatten_index(at, got.shape());
+    pv.value = got.data<float>()[at];
+    pv.reference_value = reference.at(p.value).data<float>()[at];
+    pv.reference_max_abs = reference_max[std::size_t(p.value)];
+    for (int v : p.externals)
+      if (auto it = dumped_values.find(v); it != dumped_values.end())
+        pv.inputs.emplace_back(g.value_names[std::size_t(v)], max_abs_finite(it->second));
+    // The op: the first inside the module whose fp32 value on the dumped inputs leaves the
+    // dtype's range; else the first whose dumped value (a submodule's) is non-finite.
+    const Op* over = nullptr;
+    double over_value = 0;
+    for (int o : p.ops) {
+      const Op& op = g.ops[std::size_t(o)];
+      auto it = origin_local.find(op.output);
+      if (it == origin_local.end()) continue;
+      const Tensor& x = it->second;
+      for (int64_t i = 0; i < x.numel() && !over; ++i)
+        if (!std::isfinite(x.data<float>()[i]) || std::fabs(x.data<float>()[i]) > dtype_max) {
+          over = &op;
+          over_value = x.data<float>()[i];
+        }
+      if (over) break;
+    }
+    const Op* broken = nullptr;
+    for (int o : p.ops) {
+      const Op& op = g.ops[std::size_t(o)];
+      auto it = dumped_values.find(op.output);
+      if (it != dumped_values.end() && !all_finite(it->second)) {
+        broken = &op;
+        break;
+      }
+    }
+    const Op& named = over ? *over : broken ? *broken : g.ops[std::size_t(p.ops.back())];
+    pv.op = op_kind_name(named.kind);
+    const std::string inner = named.name == p.path ? "" : "its op " + named.name + ": ";
+    const bool nan = std::isnan(pv.value);
+    const bool product = named.kind == OpKind::kSilu || named.kind == OpKind::kGelu ||
+                         (named.kind == OpKind::kBinary && named.attrs.binary == BinaryOp::kMul);
+    pv.cause = !nan ? "overflow" : product ? "0*inf" : "inf-inf";
+    if (over) {
+      pv.dtype_max = dtype_max;
+      pv.detail = inner + named.name + " reaches " + format_number(over_value) +
+                  " in fp32 on the module's " + "dumped inputs, past " + t.dtype + "'s " +
+                  format_number(dtype_max) +
+                  (nan ? "; the overflowed value then met another infinity (or a zero) in the "
+                         "user's module, leaving NaN"
+                       : "");
+    } else {
+      pv.detail =
+          inner +
+          "the first non-finite value the dump shows; in fp32 on the same dumped inputs "
+          "the module stays finite and within " +
+          t.dtype + "'s range (largest " +
+          format_number(max_abs_finite(origin_local.count(p.value) ? origin_local.at(p.value)
+                                                                   : reference.at(p.value))) +
+          "): the user's module computes something else there (" +
+          (named.kind == OpKind::kAttention || named.kind == OpKind::kMultiHeadAttention
+               ? "its scores overflowed before the softmax: a scale or a low-precision "
+                 "product?"
+               : "a patched or fused kernel, a lower-precision intermediate?") +
+          ")";
+    }
+    if (std::find(r.keep_fp32.begin(), r.keep_fp32.end(), named.name) == r.keep_fp32.end())
+      r.keep_fp32.insert(r.keep_fp32.begin(), named.name);
+  } else {
+    for (const auto& [name, x] : pipeline_inputs)
+      if (!all_finite(x)) {
+        pv.found = true;
+        pv.cause = "propagated-from-input";
+        pv.detail = "the pipeline input " + name + " already holds non-finite values";
+        break;
+      }
+  }
+  const bool finding = pv.found || !ranked.empty() || !t.clipped.empty();
+  r.outcome = finding ? Outcome::kFailed : Outcome::kPassed;
+  if (pv.found && !origin)
+    r.reason = pv.detail;
+  else if (origin)
+    r.reason = "first non-finite output at " + pv.layer + " (" + pv.op + "), cause " + pv.cause;
+  else if (!ranked.empty())
+    r.reason = std::to_string(ranked.size()) +
+               " modules' outputs are further from the reference on their own dumped inputs "
+               "than the tolerance for " +
+               t.dtype + " allows; worst " + t.over_tolerance[0];
+  else if (!t.clipped.empty())
+    r.reason =
+        std::to_string(t.clipped.size()) +
+        " weights exceed fp8 e4m3's 448, which layerwise casting clips them to: " + t.clipped[0];
+  else
+    r.reason = "every compared module is finite and within tolerance of the reference";
+  r.repro = "twinpath triage --activations " + dump_path + " --model DIR";
+  return t;
+}
+
+}  // namespace tp
