@@ -53,6 +53,12 @@ std::optional<Tensor> to_graph_layout(const Tensor& t, const Shape& shape) {
   const Tensor f = t.to(DType::kF32);
   if (f.shape() == shape) return f;
   if (f.numel() != shape_numel(shape) || shape.empty()) return std::nullopt;
+  // The same dims but for leading ones ([6, 8] for [1, 6, 8]).
+  auto squeezed = [](Shape s) {
+    while (s.size() > 1 && s[0] == 1) s.erase(s.begin());
+    return s;
+  };
+  if (squeezed(f.shape()) == squeezed(shape)) return f.reshaped(shape);
   // Same leading two dims (batch, channels) and the rest flattened the same way.
   if (f.rank() >= 2 && shape.size() >= 2 && f.shape()[0] == shape[0] && f.shape()[1] == shape[1])
     return f.reshaped(shape);
