@@ -3,6 +3,7 @@
 #include "harness/core/compare.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 
@@ -121,6 +122,63 @@ TEST(Compare, NearZeroReferenceValuesUseTheFloor) {
   auto m = compare_tensors(got, want, DType::kF32);
   ASSERT_TRUE(m.ok());
   EXPECT_NEAR(m->max_rel, (1e-2 - 1e-9) / 0.1, 1e-6);
+}
+
+// Tensors of several blocks (more than 2^20 elements) are compared in parallel: the metrics are
+// the same bits whatever the thread count, match a plain loop's to rounding, and the worst
+// elements are found across blocks.
+TEST(Compare, LargeTensorsGiveTheSameMetricsOnAnyThreadCount) {
+  const int64_t n = 3 * (int64_t(1) << 20) + 12345;
+  Tensor want(DType::kF32, {n}), got(DType::kF32, {n});
+  Rng rng(5, "large-compare");
+  for (int64_t i = 0; i < n; ++i) {
+    want.data<float>()[i] = float(rng.uniform(-2, 2));
+    got.data<float>()[i] = want.data<float>()[i] + float(rng.uniform(-1e-3, 1e-3));
+  }
+  got.data<float>()[n - 7] = want.data<float>()[n - 7] + 0.5f;  // the worst, in the last block
+  got.data<float>()[100] = want.data<float>()[100] - 0.25f;     // second, in the first
+  got.data<float>()[2000000] = NAN;
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Metrics one = compare_tensors(got, want, DType::kF16).value();
+  omp_set_num_threads(std::max(2, threads));
+  const Metrics many = compare_tensors(got, want, DType::kF16).value();
+  omp_set_num_threads(threads);
+  EXPECT_EQ(one.rel_l2, many.rel_l2);
+  EXPECT_EQ(one.bias_ulp, many.bias_ulp);
+  EXPECT_EQ(one.ulp_median, many.ulp_median);
+  EXPECT_EQ(one.ulp_p99, many.ulp_p99);
+  EXPECT_EQ(one.count, n - 1);
+  EXPECT_EQ(one.non_finite_new, 1);
+  double diff = 0, ref = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i == 2000000) continue;
+    const double d = double(got.data<float>()[i]) - double(want.data<float>()[i]);
+    diff += d * d;
+    ref += double(want.data<float>()[i]) * double(want.data<float>()[i]);
+  }
+  EXPECT_NEAR(one.rel_l2, std::sqrt(diff / ref), 1e-12 * std::sqrt(diff / ref));
+  ASSERT_EQ(one.worst.size(), 5u);
+  EXPECT_EQ(one.worst[0].index, Shape{n - 7});
+  EXPECT_EQ(one.worst[1].index, Shape{100});
+}
+
+// ulp_at builds the spacing from the exponent's bits: the same as eps * 2^(binade) by frexp.
+TEST(Compare, UlpSpacingFromBitsMatchesFrexp) {
+  Rng rng(9, "ulp-bits");
+  for (DType dt :
+       {DType::kF16, DType::kBF16, DType::kF32, DType::kF64, DType::kF8E4M3, DType::kF8E5M2})
+    for (int i = 0; i < 20000; ++i) {
+      const double x = (rng.uniform(0, 1) < 0.5 ? -1 : 1) * std::exp(rng.uniform(-80, 80));
+      const double m = std::max(std::abs(x), dt == DType::kF64      ? 0x1p-1022
+                                             : dt == DType::kF16    ? 0x1p-14
+                                             : dt == DType::kF8E4M3 ? 0x1p-6
+                                             : dt == DType::kF8E5M2 ? 0x1p-14
+                                                                    : 0x1p-126);
+      int e = 0;
+      std::frexp(m, &e);
+      ASSERT_EQ(ulp_at(x, dt), std::ldexp(dtype_epsilon(dt), e - 1)) << x << " " << dtype_name(dt);
+    }
 }
 
 TEST(Compare, RefusesMismatchedShapes) {

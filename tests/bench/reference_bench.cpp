@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include "compiled/describe_session.h"
+#include "harness/core/compare.h"
 #include "harness/models/vae/pipeline.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "reference/executor.h"
@@ -106,6 +107,20 @@ void linear_bench(benchmark::State& state, bool torch) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(s.where);
 }
+
+// One checkpoint's comparison (every metric of the report) at the size of the sd-kl decoder's
+// largest activation at 512^2 (128 x 512 x 512), as `run` and `tradeoff` do for every checkpoint.
+void BM_CompareTensors(benchmark::State& state) {
+  const Tensor want = bench::random_f32({1, 128, 512, 512}, "compare-want");
+  Tensor got = want.to(DType::kF16).to(DType::kF32);
+  for (auto _ : state) {
+    auto m = compare_tensors(got, want, DType::kF16);
+    benchmark::DoNotOptimize(m);
+  }
+  state.counters["elements/s"] =
+      benchmark::Counter(double(want.numel()), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_CompareTensors)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_LinearReference(benchmark::State& state) { linear_bench(state, false); }
 void BM_LinearTorch(benchmark::State& state) { linear_bench(state, true); }
