@@ -4,6 +4,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
+
+#include "harness/core/shard.h"
 
 namespace tp {
 namespace {
@@ -118,14 +121,9 @@ Status check_shard_set(const std::vector<RunReport>& shards,
                    " cases not run); finish it with `twinpath run --resume " + names[i] +
                    "` before merging");
     if (r.shard.empty()) continue;
-    const std::size_t slash = r.shard.find('/');
-    int index = -1, count = 0;
-    if (slash != std::string::npos) {
-      index = std::atoi(r.shard.substr(0, slash).c_str());
-      count = std::atoi(r.shard.substr(slash + 1).c_str());
-    }
-    if (count < 1 || index < 0 || index >= count)
-      return Error(names[i] + " names its shard '" + r.shard + "', which is not K/N");
+    const std::optional<ShardSpec> spec = parse_shard_spec(r.shard);
+    if (!spec) return Error(names[i] + " names its shard '" + r.shard + "', which is not K/N");
+    const int index = spec->index, count = spec->total;
     if (total != 0 && count != total)
       return Error(names[i] + " is shard " + r.shard + " but " + present.begin()->second +
                    " is one of " + std::to_string(total) + "; merge the shards of one run");

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "harness/cli/report_command.h"
+#include "harness/core/shard.h"
 #include "reports/baseline.h"
 #include "reports/h5_report.h"
 #include "reports/report_tools.h"
@@ -549,6 +550,16 @@ TEST_F(ReportTest, AnInterruptedRunKeepsItsCasesAndResumesToTheUninterruptedRepo
   EXPECT_NE(again.output.find("is a complete report: every case ran; nothing to resume"),
             std::string::npos)
       << again.output;
+}
+
+// "K/N" has one parser (harness/core/shard.h) for --shard and for report merge.
+TEST(ShardSpec, AcceptsKOfNAndNothingElse) {
+  for (const char* good : {"0/1", "2/3", "11/12"}) EXPECT_TRUE(parse_shard_spec(good)) << good;
+  EXPECT_EQ(parse_shard_spec("2/3")->index, 2);
+  EXPECT_EQ(parse_shard_spec("2/3")->total, 3);
+  for (const char* bad :
+       {"3/3", "1/0", "-1/2", "+1/2", " 1/2", "a/2", "1/", "/2", "1/2/3", "1", "", "99999999999/2"})
+    EXPECT_FALSE(parse_shard_spec(bad)) << bad;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "compiled/backend.h"
 #include "harness/cli/paths.h"
 #include "harness/cli/report_command.h"
+#include "harness/core/shard.h"
 #include "harness/core/status.h"
 #include "reports/report.h"
 
@@ -58,9 +59,8 @@ Expected<int> cases_list_command(const RunCommandOptions& options);
 // `--mem SIZE` in bytes (0 when not given), or why SIZE is not a size.
 Expected<int64_t> memory_budget_option(const std::string& text);
 
-struct Shard {
-  int index = 0, total = 1;
-};
+using Shard = ShardSpec;
+// --shard K/N, else the scheduler's variables; {0, 1} when neither is given.
 Expected<Shard> parse_shard(const std::string& flag);
 
 // Returns the exit code: 0 every case passed (or was skipped), 1 a case failed or errored.

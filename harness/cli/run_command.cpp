@@ -162,29 +162,22 @@ Expected<std::string> shard_from_environment() {
 }  // namespace
 
 Expected<Shard> parse_shard(const std::string& flag) {
-  Shard s;
   std::string text = flag;
   if (text.empty()) {
     TP_ASSIGN_OR_RETURN(text, shard_from_environment());
   }
-  if (text.empty()) return s;
+  if (text.empty()) return Shard{};
+  if (auto s = parse_shard_spec(text)) return *s;
   const std::size_t slash = text.find('/');
-  try {
-    if (slash == std::string::npos) throw std::invalid_argument("no slash");
-    std::size_t used = 0;
-    s.index = std::stoi(text.substr(0, slash), &used);
-    if (used != slash) throw std::invalid_argument("index");
-    s.total = std::stoi(text.substr(slash + 1), &used);
-    if (used != text.size() - slash - 1) throw std::invalid_argument("total");
-  } catch (const std::exception&) {
-    return Error(
-        "shard '" + text +
-        "' is not K/N; use --shard K/N with 0 <= K < N (or a scheduler's variables: "
-        "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, a Slurm job array, a Kubernetes indexed Job)");
-  }
-  if (s.total < 1 || s.index < 0 || s.index >= s.total)
+  const bool shaped = slash != std::string::npos && slash > 0 && slash + 1 < text.size() &&
+                      text.find_first_not_of("0123456789/") == std::string::npos &&
+                      text.find('/', slash + 1) == std::string::npos;
+  if (shaped)
     return Error("shard " + text + " is out of range; K counts from 0 and must be below N");
-  return s;
+  return Error(
+      "shard '" + text +
+      "' is not K/N; use --shard K/N with 0 <= K < N (or a scheduler's variables: "
+      "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, a Slurm job array, a Kubernetes indexed Job)");
 }
 
 RunReport report_header(const std::string& command_line, compiled::Device device) {
