@@ -88,15 +88,68 @@ Status CudaBackend::gemm(const void* a, const void* b, Storage operand, int64_t 
   return Status();
 }
 
-// `t` rounded once into its buffer's dtype, channels-last, into the arena.
-Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t, cudaStream_t stream) {
+// `t` rounded once into its buffer's dtype (on the host, as the contract says: nearest even),
+// then into the arena in the plan's layout: channels-last by a transpose on the device (the
+// rounded values go through fp32 and back, exactly), unless TWINPATH_CUDA_HOST_TRANSPOSE=1
+// keeps the host transpose of the first GPU run.
+Status CudaBackend::upload(const Plan& plan, std::byte* arena, int value, const Tensor& t) {
   const Buffer& b = plan.buffers.at(value);
-  std::vector<std::byte> staged(std::size_t(t.numel()) * dtype_size(b.dtype));
-  stage_input(plan, t, b.dtype, staged.data());
-  TP_CUDA(cudaMemcpyAsync(arena + b.offset, staged.data(), staged.size(), cudaMemcpyHostToDevice,
-                          stream),
-          "uploading " + plan.graph->value_names[std::size_t(value)] + " to the GPU");
+  const std::string what =
+      "uploading " + plan.graph->value_names[std::size_t(value)] + " to the GPU";
+  if (plan.row_major || host_transposes()) {
+    std::vector<std::byte> staged(std::size_t(t.numel()) * dtype_size(b.dtype));
+    stage_input(plan, t, b.dtype, staged.data());
+    // A pageable source is staged before the call returns, so `staged` may go out of scope.
+    TP_CUDA(cudaMemcpyAsync(arena + b.offset, staged.data(), staged.size(), cudaMemcpyHostToDevice,
+                            stream_),
+            what);
+    return Status();
+  }
+  TP_ASSIGN_OR_RETURN(Storage storage, storage_of(b.dtype));
+  const Tensor rounded = t.to(b.dtype);
+  const Shape& s = rounded.shape();
+  const int64_t plane = s[2] * s[3];
+  TP_ASSIGN_OR_RETURN(DeviceMemory nchw, scratch(int64_t(rounded.nbytes()), what));
+  TP_ASSIGN_OR_RETURN(DeviceMemory last, scratch(rounded.numel() * 4, what));
+  TP_CUDA(
+      cudaMemcpyAsync(nchw.get(), rounded.raw(), rounded.nbytes(), cudaMemcpyHostToDevice, stream_),
+      what);
+  TP_CUDA(cuda::transpose_channels(Src{nchw.get(), storage}, s[0], s[1], plane, true,
+                                   last.get<float>(), stream_),
+          what);
+  TP_CUDA(
+      cuda::store_rounded(last.get<float>(), rounded.numel(), storage, arena + b.offset, stream_),
+      what);
   return Status();
+}
+
+Expected<Tensor> CudaBackend::read(const Plan& plan, const std::byte* arena, int value,
+                                   const Shape& shape) {
+  const Buffer& b = plan.buffers.at(value);
+  const std::string what =
+      "reading " + plan.graph->value_names[std::size_t(value)] + " back from the GPU";
+  Tensor out = Tensor::uninitialized(b.dtype, shape);
+  const bool direct = plan.row_major || !host_transposes();
+  std::vector<std::byte> host(direct ? 0 : std::size_t(out.nbytes()));
+  const void* src = arena + b.offset;
+  DeviceMemory last, nchw;
+  if (!plan.row_major && !host_transposes()) {  // NHWC -> NCHW on the device, exactly
+    TP_ASSIGN_OR_RETURN(Storage storage, storage_of(b.dtype));
+    TP_ASSIGN_OR_RETURN(last, scratch(out.numel() * 4, what));
+    TP_ASSIGN_OR_RETURN(nchw, scratch(int64_t(out.nbytes()), what));
+    TP_CUDA(cuda::transpose_channels(Src{src, storage}, shape[0], shape[1], shape[2] * shape[3],
+                                     false, last.get<float>(), stream_),
+            what);
+    TP_CUDA(cuda::store_rounded(last.get<float>(), out.numel(), storage, nchw.get(), stream_),
+            what);
+    src = nchw.get();
+  }
+  TP_CUDA(cudaMemcpyAsync(direct ? out.raw() : static_cast<void*>(host.data()), src,
+                          std::size_t(out.nbytes()), cudaMemcpyDeviceToHost, stream_),
+          what);
+  TP_CUDA(cudaStreamSynchronize(stream_), what);
+  if (!direct) transpose_channels(host.data(), out.raw(), shape, dtype_size(b.dtype), false);
+  return out;
 }
 
 Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte* arena, int index,
@@ -105,7 +158,7 @@ Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte
   BoundInputs bound;
   TP_ASSIGN_OR_RETURN(bound.shapes, bind_group_inputs(plan, index, input_shape, values));
   const Group& grp = plan.groups[std::size_t(index)];
-  for (int v : grp.inputs) TP_RETURN_IF_ERROR(upload(plan, arena, v, values.at(v), stream_));
+  for (int v : grp.inputs) TP_RETURN_IF_ERROR(upload(plan, arena, v, values.at(v)));
   TP_RETURN_IF_ERROR(GroupRun(*this, plan, arena, bound).run(grp));
   std::vector<Tensor> out;
   for (int v : grp.outputs) {
@@ -118,7 +171,7 @@ Expected<std::vector<Tensor>> CudaBackend::run_group(const Plan& plan, std::byte
 Status CudaBackend::execute(const Plan& plan, std::byte* arena,
                             const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
   TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
-  for (const auto& [v, t] : bound.uploads) TP_RETURN_IF_ERROR(upload(plan, arena, v, *t, stream_));
+  for (const auto& [v, t] : bound.uploads) TP_RETURN_IF_ERROR(upload(plan, arena, v, *t));
   GroupRun run(*this, plan, arena, bound);
   for (const Group& grp : plan.groups) {
     TP_RETURN_IF_ERROR(run.run(grp));

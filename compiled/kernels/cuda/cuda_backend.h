@@ -180,20 +180,9 @@ class CudaBackend final : public Backend {
                                           const std::map<int, Tensor>& values) override;
 
   Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value,
-                        const Shape& shape) override {
-    const Buffer& b = plan.buffers.at(value);
-    std::vector<std::byte> host(std::size_t(shape_numel(shape)) * dtype_size(b.dtype));
-    TP_CUDA(cudaMemcpyAsync(host.data(), arena + b.offset, host.size(), cudaMemcpyDeviceToHost,
-                            stream_),
-            "reading " + plan.graph->value_names[std::size_t(value)] + " back from the GPU");
-    TP_CUDA(cudaStreamSynchronize(stream_), "reading a value back from the GPU");
-    Tensor out = Tensor::uninitialized(b.dtype, shape);
-    if (plan.row_major)
-      std::memcpy(out.raw(), host.data(), host.size());
-    else
-      transpose_channels(host.data(), out.raw(), shape, dtype_size(b.dtype), false);
-    return out;
-  }
+                        const Shape& shape) override;
+  // `t` rounded into value's buffer, in the plan's layout, on the stream.
+  Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t);
 
   // Device-side helpers the group runner uses.
   cudaStream_t stream() const { return stream_; }
@@ -212,6 +201,16 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;
   std::map<const PreparedParam*, DeviceParam> params_;
 };
+
+// TWINPATH_CUDA_HOST_TRANSPOSE=1: channels-last uploads and read-backs transposed on the host,
+// as the first GPU run did (kept until the device transposes have run on a GPU).
+inline bool host_transposes() {
+  static const bool host = [] {
+    const char* v = std::getenv("TWINPATH_CUDA_HOST_TRANSPOSE");
+    return v && std::string(v) == "1";
+  }();
+  return host;
+}
 
 // TWINPATH_CUDA_SYNC=1: wait for each group to finish (slower; a device-side error then names
 // the group it happened in).
@@ -292,8 +291,5 @@ class GroupRun {
   std::vector<DeviceMemory> widened_;
   std::vector<std::vector<int64_t>> host_tables_;  // host sources of async uploads, per group
 };
-
-// `t` rounded once into its buffer's dtype, in the plan's layout, into the arena.
-Status upload(const Plan& plan, std::byte* arena, int value, const Tensor& t, cudaStream_t stream);
 
 }  // namespace tp::compiled::cuda_impl
