@@ -1,6 +1,7 @@
 #include "harness/runner/activation_triage.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -295,7 +296,9 @@ Expected<ActivationTriage> triage_activations(const std::string& dump_path, cons
       pipeline_inputs.emplace_back(key.substr(6), x.to(DType::kF32));
       continue;
     }
-    if (key.rfind("step", 0) == 0) {  // a denoiser's later calls: the first one is compared
+    // "stepK/...": a denoiser's later calls (the first one is compared).
+    if (key.rfind("step", 0) == 0 && key.size() > 4 && std::isdigit((unsigned char)key[4]) &&
+        key.find('/') == key.find_first_not_of("0123456789", 4)) {
       later_steps.insert(std::atoi(key.c_str() + 4));
       continue;
     }
@@ -329,8 +332,10 @@ Expected<ActivationTriage> triage_activations(const std::string& dump_path, cons
 
   // The graph the pipeline runs, and the reference on the dump's own inputs.
   const Family& family = model.family();
-  TP_ASSIGN_OR_RETURN(std::vector<Stage> stages,
-                      family.stages(model, t.pipeline, pipeline_inputs[0].second.shape()));
+  // The primary input (what sizes the graph) by the family's own rule, not the file's order.
+  TP_ASSIGN_OR_RETURN(const Tensor primary,
+                      family.select_input(t.pipeline, pipeline_inputs, dump_path));
+  TP_ASSIGN_OR_RETURN(std::vector<Stage> stages, family.stages(model, t.pipeline, primary.shape()));
   if (stages.size() != 1)
     return Error("triage --activations compares one graph; " + t.pipeline + " runs " +
                  std::to_string(stages.size()) + " (dump vae.decode, vae.encode or unet.step)");
@@ -341,13 +346,16 @@ Expected<ActivationTriage> triage_activations(const std::string& dump_path, cons
 
   // Place every dumped module on the graph.
   std::vector<Placed> placed;
-  std::set<std::string> identity_classes = {"Dropout", "Identity"};
-  const std::string classes_json = field("classes");
+  // Modules that compute nothing at inference (the dump's classes: path -> class name).
+  const nlohmann::json classes = nlohmann::json::parse(field("classes"), nullptr, false);
+  auto identity = [&](const std::string& path) {
+    if (!classes.is_object() || !classes.contains(path) || !classes[path].is_string()) return false;
+    const std::string c = classes[path].get<std::string>();
+    return c == "Dropout" || c == "Identity";
+  };
   for (auto& [key, m] : dumped) {
     if (!m.output) continue;
-    if (identity_classes.count(m.path) == 0 &&
-        (classes_json.find("\"" + m.path + "\": \"Dropout\"") != std::string::npos ||
-         classes_json.find("\"" + m.path + "\": \"Identity\"") != std::string::npos)) {
+    if (identity(m.path)) {
       t.identity.push_back(key);
       continue;
     }

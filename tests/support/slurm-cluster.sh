@@ -59,8 +59,17 @@ CONF
     exit 1
     ;;
   stop)
+    # Each daemon is waited for (slurmctld saves its state on SIGTERM): the caller removes DIR
+    # next, and a daemon still writing there made that removal fail. SIGKILL after 10 s.
     for pidfile in "$dir/slurmd.pid" "$dir/slurmctld.pid" "$dir/munge/pid"; do
-      [[ -f "$pidfile" ]] && kill "$(cat "$pidfile")" 2> /dev/null || true
+      [[ -f "$pidfile" ]] || continue
+      pid=$(cat "$pidfile")
+      kill "$pid" 2> /dev/null || continue
+      for _ in $(seq 100); do
+        kill -0 "$pid" 2> /dev/null || break
+        sleep 0.1
+      done
+      kill -9 "$pid" 2> /dev/null || true
     done
     ;;
   *)
