@@ -1,5 +1,7 @@
 #include "compiled/backend.h"
 
+#include <cstdlib>
+
 namespace tp::compiled {
 
 Expected<Device> parse_device(std::string_view name) {
@@ -13,6 +15,29 @@ const char* device_flag_name(Device device) { return device == Device::kCuda ? "
 
 const char* device_report_name(Device device) {
   return device == Device::kCuda ? "cuda" : "cpu-emulated";
+}
+
+Expected<CudaKernels> parse_cuda_kernels(std::string_view name) {
+  if (name == "per-op") return CudaKernels::kPerOp;
+  if (name == "fused") return CudaKernels::kFused;
+  return Error("TWINPATH_CUDA_KERNELS=" + std::string(name) +
+               " is unknown; use per-op (the kernels proven on a GPU) or fused (cuDNN convs and "
+               "fused epilogues)");
+}
+
+const char* cuda_kernels_name(CudaKernels kernels) {
+  return kernels == CudaKernels::kFused ? "fused" : "per-op";
+}
+
+Expected<CudaKernels> cuda_kernels_from_environment() {
+  const char* v = std::getenv("TWINPATH_CUDA_KERNELS");
+  if (!v || !*v) return CudaKernels::kPerOp;
+  return parse_cuda_kernels(v);
+}
+
+Expected<std::unique_ptr<Backend>> make_cuda_backend() {
+  TP_ASSIGN_OR_RETURN(CudaKernels kernels, cuda_kernels_from_environment());
+  return make_cuda_backend(kernels);
 }
 
 Expected<std::unique_ptr<Backend>> make_backend(Device device) {

@@ -32,6 +32,9 @@ class Backend {
                                                   const std::map<int, Tensor>& values) = 0;
   virtual Expected<Tensor> read(const Plan& plan, const std::byte* arena, int value,
                                 const Shape& shape) = 0;
+  // For logs: what the backend chose while running (the fused CUDA kernels: which convs got a
+  // cuDNN engine and which ran per-op, and why); empty when there is nothing to say.
+  virtual std::string notes() const { return ""; }
 };
 
 // Where the compiled path runs: the CPU emulation or the first CUDA device.
@@ -45,8 +48,23 @@ const char* device_report_name(Device device);         // "cpu-emulated" | "cuda
 Expected<std::unique_ptr<Backend>> make_backend(Device device);
 
 std::unique_ptr<Backend> make_emulated_backend();
-// The CUDA backend on device 0; an error sentence when this build has no CUDA or no device is
-// visible.
+
+// The CUDA backend's kernel sets, both under the same numerics contract:
+//  - per-op: the kernels of the first GPU runs: convs as im2col patches and a cuBLAS GEMM, and
+//    every op's fp32 result through device memory before the group's one rounding;
+//  - fused: cuDNN implicit-GEMM convs (fp32 accumulation and output, no patches) with scale,
+//    bias, residual and the rounding store in one epilogue pass, and GroupNorm [+ SiLU] with
+//    its store in one pass (compiled/fused_groups.h); other groups as per-op. It has not yet
+//    run on a GPU, so per-op stays the default until gpu_tests pass with it.
+enum class CudaKernels : uint8_t { kPerOp, kFused };
+Expected<CudaKernels> parse_cuda_kernels(std::string_view name);  // "per-op" | "fused"
+const char* cuda_kernels_name(CudaKernels kernels);
+// TWINPATH_CUDA_KERNELS, per-op when unset; an error sentence for another value.
+Expected<CudaKernels> cuda_kernels_from_environment();
+
+// The CUDA backend on device 0 with the kernels TWINPATH_CUDA_KERNELS names (or `kernels`); an
+// error sentence when this build has no CUDA or no device is visible.
 Expected<std::unique_ptr<Backend>> make_cuda_backend();
+Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels kernels);
 
 }  // namespace tp::compiled

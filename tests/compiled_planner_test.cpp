@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "compiled/backend.h"
+#include "compiled/fused_groups.h"
 #include "compiled/planner.h"
 #include "harness/models/family.h"
 #include "harness/models/vae/vae_graphs.h"
@@ -79,6 +81,17 @@ TEST(PolicyTest, KeepFp32GlobsSelectLayers) {
   EXPECT_EQ(p.for_layer("decoder.mid_block.attentions.0.to_q").weight, DType::kF32);
   EXPECT_EQ(p.for_layer("decoder.conv_in").activation, DType::kF16);
   EXPECT_FALSE(parse_keep_fp32("a,,b").ok());
+}
+
+TEST(CudaKernelsTest, KernelSetNamesParseAndAnUnknownOneSaysWhatToUse) {
+  EXPECT_EQ(parse_cuda_kernels("per-op").value(), CudaKernels::kPerOp);
+  EXPECT_EQ(parse_cuda_kernels("fused").value(), CudaKernels::kFused);
+  for (CudaKernels k : {CudaKernels::kPerOp, CudaKernels::kFused})
+    EXPECT_EQ(parse_cuda_kernels(cuda_kernels_name(k)).value(), k);
+  auto bad = parse_cuda_kernels("fast");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message().rfind("TWINPATH_CUDA_KERNELS=fast is unknown; use per-op", 0), 0u)
+      << bad.error().message();
 }
 
 class PlannerTest : public ::testing::Test {
@@ -178,6 +191,87 @@ TEST_F(PlannerTest, ArenaReusesDeadBuffersAndNeverOverlapsLiveOnes) {
           << dec.value_names[std::size_t(va)] << " and " << dec.value_names[std::size_t(vb)];
       EXPECT_LE(a.offset + a.bytes, p.stats.arena_bytes);
     }
+}
+
+// The CUDA backend's fused kernel set takes a group only where its fused form has the group's
+// rounding points: every conv [+ residual add] (with or without the upsample prologue) and every
+// GroupNorm [+ SiLU] of the decoder, nothing else; none under f16 accumulation (convs) or a
+// fault the fused kernels do not reproduce.
+TEST_F(PlannerTest, FusedKernelSetTakesConvAndNormGroupsWithTheirRoundingPoints) {
+  WeightStore store;
+  const Graph dec = build_decoder_graph(vae_config(model_));
+  auto plan_for = [&](const char* policy, FaultSet faults) {
+    PlanRequest r{&dec,
+                  &model_.weights,
+                  weights_identity(model_.weights),
+                  {1, 4, 8, 8},
+                  DTypePolicy{parse_layer_policy(policy).value(), {}},
+                  faults};
+    auto plan = compile_plan(r, store);
+    EXPECT_TRUE(plan.ok()) << plan.error().message();
+    return std::move(plan).value();
+  };
+  const auto plan = plan_for("w=f16,a=f16", {});
+  int convs = 0, norms = 0, residuals = 0, upsamples = 0, silus = 0;
+  for (const Group& grp : plan->groups) {
+    const auto conv = match_conv_epilogue(*plan, grp);
+    const auto norm = match_norm_activation(*plan, grp);
+    EXPECT_EQ(conv.has_value(), grp.kind == GroupKind::kConv) << names(dec, grp)[0];
+    EXPECT_EQ(norm.has_value(), grp.kind == GroupKind::kGroupNorm) << names(dec, grp)[0];
+    if (conv) {
+      ++convs;
+      const Op& op = dec.ops[std::size_t(conv->conv)];
+      EXPECT_EQ(op.kind, OpKind::kConv2d);
+      EXPECT_EQ(conv->upsample >= 0, grp.upsample_prologue);
+      EXPECT_EQ(conv->input, dec.ops[std::size_t(grp.ops[0])].inputs[0]);
+      if (conv->add >= 0) {
+        ++residuals;
+        EXPECT_NE(conv->residual, op.output);
+        EXPECT_NE(std::find(grp.inputs.begin(), grp.inputs.end(), conv->residual), grp.inputs.end())
+            << "the residual is read from outside the group";
+      }
+      upsamples += conv->upsample >= 0;
+    }
+    if (norm) {
+      ++norms;
+      silus += norm->silu >= 0;
+    }
+  }
+  // tiny-kl's decoder: post_quant_conv, conv_in, 2 per resnet and conv_out, two upsamplers;
+  // GroupNorm before every resnet conv, the attention and conv_out.
+  EXPECT_GT(convs, 10);
+  EXPECT_GT(residuals, 3);
+  EXPECT_EQ(upsamples, 2);
+  EXPECT_GT(norms, 10);
+  EXPECT_GT(silus, 10);
+  EXPECT_LT(silus, norms) << "the attention's GroupNorm has no SiLU";
+
+  const auto f16_acc = plan_for("w=f16,a=f16,acc=f16", {});
+  for (const Group& grp : f16_acc->groups) {
+    EXPECT_FALSE(match_conv_epilogue(*f16_acc, grp)) << "f16 accumulation stays per-op";
+    EXPECT_EQ(match_norm_activation(*f16_acc, grp).has_value(), grp.kind == GroupKind::kGroupNorm);
+  }
+  FaultSet fault;
+  fault.add(Fault::kF16StoreTruncate);
+  const auto faulty = plan_for("w=f16,a=f16", fault);
+  for (const Group& grp : faulty->groups) {
+    EXPECT_FALSE(match_conv_epilogue(*faulty, grp));
+    EXPECT_FALSE(match_norm_activation(*faulty, grp));
+  }
+
+  // The encoder's DiagonalGaussian tail stores two values: not a fused conv.
+  const Graph enc = build_encoder_graph(vae_config(model_));
+  PlanRequest r{&enc,
+                &model_.weights,
+                weights_identity(model_.weights),
+                {1, 3, 16, 16},
+                DTypePolicy{parse_layer_policy("w=f16,a=f16").value(), {}},
+                {}};
+  auto encoder = compile_plan(r, store);
+  ASSERT_TRUE(encoder.ok()) << encoder.error().message();
+  const Group* tail = group_with_op((*encoder)->groups, enc, "quant_conv");
+  ASSERT_NE(tail, nullptr);
+  EXPECT_FALSE(match_conv_epilogue(**encoder, *tail));
 }
 
 TEST_F(PlannerTest, RefusesAnUnsupportedCombinationAtPlanTimeNamingTheFirstLayer) {

@@ -13,6 +13,8 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <regex>
+#include <vector>
 
 #include "compiled/describe_session.h"
 #include "compiled/device.h"
@@ -35,10 +37,11 @@ using compiled::SessionOptions;
 struct GpuCase {
   const char* model;  // "tiny-kl" (committed fixture) or "sd-kl" (seeded random weights)
   const char* policy;
+  compiled::CudaKernels kernels = compiled::CudaKernels::kPerOp;
 };
 
 std::ostream& operator<<(std::ostream& os, const GpuCase& c) {
-  return os << c.model << " " << c.policy;
+  return os << c.model << " " << c.policy << " " << compiled::cuda_kernels_name(c.kernels);
 }
 
 const Model& model_for(const std::string& name) {
@@ -73,7 +76,7 @@ class GpuCompiledTest : public ::testing::TestWithParam<GpuCase> {
     return o;
   }
   static std::unique_ptr<compiled::Backend> cuda() {
-    auto b = compiled::make_cuda_backend();
+    auto b = compiled::make_cuda_backend(GetParam().kernels);
     if (!b.ok()) throw std::runtime_error(b.error().message());
     return std::move(b).value();
   }
@@ -121,16 +124,48 @@ TEST_P(GpuCompiledTest, PipelinesAreAsAccurateAsTheEmulation) {
   }
 }
 
+// The fused kernel set must have fused: at least one conv shape of the decode on a cuDNN engine
+// (a set that fell back to per-op everywhere would pass the tests above without testing itself).
+TEST_P(GpuCompiledTest, FusedKernelsRunTheirConvsOnCudnn) {
+  if (GetParam().kernels != compiled::CudaKernels::kFused) GTEST_SKIP() << "per-op kernels";
+  const Model& m = model_for(GetParam().model);
+  std::unique_ptr<compiled::Backend> backend = cuda();
+  const compiled::Backend* device = backend.get();
+  Session session(options(GetParam().policy), std::move(backend));
+  auto out = run_pipeline(m, Pipeline::kDecode, input_for(m, Pipeline::kDecode), session);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  const std::string notes = device->notes();
+  RecordProperty("cudnn", notes);
+  std::smatch got;
+  ASSERT_TRUE(std::regex_search(notes, got, std::regex(": ([0-9]+) conv shapes on engines")))
+      << notes;
+  if (std::string(GetParam().policy).find("w=f32") == std::string::npos) {
+    EXPECT_GT(std::stoi(got[1].str()), 0) << notes;
+  }
+}
+
+const GpuCase kCases[] = {
+    {"tiny-kl", "w=f16,a=f16,acc=f32"},     {"tiny-kl", "w=bf16,a=bf16,acc=f32"},
+    {"tiny-kl", "w=f8e4m3,a=bf16,acc=f32"}, {"tiny-kl", "w=f8e5m2,a=f16,acc=f32,scale=tensor"},
+    {"tiny-kl", "w=f32,a=f32,acc=f32"},     {"sd-kl", "w=f16,a=f16,acc=f32"},
+    {"sd-kl", "w=bf16,a=bf16,acc=f32"},     {"sd-kl", "w=f8e4m3,a=f16,acc=f32"}};
+
+// Every case on each kernel set.
+std::vector<GpuCase> cases() {
+  std::vector<GpuCase> all;
+  for (compiled::CudaKernels k : {compiled::CudaKernels::kPerOp, compiled::CudaKernels::kFused})
+    for (GpuCase c : kCases) {
+      c.kernels = k;
+      all.push_back(c);
+    }
+  return all;
+}
+
 INSTANTIATE_TEST_SUITE_P(
-    Policies, GpuCompiledTest,
-    ::testing::Values(
-        GpuCase{"tiny-kl", "w=f16,a=f16,acc=f32"}, GpuCase{"tiny-kl", "w=bf16,a=bf16,acc=f32"},
-        GpuCase{"tiny-kl", "w=f8e4m3,a=bf16,acc=f32"},
-        GpuCase{"tiny-kl", "w=f8e5m2,a=f16,acc=f32,scale=tensor"},
-        GpuCase{"tiny-kl", "w=f32,a=f32,acc=f32"}, GpuCase{"sd-kl", "w=f16,a=f16,acc=f32"},
-        GpuCase{"sd-kl", "w=bf16,a=bf16,acc=f32"}, GpuCase{"sd-kl", "w=f8e4m3,a=f16,acc=f32"}),
-    [](const ::testing::TestParamInfo<GpuCase>& info) {  // e.g. tiny_kl_w_f16_a_f16_acc_f32
-      std::string name = std::string(info.param.model) + "_" + info.param.policy;
+    Policies, GpuCompiledTest, ::testing::ValuesIn(cases()),
+    [](const ::testing::TestParamInfo<GpuCase>& info) {  // e.g. tiny_kl_w_f16_a_f16_acc_f32_fused
+      std::string name = std::string(info.param.model) + "_" + info.param.policy + "_" +
+                         compiled::cuda_kernels_name(info.param.kernels);
       for (char& ch : name)
         if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
       return name;

@@ -13,6 +13,8 @@
 #   GPU_RUN_BUDGET  seconds after which the remaining steps are skipped, default 540
 #   GPU_BENCH_FAMILIES  which gpu_bench families, default all three
 #   GPU_SUITES      which suites, default "ci field-reports"
+#   GPU_KERNELS     the CUDA kernel sets the suites and tradeoff run on (TWINPATH_CUDA_KERNELS),
+#                   default "per-op fused" (gpu_tests and gpu_bench always run both)
 #   GPU_TRADEOFF    extra tradeoff options, e.g. "--policy w=f16,a=f16,acc=f32 --repeats 5"
 set -uo pipefail
 start=$SECONDS
@@ -123,18 +125,24 @@ if [[ $steps == *" bench "* && -x "$build/tests/gpu_bench" ]]; then
 fi
 tp="$build/twinpath"
 if [[ $steps == *" suites "* && -x $tp ]]; then
-  for suite in ${GPU_SUITES:-ci field-reports}; do
-    [[ $(left) -gt 60 ]] || { say "no time left for the $suite suite"; continue; }
-    timeout "$(left)" "$tp" run --device cuda --suite "$suite" --report "$work/$suite-cuda.h5" > "$work/$suite-cuda.log" 2>&1
-    say "run --device cuda --suite $suite: rc $? ($(tail -1 "$work/$suite-cuda.log"))"
-    [[ -f "$work/$suite-cuda.h5" ]] && python3 "$root/tools/contract_totals.py" "$work/$suite-cuda.h5" 2>&1 | tee -a "$work/steps.log"
+  for kernels in ${GPU_KERNELS:-per-op fused}; do
+    for suite in ${GPU_SUITES:-ci field-reports}; do
+      [[ $(left) -gt 60 ]] || { say "no time left for the $suite suite ($kernels)"; continue; }
+      name="$suite-cuda-$kernels"
+      TWINPATH_CUDA_KERNELS=$kernels timeout "$(left)" "$tp" run --device cuda --suite "$suite" --report "$work/$name.h5" > "$work/$name.log" 2>&1
+      say "run --device cuda --suite $suite, $kernels kernels: rc $? ($(tail -1 "$work/$name.log"))"
+      [[ -f "$work/$name.h5" ]] && python3 "$root/tools/contract_totals.py" "$work/$name.h5" 2>&1 | tee -a "$work/steps.log"
+    done
   done
 fi
 if [[ $steps == *" tradeoff "* && -x $tp ]]; then
-  for res in 512x512 1024x1024; do
-    [[ $(left) -gt 60 ]] || { say "no time left for tradeoff at $res"; continue; }
-    timeout "$(left)" "$tp" tradeoff --device cuda --model sd-kl --res "$res" ${GPU_TRADEOFF:-} --out "$work/tradeoff-$res" > "$work/tradeoff-$res.log" 2>&1
-    say "tradeoff --device cuda sd-kl $res: rc $?"
+  for kernels in ${GPU_KERNELS:-per-op fused}; do
+    for res in 512x512 1024x1024; do
+      [[ $(left) -gt 60 ]] || { say "no time left for tradeoff at $res ($kernels)"; continue; }
+      name="tradeoff-$res-$kernels"
+      TWINPATH_CUDA_KERNELS=$kernels timeout "$(left)" "$tp" tradeoff --device cuda --model sd-kl --res "$res" ${GPU_TRADEOFF:-} --out "$work/$name" > "$work/$name.log" 2>&1
+      say "tradeoff --device cuda sd-kl $res, $kernels kernels: rc $?"
+    done
   done
 fi
 finish

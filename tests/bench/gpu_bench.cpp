@@ -1,11 +1,13 @@
 // CUDA benchmarks (run on a GPU machine by tools/gpu-run.sh; every benchmark skips without a
 // device): the sd-kl decode at 512x512 and 1024x1024 on the compiled path's CUDA kernels per
 // dtype policy, beside LibTorch's own CUDA ops (cuDNN, cuBLAS, SDPA) running the same graph in
-// f16 and bf16, in the same binary, and the fused groups of that plan one by one. Each reports
+// f16 and bf16, in the same binary, and the fused groups of that plan one by one; the compiled
+// path with each kernel set (per-op and fused, compiled/backend.h). Each reports
 // FLOP/s against vae-facts.md §8's FLOP count and its relative L2 error against LibTorch's CUDA
 // fp32 (TF32 off) on the same input.
 #include <benchmark/benchmark.h>
 
+#include <cstdio>
 #include <map>
 
 #include "compiled/describe_session.h"
@@ -24,6 +26,9 @@ using bench::sd_kl;
 
 const char* const kPolicies[] = {"w=f16,a=f16,acc=f32", "w=bf16,a=bf16,acc=f32",
                                  "w=f8e4m3,a=f16,acc=f32", "w=f8e4m3,a=bf16,acc=f32"};
+
+const compiled::CudaKernels kKernels[] = {compiled::CudaKernels::kPerOp,
+                                          compiled::CudaKernels::kFused};
 
 Tensor latent_for(int image) { return bench::random_f32({1, 4, image / 8, image / 8}, "latent"); }
 
@@ -50,10 +55,12 @@ void BM_DecodeSdKlCuda(benchmark::State& state) {
   if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
   const int image = int(state.range(0));
   const char* policy = kPolicies[state.range(1)];
+  const compiled::CudaKernels kernels = kKernels[state.range(2)];
   compiled::SessionOptions o;
   o.policy.base = compiled::parse_layer_policy(policy).value();
-  auto backend = compiled::make_cuda_backend();
+  auto backend = compiled::make_cuda_backend(kernels);
   if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
+  const compiled::Backend* device = backend.value().get();
   compiled::Session session(o, std::move(backend).value());
   const Tensor latent = latent_for(image);
   auto out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);  // plans, uploads weights
@@ -62,7 +69,8 @@ void BM_DecodeSdKlCuda(benchmark::State& state) {
     out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);
     if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
   }
-  state.SetLabel(policy);
+  state.SetLabel(std::string(policy) + " " + compiled::cuda_kernels_name(kernels));
+  if (!device->notes().empty()) std::fprintf(stderr, "%s: %s\n", policy, device->notes().c_str());
   state.counters["compile_s"] = session.stats().compile_seconds;
   state.counters["arena_MiB"] = double(session.plans()[0]->stats.arena_bytes) / (1 << 20);
   report(state, image, out.value()[0].second);
@@ -70,15 +78,16 @@ void BM_DecodeSdKlCuda(benchmark::State& state) {
 // The CUDA kernels per fused group, the same groups as reference_bench's BM_GroupEmulated.
 void BM_GroupCuda(benchmark::State& state) {
   if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
-  bench::conv_group_bench(state, compiled::make_cuda_backend());
+  bench::conv_group_bench(state, compiled::make_cuda_backend(kKernels[state.range(1)]));
+  state.SetLabel(state.range(1) ? "fused" : "per-op");
 }
 BENCHMARK(BM_GroupCuda)
-    ->DenseRange(0, std::size(bench::kShapes) - 1)
+    ->ArgsProduct({benchmark::CreateDenseRange(0, std::size(bench::kShapes) - 1, 1), {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
 BENCHMARK(BM_DecodeSdKlCuda)
-    ->ArgsProduct({{512, 1024}, {0, 1, 2, 3}})
+    ->ArgsProduct({{512, 1024}, {0, 1, 2, 3}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(10);

@@ -1,6 +1,7 @@
-// The conv group's kernels around its cuBLAS GEMM: the patch gather (with the fused nearest 2x
-// upsample folded into the indexing, so the upsampled tensor is never stored) and the
-// per-channel scale and bias applied to the fp32 accumulator.
+// The conv group's kernels around its GEMM: the patch gather for cuBLAS (with the fused nearest
+// 2x upsample folded into the indexing, so the upsampled tensor is never stored), the
+// per-channel scale and bias applied to the fp32 accumulator, and the fused kernel set's
+// epilogue (scale, bias, residual and the rounding store in one pass).
 #include "compiled/kernels/cuda/device_io.cuh"
 
 namespace tp::compiled::cuda {
@@ -48,7 +49,27 @@ __global__ void scale_bias_kernel(float* acc, int64_t n, int64_t channels, int64
   }
 }
 
+__global__ void epilogue_kernel(const float* acc, int64_t n, int64_t co, const float* scale,
+                                const float* bias, Src residual, Storage storage, void* out) {
+  TP_GRID_STRIDE(i, n) {
+    const int64_t o = i % co;
+    float v = acc[i];
+    if (scale) v = v * scale[o];
+    if (bias) v = v + bias[o];
+    if (residual.data) v = v + load(residual, i);
+    store(out, storage, i, v);
+  }
+}
+
 }  // namespace
+
+cudaError_t conv_epilogue(const float* acc, int64_t m, int64_t co, const float* scale,
+                          const float* bias, Src residual, Storage storage, void* out,
+                          cudaStream_t stream) {
+  epilogue_kernel<<<blocks_for(m * co), kThreads, 0, stream>>>(acc, m * co, co, scale, bias,
+                                                               residual, storage, out);
+  return cudaGetLastError();
+}
 
 cudaError_t im2col(Src x, Dims xs, int64_t n, int64_t y0, int64_t rows, const ConvGeometry& g,
                    Upsample up, Storage out, void* patches, cudaStream_t stream) {

@@ -189,13 +189,13 @@ Status CudaBackend::execute(const Plan& plan, std::byte* arena,
 
 }  // namespace cuda_impl
 
-Expected<std::unique_ptr<Backend>> make_cuda_backend() {
+Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels kernels) {
   if (cuda_device_count() == 0)
     return Error(
         "compiled:cuda: no CUDA device is visible on this machine; run on a machine with an NVIDIA "
         "GPU, or use "
         "compiled:cpu, which runs the same plans under the same numerics contract");
-  auto backend = std::make_unique<cuda_impl::CudaBackend>();
+  auto backend = std::make_unique<cuda_impl::CudaBackend>(kernels);
   TP_RETURN_IF_ERROR(backend->init());
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -20,6 +20,8 @@
 
 #include "compiled/backend.h"
 #include "compiled/device.h"
+#include "compiled/fused_groups.h"
+#include "compiled/kernels/cuda/cudnn_conv.h"
 #include "compiled/kernels/cuda/kernels.h"
 
 namespace tp::compiled::cuda_impl {
@@ -126,8 +128,10 @@ inline Dims nhwc_dims(const Shape& s) {
 
 class CudaBackend final : public Backend {
  public:
+  explicit CudaBackend(CudaKernels kernels) : kernels_(kernels) {}
   ~CudaBackend() override {
     params_.clear();
+    cudnn_.reset();
     if (blas_) cublasDestroy(blas_);
     if (stream_) {
       cudaStreamSynchronize(stream_);
@@ -147,11 +151,17 @@ class CudaBackend final : public Backend {
     uint64_t keep = UINT64_MAX;  // keep freed scratch for the next group instead of returning it
     TP_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
             "configuring the memory pool");
+    if (kernels_ == CudaKernels::kFused) {
+      TP_ASSIGN_OR_RETURN(cudnn_, CudnnConvs::create(stream_));
+    }
     return Status();
   }
 
   std::string device() const override { return "cuda"; }
-  std::string description() const override { return cuda_device_description(0); }
+  std::string description() const override {
+    return cuda_device_description(0) + ", " + cuda_kernels_name(kernels_) + " kernels";
+  }
+  std::string notes() const override { return cudnn_ ? cudnn_->summary() : ""; }
   int64_t available_bytes() const override {
     std::size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
@@ -195,8 +205,12 @@ class CudaBackend final : public Backend {
   // out's rows `ldc` apart (0: n).
   Status gemm(const void* a, const void* b, Storage operand, int64_t m, int64_t n, int64_t k,
               bool b_transposed, bool f16_accumulation, float* out, int64_t ldc = 0);
+  // The fused kernel set's cuDNN convs; null under per-op.
+  CudnnConvs* cudnn() const { return cudnn_.get(); }
 
  private:
+  CudaKernels kernels_;
+  std::unique_ptr<CudnnConvs> cudnn_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::map<const PreparedParam*, DeviceParam> params_;
@@ -231,6 +245,15 @@ class GroupRun {
   Status run(const Group& grp);
 
  private:
+  // The fused kernel set (compiled/fused_groups.h): true when the group ran fused and its output
+  // is stored; false when it has no fused form here (the per-op kernels run it).
+  Expected<bool> run_fused(const Group& grp);
+  Expected<bool> fused_conv(const Group& grp, const ConvEpilogue& m);
+  Expected<bool> fused_norm(const Group& grp, const NormActivation& m);
+  // After a group: launch errors checked (and the stream synchronized under TWINPATH_CUDA_SYNC=1),
+  // the group's scratch released.
+  Status finish(const Group& grp);
+
   struct Value {
     Src src;
     Dims dims;

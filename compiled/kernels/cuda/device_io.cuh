@@ -47,6 +47,9 @@ __device__ __forceinline__ float round_to(Storage s, float v) {
   }
 }
 
+// SiLU in fp32, the emulation's order: x / (1 + exp(-x)).
+__device__ __forceinline__ float silu(float v) { return v / (1.0f + expf(-v)); }
+
 constexpr int kThreads = 256;
 
 // Blocks for a grid-stride loop over n elements.

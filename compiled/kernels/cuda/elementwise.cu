@@ -12,7 +12,7 @@ __global__ void pointwise_kernel(Src x, int64_t n, PointwiseArgs a, float* out) 
     switch (a.op) {
       case Pointwise::kSilu:
         if (a.rounded == Storage::kF32) {
-          r = v / (1.0f + expf(-v));
+          r = silu(v);
         } else {  // the silu-in-activation-dtype fault
           const float h = round_to(a.rounded, v);
           r = round_to(a.rounded, h / round_to(a.rounded, 1.0f + round_to(a.rounded, expf(-h))));

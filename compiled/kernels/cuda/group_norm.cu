@@ -1,6 +1,7 @@
-// GroupNorm (+ the group's SiLU runs after it as a pointwise kernel) with statistics wider than
-// fp32: each (b, group) is split over kSplits blocks whose double partial sums are combined in
-// a fixed order, so results do not depend on scheduling.
+// GroupNorm with statistics wider than fp32: each (b, group) is split over kSplits blocks whose
+// double partial sums are combined in a fixed order, so results do not depend on scheduling.
+// group_norm writes fp32 (the group's SiLU then runs as a pointwise kernel); group_norm_store,
+// the fused kernel set's, applies the SiLU and the group's one rounding in the same pass.
 #include "compiled/kernels/cuda/device_io.cuh"
 
 namespace tp::compiled::cuda {
@@ -68,27 +69,31 @@ __global__ void one_pass_statistics(Src x, Layout l, double eps, int64_t bgs, St
   stats[2 * bg + 1] = 1.0f / sqrtf(float(ss / count) - mean * mean + float(eps));
 }
 
+__device__ __forceinline__ float normalized(Src x, const Layout& l, int64_t i, const float* stats,
+                                            const float* gamma, const float* beta) {
+  const int64_t ch = i % l.c, n = i / (l.pixels * l.c);
+  const int64_t bg = n * l.groups + ch / l.cpg;
+  return (load(x, i) - stats[2 * bg]) * stats[2 * bg + 1] * gamma[ch] + beta[ch];
+}
+
 __global__ void normalize(Src x, Layout l, int64_t total, const float* stats, const float* gamma,
                           const float* beta, float* out) {
+  TP_GRID_STRIDE(i, total) out[i] = normalized(x, l, i, stats, gamma, beta);
+}
+
+__global__ void normalize_store(Src x, Layout l, int64_t total, const float* stats,
+                                const float* gamma, const float* beta, bool with_silu,
+                                Storage storage, void* out) {
   TP_GRID_STRIDE(i, total) {
-    const int64_t ch = i % l.c, n = i / (l.pixels * l.c);
-    const int64_t bg = n * l.groups + ch / l.cpg;
-    out[i] = (load(x, i) - stats[2 * bg]) * stats[2 * bg + 1] * gamma[ch] + beta[ch];
+    const float v = normalized(x, l, i, stats, gamma, beta);
+    store(out, storage, i, with_silu ? silu(v) : v);
   }
 }
 
-}  // namespace
-
-std::size_t group_norm_workspace_bytes(int64_t b, int groups) {
-  const std::size_t bgs = std::size_t(b) * std::size_t(groups);
-  return 2 * bgs * kSplits * sizeof(double) + 2 * bgs * sizeof(float);
-}
-
-cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma,
-                       const float* beta, bool one_pass, Storage one_pass_storage, void* workspace,
-                       float* out, cudaStream_t stream) {
-  const Layout l{xs.h * xs.w, xs.c, xs.c / groups, groups};
-  const int64_t bgs = xs.b * groups;
+// Mean and 1/sd per (b, group) into the workspace's stats; returns them.
+float* statistics(Src x, const Layout& l, int64_t b, double eps, bool one_pass,
+                  Storage one_pass_storage, void* workspace, cudaStream_t stream) {
+  const int64_t bgs = b * l.groups;
   double* sums = static_cast<double*>(workspace);
   double* squares = sums + bgs * kSplits;
   float* stats = reinterpret_cast<float*>(squares + bgs * kSplits);
@@ -102,9 +107,35 @@ cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamm
     partial_sums<<<grid, kThreads, 0, stream>>>(x, l, sums, squares);
     finalize<<<per_group_blocks, kThreads, 0, stream>>>(sums, squares, l, eps, bgs, stats);
   }
+  return stats;
+}
+
+}  // namespace
+
+std::size_t group_norm_workspace_bytes(int64_t b, int groups) {
+  const std::size_t bgs = std::size_t(b) * std::size_t(groups);
+  return 2 * bgs * kSplits * sizeof(double) + 2 * bgs * sizeof(float);
+}
+
+cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma,
+                       const float* beta, bool one_pass, Storage one_pass_storage, void* workspace,
+                       float* out, cudaStream_t stream) {
+  const Layout l{xs.h * xs.w, xs.c, xs.c / groups, groups};
+  const float* stats = statistics(x, l, xs.b, eps, one_pass, one_pass_storage, workspace, stream);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   normalize<<<blocks_for(xs.numel()), kThreads, 0, stream>>>(x, l, xs.numel(), stats, gamma, beta,
                                                              out);
+  return cudaGetLastError();
+}
+
+cudaError_t group_norm_store(Src x, Dims xs, int groups, double eps, const float* gamma,
+                             const float* beta, bool with_silu, void* workspace, Storage storage,
+                             void* out, cudaStream_t stream) {
+  const Layout l{xs.h * xs.w, xs.c, xs.c / groups, groups};
+  const float* stats = statistics(x, l, xs.b, eps, false, Storage::kF32, workspace, stream);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  normalize_store<<<blocks_for(xs.numel()), kThreads, 0, stream>>>(x, l, xs.numel(), stats, gamma,
+                                                                   beta, with_silu, storage, out);
   return cudaGetLastError();
 }
 

@@ -8,6 +8,10 @@ namespace tp::compiled::cuda_impl {
 
 Status GroupRun::run(const Group& grp) {
   locals_.clear();
+  if (be_.cudnn()) {
+    TP_ASSIGN_OR_RETURN(bool fused, run_fused(grp));
+    if (fused) return finish(grp);
+  }
   const LayerPolicy& pol = grp.policy;
   const FaultSet& f = plan_.faults;
   for (int o : grp.ops) {
@@ -116,6 +120,10 @@ Status GroupRun::run(const Group& grp) {
             locals_.at(v).get<float>(), shape_numel(shape(v)), s, arena_ + b.offset, be_.stream()),
         "storing " + grp.checkpoints[i]);
   }
+  return finish(grp);
+}
+
+Status GroupRun::finish(const Group& grp) {
   // Launch errors are checked here; a fault inside a kernel surfaces at the next synchronizing
   // call unless TWINPATH_CUDA_SYNC=1 waits for every group, so the error names its group.
   const std::string where = "group " + grp.label() + " (" + grp.checkpoints[0] + ")";

@@ -47,6 +47,13 @@ cudaError_t im2col(Src x, Dims xs, int64_t n, int64_t y0, int64_t rows, const Co
 cudaError_t scale_bias(float* acc, int64_t m, int64_t co, const float* scale, const float* bias,
                        cudaStream_t stream);
 
+// The fused kernel set's conv epilogue over an [m][co] fp32 accumulator, in one pass: v = acc *
+// scale[co] (fp8), v = v + bias[co], v = v + residual (any storage; data null: none), each
+// step in fp32 without FMA, then the group's one rounding into `storage` (nearest even).
+cudaError_t conv_epilogue(const float* acc, int64_t m, int64_t co, const float* scale,
+                          const float* bias, Src residual, Storage storage, void* out,
+                          cudaStream_t stream);
+
 // GroupNorm over x [B, H, W, C] with `groups` groups: mean, then variance around it, per
 // (b, group) by two passes of double partial sums; with `one_pass` (the groupnorm-f16-accum
 // and groupnorm-one-pass faults) one sequential sum per group, E[x^2] - E[x]^2, every add
@@ -55,6 +62,12 @@ std::size_t group_norm_workspace_bytes(int64_t b, int groups);
 cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma,
                        const float* beta, bool one_pass, Storage one_pass_storage, void* workspace,
                        float* out, cudaStream_t stream);
+
+// The fused kernel set's GroupNorm [+ SiLU]: the same statistics (two passes, no fault), then
+// normalize, affine and SiLU in fp32 and the group's one rounding into `storage`, in one pass.
+cudaError_t group_norm_store(Src x, Dims xs, int groups, double eps, const float* gamma,
+                             const float* beta, bool with_silu, void* workspace, Storage storage,
+                             void* out, cudaStream_t stream);
 
 // In place over `rows` rows of `n` scores: p = exp(s * scale - max) / sum. With `no_max` (the
 // softmax-no-max fault) no max is subtracted and exp is rounded to `activation` first.

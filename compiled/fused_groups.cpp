@@ -1,0 +1,71 @@
+#include "compiled/fused_groups.h"
+
+namespace tp::compiled {
+namespace {
+
+// Faults the fused kernels do not reproduce: a plan that injects one keeps the per-op kernels.
+bool has_fused_op_fault(const FaultSet& f) {
+  for (Fault k :
+       {Fault::kGroupNormF16Accum, Fault::kGroupNormOnePass, Fault::kUpsampleOffByOne,
+        Fault::kF16StoreTruncate, Fault::kBf16StoreTruncate, Fault::kSiluInActivationDtype})
+    if (f.has(k)) return true;
+  return false;
+}
+
+// The group stores exactly one value, the last op's output.
+bool single_output_of_last_op(const Plan& plan, const Group& group) {
+  return !group.ops.empty() && group.outputs.size() == 1 &&
+         group.outputs[0] == plan.graph->ops[std::size_t(group.ops.back())].output;
+}
+
+bool eligible(const Plan& plan, const Group& group) {
+  return !plan.row_major && !has_fused_op_fault(plan.faults) &&
+         single_output_of_last_op(plan, group);
+}
+
+}  // namespace
+
+std::optional<ConvEpilogue> match_conv_epilogue(const Plan& plan, const Group& group) {
+  if (group.kind != GroupKind::kConv || !eligible(plan, group)) return std::nullopt;
+  if (group.policy.accumulation != DType::kF32) return std::nullopt;
+  const auto& ops = plan.graph->ops;
+  ConvEpilogue m;
+  std::size_t i = 0;
+  if (group.upsample_prologue) {
+    if (ops[std::size_t(group.ops[0])].kind != OpKind::kUpsampleNearest2x) return std::nullopt;
+    m.upsample = group.ops[i++];
+  }
+  if (i >= group.ops.size() || ops[std::size_t(group.ops[i])].kind != OpKind::kConv2d)
+    return std::nullopt;
+  m.conv = group.ops[i++];
+  const Op& conv = ops[std::size_t(m.conv)];
+  m.input = m.upsample >= 0 ? ops[std::size_t(m.upsample)].inputs[0] : conv.inputs[0];
+  if (m.upsample >= 0 && conv.inputs[0] != ops[std::size_t(m.upsample)].output) return std::nullopt;
+  if (i < group.ops.size()) {
+    const Op& add = ops[std::size_t(group.ops[i])];
+    if (add.kind != OpKind::kAdd || add.inputs.size() != 2) return std::nullopt;
+    const bool first = add.inputs[0] == conv.output, second = add.inputs[1] == conv.output;
+    if (first == second) return std::nullopt;  // not fed by the conv, or the conv twice
+    m.add = group.ops[i++];
+    m.residual = first ? add.inputs[1] : add.inputs[0];
+  }
+  if (i != group.ops.size()) return std::nullopt;
+  return m;
+}
+
+std::optional<NormActivation> match_norm_activation(const Plan& plan, const Group& group) {
+  if (group.kind != GroupKind::kGroupNorm || !eligible(plan, group)) return std::nullopt;
+  const auto& ops = plan.graph->ops;
+  if (ops[std::size_t(group.ops[0])].kind != OpKind::kGroupNorm) return std::nullopt;
+  NormActivation m;
+  m.norm = group.ops[0];
+  if (group.ops.size() == 1) return m;
+  const Op& silu = ops[std::size_t(group.ops[1])];
+  if (group.ops.size() != 2 || silu.kind != OpKind::kSilu ||
+      silu.inputs[0] != ops[std::size_t(m.norm)].output)
+    return std::nullopt;
+  m.silu = group.ops[1];
+  return m;
+}
+
+}  // namespace tp::compiled
