@@ -22,6 +22,9 @@ struct PolicyPoint {
   std::vector<double> layer_rel_l2,
       layer_local_rel_l2;                 // per TradeoffResolution::layers (NaN: absent)
   std::vector<std::string> worst_layers;  // by local error over its tolerance, worst first
+  // Where a point's time went besides the timed runs (progress lines only, not the report): the
+  // capturing run, and the layer-by-layer scoring (each group alone, every comparison).
+  double capture_seconds = 0, score_seconds = 0;
 };
 
 struct TradeoffResolution {

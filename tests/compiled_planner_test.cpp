@@ -206,7 +206,9 @@ TEST_F(PlannerTest, FusedKernelSetTakesConvAndNormGroupsWithTheirRoundingPoints)
                   weights_identity(model_.weights),
                   {1, 4, 8, 8},
                   DTypePolicy{parse_layer_policy(policy).value(), {}},
-                  faults};
+                  faults,
+                  "cpu-emulated",
+                  {}};
     auto plan = compile_plan(r, store);
     EXPECT_TRUE(plan.ok()) << plan.error().message();
     return std::move(plan).value();
@@ -266,6 +268,8 @@ TEST_F(PlannerTest, FusedKernelSetTakesConvAndNormGroupsWithTheirRoundingPoints)
                 weights_identity(model_.weights),
                 {1, 3, 16, 16},
                 DTypePolicy{parse_layer_policy("w=f16,a=f16").value(), {}},
+                {},
+                "cpu-emulated",
                 {}};
   auto encoder = compile_plan(r, store);
   ASSERT_TRUE(encoder.ok()) << encoder.error().message();

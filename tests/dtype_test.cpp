@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -127,6 +129,39 @@ TEST(DType, ConvertElementsRoundsOnceFromDouble) {
   uint16_t h = 0;
   convert_elements(&x, DType::kF64, &h, DType::kF16, 1);
   EXPECT_EQ(decode_narrow(DType::kF16, h), 1.0 + std::ldexp(1.0, -10));
+}
+
+// The fast float narrowing (convert_elements' f32 -> f16/bf16 loops) against encode_narrow:
+// every 251st bit pattern (both signs, every binade, subnormals, the overflow ties, NaNs) and
+// the boundaries by name. TWINPATH_EXHAUSTIVE=1 checks all 2^32 floats (about a minute; run
+// once for the commit that added the fast path: 0 mismatches).
+bool fast_narrowing_matches(uint32_t bits) {
+  float x;
+  std::memcpy(&x, &bits, sizeof x);
+  return f32_to_f16_nearest(x) == uint16_t(encode_narrow(DType::kF16, x)) &&
+         f32_to_bf16_nearest(x) == uint16_t(encode_narrow(DType::kBF16, x));
+}
+
+TEST(DType, FastF32NarrowingMatchesEncodeNarrow) {
+  for (float named : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 65536.0f, 0x1p-14f, 0x1p-24f,
+                      0x1p-25f, 0x1.000002p-25f, 0x1.8p-24f, 0x1.ff8p-15f, 3.3895314e38f,
+                      std::numeric_limits<float>::infinity(), std::numeric_limits<float>::max(),
+                      std::numeric_limits<float>::denorm_min(), std::nanf("")}) {
+    uint32_t bits;
+    std::memcpy(&bits, &named, sizeof bits);
+    EXPECT_TRUE(fast_narrowing_matches(bits)) << named;
+    EXPECT_TRUE(fast_narrowing_matches(bits | 0x80000000u)) << -named;
+  }
+  const bool all = std::getenv("TWINPATH_EXHAUSTIVE") != nullptr;
+  const int64_t step = all ? 1 : 251, end = int64_t(1) << 32;
+  int64_t mismatches = 0, first = end;
+#pragma omp parallel for reduction(+ : mismatches) reduction(min : first) schedule(static)
+  for (int64_t b = 0; b < end; b += step)
+    if (!fast_narrowing_matches(uint32_t(b))) {
+      ++mismatches;
+      first = std::min(first, b);
+    }
+  EXPECT_EQ(mismatches, 0) << "first at bits 0x" << std::hex << first;
 }
 
 TEST(DType, MatchesEigen) {

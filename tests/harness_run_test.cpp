@@ -2,9 +2,11 @@
 // outcomes, local vs accumulated error, NaN provenance, precision search, and the tolerance
 // table against the measured fp32-vs-fp64 noise floor.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "harness/core/compare.h"
 #include "harness/core/format.h"
@@ -12,6 +14,7 @@
 #include "harness/models/vae/procedural_image.h"
 #include "harness/models/vae/tiling.h"
 #include "harness/models/vae/vae_graphs.h"
+#include "harness/runner/activation_triage.h"
 #include "harness/runner/case_runner.h"
 #include "harness/runner/memory_budget.h"
 #include "harness/runner/runs.h"
@@ -369,6 +372,36 @@ TEST(MemoryBudget, TheEstimateIsWithinAFactorOfTheMeasuredPeak) {
                           << format_bytes(r.peak_bytes);
     RecordProperty(line, std::to_string(ratio));
   }
+}
+
+// `triage --activations` holds itself to the same budget: refused before reading the dump's
+// activations past --mem, and its estimate within a factor of 1.5 of the binary's measured peak
+// on a dump diffusers made (tests/fixtures/activations).
+TEST(MemoryBudget, ADumpTriageIsRefusedPastItsBudgetAndEstimatedWithinAFactor) {
+  const std::string fx = std::string(TWINPATH_SOURCE_DIR) + "/tests/fixtures/activations/";
+  const std::string dir = ::testing::TempDir() + "dump_model_" + std::to_string(::getpid());
+  ASSERT_TRUE(init_model(fx + "kl-small.json", 3, dir).ok());
+  auto model = load_model(dir);
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  const std::string dump = fx + "kl-f32.safetensors";
+  auto refused = triage_activations(dump, *model, int64_t(1) << 20);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("over the memory budget of 1.00 MiB (--mem): refused "
+                                           "before reading its activations"),
+            std::string::npos)
+      << refused.error().message();
+  auto t = triage_activations(dump, *model);
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  const testing::MeasuredResult r =
+      testing::twinpath_measured("triage --activations " + dump + " --model " + dir);
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const double ratio = double(t->estimated_bytes) / double(r.peak_bytes);
+  EXPECT_GT(ratio, 1 / 1.5) << format_bytes(t->estimated_bytes) << " against "
+                            << format_bytes(r.peak_bytes);
+  EXPECT_LT(ratio, 1.5) << format_bytes(t->estimated_bytes) << " against "
+                        << format_bytes(r.peak_bytes);
+  RecordProperty("triage", std::to_string(ratio));
 }
 
 // One VAE serving both pipelines in one session, calls interleaved: each call's bits equal the

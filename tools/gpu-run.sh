@@ -13,8 +13,9 @@
 #   GPU_RUN_BUDGET  seconds after which the remaining steps are skipped, default 540
 #   GPU_BENCH_FAMILIES  which gpu_bench families, default all three
 #   GPU_SUITES      which suites, default "ci field-reports"
-#   GPU_KERNELS     the CUDA kernel sets the suites and tradeoff run on (TWINPATH_CUDA_KERNELS),
-#                   default "per-op fused" (gpu_tests and gpu_bench always run both)
+#   GPU_KERNELS     the CUDA kernel sets the suites run on (TWINPATH_CUDA_KERNELS), default
+#                   "per-op fused" (gpu_tests and gpu_bench always run both)
+#   GPU_TRADEOFF_KERNELS  the kernel sets tradeoff runs on, default "fused"
 #   GPU_TRADEOFF    extra tradeoff options, e.g. "--policy w=f16,a=f16,acc=f32 --repeats 5"
 set -uo pipefail
 start=$SECONDS
@@ -136,7 +137,7 @@ if [[ $steps == *" suites "* && -x $tp ]]; then
   done
 fi
 if [[ $steps == *" tradeoff "* && -x $tp ]]; then
-  for kernels in ${GPU_KERNELS:-per-op fused}; do
+  for kernels in ${GPU_TRADEOFF_KERNELS:-fused}; do
     for res in 512x512 1024x1024; do
       [[ $(left) -gt 60 ]] || { say "no time left for tradeoff at $res ($kernels)"; continue; }
       name="tradeoff-$res-$kernels"

@@ -59,8 +59,9 @@ Expected<int> triage_dump(const TriageOptions& o) {
   if (!o.input.empty() || !o.pipeline.empty())
     return Error(
         "--activations takes its pipeline and inputs from the dump; drop --input and --pipeline");
+  TP_ASSIGN_OR_RETURN(const int64_t budget, memory_budget_option(o.mem));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
-  TP_ASSIGN_OR_RETURN(ActivationTriage t, triage_activations(o.activations, model));
+  TP_ASSIGN_OR_RETURN(ActivationTriage t, triage_activations(o.activations, model, budget));
   const CaseResult& r = t.result;
   if (!o.report.empty()) {
     RunReport report = report_header("twinpath triage --activations", compiled::Device::kCpu);

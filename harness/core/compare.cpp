@@ -23,22 +23,70 @@ double smallest_normal(DType dt) {
   }
 }
 
-double quantile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  const std::size_t k = std::min(v.size() - 1, std::size_t(std::lround(q * double(v.size() - 1))));
-  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
-  return v[k];
+constexpr int64_t kBlock = int64_t(1) << 20;  // elements per parallel block (see below)
+
+// The k-th smallest of v (0-based): the value std::nth_element would put at k, found in
+// parallel. A fixed-stride sample brackets it; one parallel pass counts the elements below and
+// inside the bracket; only those inside are gathered and selected from. When the bracket misses
+// (data laid out against the stride), everything is selected from, as before.
+double kth_smallest(std::vector<double>& v, std::size_t k) {
+  const std::size_t n = v.size();
+  if (n < std::size_t(4 * kBlock)) {
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
+    return v[k];
+  }
+  constexpr std::size_t kSample = std::size_t(1) << 14, kMargin = 256;
+  std::vector<double> sample(kSample);
+  for (std::size_t i = 0; i < kSample; ++i) sample[i] = v[i * (n / kSample)];
+  std::sort(sample.begin(), sample.end());
+  const std::size_t at = std::size_t(double(k) / double(n) * double(kSample));
+  const double lo = at < kMargin ? -INFINITY : sample[at - kMargin];
+  const double hi = at + kMargin >= kSample ? INFINITY : sample[at + kMargin];
+  const int64_t blocks = (int64_t(n) + kBlock - 1) / kBlock;
+  std::vector<int64_t> below(static_cast<std::size_t>(blocks)),
+      inside(static_cast<std::size_t>(blocks));
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const double* x = v.data() + b * kBlock;
+    const int64_t count = std::min(int64_t(n), (b + 1) * kBlock) - b * kBlock;
+    int64_t under = 0, within = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      under += x[i] < lo;
+      within += (x[i] >= lo) & (x[i] <= hi);
+    }
+    below[std::size_t(b)] = under;
+    inside[std::size_t(b)] = within;
+  }
+  std::vector<int64_t> offset(static_cast<std::size_t>(blocks) + 1, 0);
+  int64_t under = 0;
+  for (int64_t b = 0; b < blocks; ++b) {
+    under += below[std::size_t(b)];
+    offset[std::size_t(b) + 1] = offset[std::size_t(b)] + inside[std::size_t(b)];
+  }
+  const int64_t in = offset.back();
+  if (int64_t(k) < under || int64_t(k) >= under + in) {
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k), v.end());
+    return v[k];
+  }
+  if (lo == hi) return lo;
+  std::vector<double> bracket(static_cast<std::size_t>(in));
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) {
+    int64_t j = offset[std::size_t(b)];
+    for (int64_t i = b * kBlock; i < std::min(int64_t(n), (b + 1) * kBlock); ++i)
+      if (v[std::size_t(i)] >= lo && v[std::size_t(i)] <= hi)
+        bracket[std::size_t(j++)] = v[std::size_t(i)];
+  }
+  const std::size_t r = std::size_t(int64_t(k) - under);
+  std::nth_element(bracket.begin(), bracket.begin() + std::ptrdiff_t(r), bracket.end());
+  return bracket[r];
 }
 
-// After quantile(v, 0.5): v's q-quantile (q >= 0.5) from the part above the median's position.
-double quantile_above_median(std::vector<double>& v, double q) {
+// v's q-quantile: the element at rank round(q (n - 1)).
+double quantile(std::vector<double>& v, double q) {
   if (v.empty()) return 0;
-  const std::size_t mid =
-      std::min(v.size() - 1, std::size_t(std::lround(0.5 * double(v.size() - 1))));
-  const std::size_t k = std::min(v.size() - 1, std::size_t(std::lround(q * double(v.size() - 1))));
-  if (k <= mid) return v[mid];
-  std::nth_element(v.begin() + std::ptrdiff_t(mid) + 1, v.begin() + std::ptrdiff_t(k), v.end());
-  return v[k];
+  return kth_smallest(v,
+                      std::min(v.size() - 1, std::size_t(std::lround(q * double(v.size() - 1)))));
 }
 
 }  // namespace
@@ -52,31 +100,46 @@ Shape unflatten_index(int64_t flat, const Shape& shape) {
   return index;
 }
 
-double ulp_at(double x, DType dt) {
-  const double m = std::max(std::abs(x), smallest_normal(dt));
-  if (!std::isfinite(m)) return std::ldexp(dtype_epsilon(dt), std::ilogb(m));
-  // m's binade starts at 2^e, e its unbiased exponent (m is normal: at least the dtype's smallest
-  // normal); the spacing there is eps * 2^e, itself a power of two, built from its bits (frexp and
-  // ldexp cost more than the rest of a comparison).
-  uint64_t bits;
-  std::memcpy(&bits, &m, sizeof bits);
-  const int64_t e = int64_t((bits >> 52) & 0x7ff) - 1023;
-  int eps_exp = 0;
-  std::frexp(dtype_epsilon(dt), &eps_exp);  // eps = 2^(eps_exp - 1)
-  const int64_t exponent = e + eps_exp - 1;
-  if (exponent < -1022) return std::ldexp(1.0, int(exponent));
-  const uint64_t out = uint64_t(exponent + 1023) << 52;
-  double spacing;
-  std::memcpy(&spacing, &out, sizeof spacing);
-  return spacing;
-}
+namespace {
+
+// ulp_at for one dtype, its constants taken once.
+class UlpSpacing {
+ public:
+  explicit UlpSpacing(DType dt) : dt_(dt), smallest_(smallest_normal(dt)) {
+    std::frexp(dtype_epsilon(dt), &eps_exp_);  // eps = 2^(eps_exp - 1)
+  }
+  double operator()(double x) const {
+    const double m = std::max(std::abs(x), smallest_);
+    if (!std::isfinite(m)) return std::ldexp(dtype_epsilon(dt_), std::ilogb(m));
+    // m's binade starts at 2^e, e its unbiased exponent (m is normal: at least the dtype's
+    // smallest normal); the spacing there is eps * 2^e, itself a power of two, built from its
+    // bits (frexp and ldexp cost more than the rest of a comparison).
+    uint64_t bits;
+    std::memcpy(&bits, &m, sizeof bits);
+    const int64_t e = int64_t((bits >> 52) & 0x7ff) - 1023;
+    const int64_t exponent = e + eps_exp_ - 1;
+    if (exponent < -1022) return std::ldexp(1.0, int(exponent));
+    const uint64_t out = uint64_t(exponent + 1023) << 52;
+    double spacing;
+    std::memcpy(&spacing, &out, sizeof spacing);
+    return spacing;
+  }
+
+ private:
+  DType dt_;
+  double smallest_;
+  int eps_exp_ = 0;
+};
+
+}  // namespace
+
+double ulp_at(double x, DType dt) { return UlpSpacing(dt)(x); }
 
 namespace {
 
-// The element loop runs in blocks of a fixed size, in parallel; their partial results are joined
-// in block order, so the metrics do not depend on the thread count (and a tensor of one block,
-// as every tiny model's, sums in element order, as a plain loop would).
-constexpr int64_t kBlock = int64_t(1) << 20;
+// The element loop runs in blocks of kBlock elements, in parallel; their partial results are
+// joined in block order, so the metrics do not depend on the thread count (and a tensor of one
+// block, as every tiny model's, sums in element order, as a plain loop would).
 
 using Ranked = std::pair<double, int64_t>;  // |got - want|, element
 bool worse(const Ranked& x, const Ranked& y) {
@@ -99,23 +162,33 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
   if (got.shape() != want.shape())
     return Error("shape " + shape_string(got.shape()) + " does not match the reference's " +
                  shape_string(want.shape()));
-  const Tensor g = got.to(DType::kF64), w = want.to(DType::kF64);
-  const double* a = g.data<double>();
-  const double* b = w.data<double>();
-  const int64_t n = g.numel();
+  // Each block widens its own elements to double (no whole-tensor copies).
+  const int64_t n = got.numel();
+  auto widen = [n](const Tensor& t, int64_t k, std::vector<double>& out) {
+    const int64_t begin = k * kBlock, count = std::min(n, begin + kBlock) - begin;
+    out.resize(std::size_t(count));
+    convert_elements(
+        static_cast<const std::byte*>(t.raw()) + begin * int64_t(dtype_size(t.dtype())), t.dtype(),
+        out.data(), DType::kF64, std::size_t(count));
+    return out.data();
+  };
+  const UlpSpacing ulp_of(compared);
   const int64_t blocks = (n + kBlock - 1) / kBlock;
   Metrics m;
   std::vector<double> block_max(static_cast<std::size_t>(blocks), 0.0),
       block_sq(static_cast<std::size_t>(blocks), 0.0);
   std::vector<int64_t> block_finite(static_cast<std::size_t>(blocks), 0);
 #pragma omp parallel for schedule(static) if (blocks > 1)
-  for (int64_t k = 0; k < blocks; ++k)
-    for (int64_t i = k * kBlock; i < std::min(n, (k + 1) * kBlock); ++i)
-      if (std::isfinite(b[i])) {
-        block_max[std::size_t(k)] = std::max(block_max[std::size_t(k)], std::abs(b[i]));
-        block_sq[std::size_t(k)] += b[i] * b[i];
+  for (int64_t k = 0; k < blocks; ++k) {
+    std::vector<double> wb;
+    const double* b = widen(want, k, wb);  // b[j]: element k * kBlock + j
+    for (int64_t j = 0; j < int64_t(wb.size()); ++j)
+      if (std::isfinite(b[j])) {
+        block_max[std::size_t(k)] = std::max(block_max[std::size_t(k)], std::abs(b[j]));
+        block_sq[std::size_t(k)] += b[j] * b[j];
         ++block_finite[std::size_t(k)];
       }
+  }
   double want_sq_all = 0;
   int64_t finite_want = 0;
   for (int64_t k = 0; k < blocks; ++k) {
@@ -127,7 +200,7 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
   // reference's rms: near-zero elements (whose ULP is tiny) would otherwise swamp the mean with
   // compute noise.
   const double bias_ulp_from = finite_want > 0 ? std::sqrt(want_sq_all / double(finite_want)) : 0;
-  const double ulp_at_rms = ulp_at(bias_ulp_from, compared);
+  const double ulp_at_rms = ulp_of(bias_ulp_from);
   const double floor = std::max(rel_floor * m.want_max_abs, std::numeric_limits<double>::min());
   // Each block writes its elements' ULP distances from its own start; compacted after.
   std::vector<double> ulps(static_cast<std::size_t>(n));
@@ -136,28 +209,31 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
   for (int64_t k = 0; k < blocks; ++k) {
     Partial& p = parts[std::size_t(k)];
     double* out = ulps.data() + k * kBlock;
+    std::vector<double> gb, wb;
+    const double* ga = widen(got, k, gb);  // ga[j]: element k * kBlock + j
+    const double* wa = widen(want, k, wb);
     for (int64_t i = k * kBlock; i < std::min(n, (k + 1) * kBlock); ++i) {
-      const bool fg = std::isfinite(a[i]), fw = std::isfinite(b[i]);
+      const double a = ga[i - k * kBlock], b = wa[i - k * kBlock];
+      const bool fg = std::isfinite(a), fw = std::isfinite(b);
       p.non_finite_got += fg ? 0 : 1;
       p.non_finite_want += fw ? 0 : 1;
       if (!fg || !fw) {
-        const bool same = (std::isnan(a[i]) && std::isnan(b[i])) || a[i] == b[i];
+        const bool same = (std::isnan(a) && std::isnan(b)) || a == b;
         p.non_finite_new += (!fg && !same) ? 1 : 0;
         continue;
       }
-      const double d = std::abs(a[i] - b[i]);
+      const double d = std::abs(a - b);
       p.max_abs = std::max(p.max_abs, d);
-      p.max_rel = std::max(p.max_rel, d / std::max(std::abs(b[i]), floor));
+      p.max_rel = std::max(p.max_rel, d / std::max(std::abs(b), floor));
       p.diff_sq += d * d;
-      p.want_sq += b[i] * b[i];
-      p.got_sq += a[i] * a[i];
-      p.dot += a[i] * b[i];
-      const double ulp = ulp_at(b[i], compared);
+      p.want_sq += b * b;
+      p.got_sq += a * a;
+      p.dot += a * b;
+      const double ulp = ulp_of(b);
       out[p.count++] = d / ulp;
-      const double sign = b[i] > 0 ? 1 : b[i] < 0 ? -1 : 0;
-      const double signed_ulps =
-          (a[i] - b[i]) * sign / (std::abs(b[i]) >= bias_ulp_from ? ulp : ulp_at_rms);
-      p.aligned_sum += (a[i] - b[i]) * sign;
+      const double sign = b > 0 ? 1 : b < 0 ? -1 : 0;
+      const double signed_ulps = (a - b) * sign / (std::abs(b) >= bias_ulp_from ? ulp : ulp_at_rms);
+      p.aligned_sum += (a - b) * sign;
       p.s_sum += signed_ulps;
       p.s_sq += signed_ulps * signed_ulps;
       p.toward += signed_ulps < 0 ? 1 : 0;
@@ -211,14 +287,20 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
     m.away_from_zero = double(away) / n_elements;
   }
   if (!ulps.empty()) m.ulp_max = *std::max_element(ulps.begin(), ulps.end());
-  // The median, then the 99th percentile among the elements the first partition left above it.
   m.ulp_median = quantile(ulps, 0.5);
-  m.ulp_p99 = quantile_above_median(ulps, 0.99);
+  m.ulp_p99 = quantile(ulps, 0.99);
   m.headroom = m.want_max_abs > 0 ? dtype_max_finite(compared) / m.want_max_abs : INFINITY;
   std::sort(worst.begin(), worst.end(), worse);
   for (std::size_t j = 0; j < std::min(kWorst, worst.size()); ++j) {
     const int64_t i = worst[j].second;
-    m.worst.push_back(WorstElement{unflatten_index(i, got.shape()), a[i], b[i], worst[j].first});
+    double a = 0, b = 0;
+    convert_elements(
+        static_cast<const std::byte*>(got.raw()) + i * int64_t(dtype_size(got.dtype())),
+        got.dtype(), &a, DType::kF64, 1);
+    convert_elements(
+        static_cast<const std::byte*>(want.raw()) + i * int64_t(dtype_size(want.dtype())),
+        want.dtype(), &b, DType::kF64, 1);
+    m.worst.push_back(WorstElement{unflatten_index(i, got.shape()), a, b, worst[j].first});
   }
   return m;
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 namespace tp {
 namespace {
@@ -171,7 +172,33 @@ double decode_narrow(DType dt, uint32_t bits) {
 
 namespace {
 
-double load_element(const void* src, DType dt, std::size_t i) {
+// Every f16, bf16 and fp8 bit pattern decoded once, by decode_narrow's own rule: widening is
+// then a lookup.
+const double* decode_table(DType dt) {
+  auto build = [](DType d, uint32_t count) {
+    std::vector<double> t(count);
+    for (uint32_t b = 0; b < count; ++b) t[b] = decode_narrow(d, b);
+    return t;
+  };
+  static const std::vector<double> f16 = build(DType::kF16, 1u << 16),
+                                   bf16 = build(DType::kBF16, 1u << 16),
+                                   e4m3 = build(DType::kF8E4M3, 1u << 8),
+                                   e5m2 = build(DType::kF8E5M2, 1u << 8);
+  switch (dt) {
+    case DType::kF16:
+      return f16.data();
+    case DType::kBF16:
+      return bf16.data();
+    case DType::kF8E4M3:
+      return e4m3.data();
+    case DType::kF8E5M2:
+      return e5m2.data();
+    default:
+      return nullptr;
+  }
+}
+
+double load_element(const void* src, DType dt, const double* table, std::size_t i) {
   switch (dt) {
     case DType::kF64:
       return static_cast<const double*>(src)[i];
@@ -179,10 +206,10 @@ double load_element(const void* src, DType dt, std::size_t i) {
       return static_cast<const float*>(src)[i];
     case DType::kF16:
     case DType::kBF16:
-      return decode_narrow(dt, static_cast<const uint16_t*>(src)[i]);
+      return table[static_cast<const uint16_t*>(src)[i]];
     case DType::kF8E4M3:
     case DType::kF8E5M2:
-      return decode_narrow(dt, static_cast<const uint8_t*>(src)[i]);
+      return table[static_cast<const uint8_t*>(src)[i]];
   }
   return 0;
 }
@@ -208,26 +235,78 @@ void store_element(void* dst, DType dt, std::size_t i, double v, Saturation sat)
 
 }  // namespace
 
+// encode_narrow(kF16 / kBF16, x) for a float x without saturation, from its bits: round to
+// nearest even, overflow to inf, NaN to the canonical NaN (checked against encode_narrow on
+// every float by DType.FastF32NarrowingMatchesEncodeNarrow*).
+uint16_t f32_to_f16_nearest(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint32_t sign = (bits >> 16) & 0x8000u, abs = bits & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return uint16_t(sign | 0x7E00u);
+  if (abs >= 0x477FF000u) return uint16_t(sign | 0x7C00u);  // from 65520 (the tie): inf
+  if (abs < 0x38800000u) {                                  // below 2^-14: subnormal or zero
+    if (abs < 0x33000000u) return uint16_t(sign);           // below 2^-25: zero
+    const uint32_t e = abs >> 23, m = (abs & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126 - e;  // units of 2^-24
+    const uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    return uint16_t(sign | (q + (rem > half || (rem == half && (q & 1u)))));
+  }
+  const uint32_t r = abs - ((127u - 15u) << 23);  // rebias the exponent
+  return uint16_t(sign | ((r + 0xFFFu + ((r >> 13) & 1u)) >> 13));
+}
+
+uint16_t f32_to_bf16_nearest(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t(((bits >> 16) & 0x8000u) | 0x7FC0u);
+  return uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+namespace {
+
+// Elements [begin, end): the common pairs as plain loops, the rest element by element.
+void convert_range(const void* src, DType src_dt, void* dst, DType dst_dt, std::size_t begin,
+                   std::size_t end, Saturation sat) {
+  const double* table = decode_table(src_dt);
+  if (src_dt == DType::kF32 && dst_dt == DType::kF64) {
+    const float* s = static_cast<const float*>(src);
+    double* d = static_cast<double*>(dst);
+    for (std::size_t i = begin; i < end; ++i) d[i] = s[i];
+  } else if (src_dt == DType::kF64 && dst_dt == DType::kF32) {
+    const double* s = static_cast<const double*>(src);
+    float* d = static_cast<float*>(dst);
+    for (std::size_t i = begin; i < end; ++i) d[i] = float(s[i]);
+  } else if (src_dt == DType::kF32 && dst_dt == DType::kF16 && sat == Saturation::kNonSaturating) {
+    const float* s = static_cast<const float*>(src);
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (std::size_t i = begin; i < end; ++i) d[i] = f32_to_f16_nearest(s[i]);
+  } else if (src_dt == DType::kF32 && dst_dt == DType::kBF16 && sat == Saturation::kNonSaturating) {
+    const float* s = static_cast<const float*>(src);
+    uint16_t* d = static_cast<uint16_t*>(dst);
+    for (std::size_t i = begin; i < end; ++i) d[i] = f32_to_bf16_nearest(s[i]);
+  } else if (table && dst_dt == DType::kF64) {
+    double* d = static_cast<double*>(dst);
+    for (std::size_t i = begin; i < end; ++i) d[i] = load_element(src, src_dt, table, i);
+  } else if (table && dst_dt == DType::kF32) {  // exact: every narrow value is an fp32 value
+    float* d = static_cast<float*>(dst);
+    for (std::size_t i = begin; i < end; ++i) d[i] = float(load_element(src, src_dt, table, i));
+  } else {
+    for (std::size_t i = begin; i < end; ++i)
+      store_element(dst, dst_dt, i, load_element(src, src_dt, table, i), sat);
+  }
+}
+
+}  // namespace
+
 void convert_elements(const void* src, DType src_dt, void* dst, DType dst_dt, std::size_t n,
                       Saturation sat) {
   if (src_dt == dst_dt) {
     std::memcpy(dst, src, n * dtype_size(src_dt));
     return;
   }
-  if (src_dt == DType::kF32 && dst_dt == DType::kF64) {
-    const float* s = static_cast<const float*>(src);
-    double* d = static_cast<double*>(dst);
-    for (std::size_t i = 0; i < n; ++i) d[i] = s[i];
-    return;
-  }
-  if (src_dt == DType::kF64 && dst_dt == DType::kF32) {
-    const double* s = static_cast<const double*>(src);
-    float* d = static_cast<float*>(dst);
-    for (std::size_t i = 0; i < n; ++i) d[i] = float(s[i]);
-    return;
-  }
-  for (std::size_t i = 0; i < n; ++i)
-    store_element(dst, dst_dt, i, load_element(src, src_dt, i), sat);
+  // Serial: the report library links the core without OpenMP (report_link_alone); callers
+  // that convert in parallel (compare_tensors) split the work themselves.
+  convert_range(src, src_dt, dst, dst_dt, 0, n, sat);
 }
 
 double round_through(DType dt, double x, Saturation sat) {

@@ -31,6 +31,10 @@ double dtype_epsilon(DType dt);     // spacing above 1.0
 uint32_t encode_narrow(DType dt, double x, Saturation sat = Saturation::kNonSaturating);
 double decode_narrow(DType dt, uint32_t bits);
 
+// The same for a float without saturation, from its bits (fast; the same results).
+uint16_t f32_to_f16_nearest(float x);
+uint16_t f32_to_bf16_nearest(float x);
+
 inline uint16_t f32_to_f16_bits(float x) { return uint16_t(encode_narrow(DType::kF16, x)); }
 inline float f16_bits_to_f32(uint16_t b) { return float(decode_narrow(DType::kF16, b)); }
 inline uint16_t f32_to_bf16_bits(float x) { return uint16_t(encode_narrow(DType::kBF16, x)); }

@@ -1,5 +1,7 @@
 #include "harness/core/shapes.h"
 
+#include <algorithm>
+
 namespace tp {
 namespace {
 
@@ -277,6 +279,35 @@ Expected<std::vector<Shape>> infer_value_shapes(const Graph& g,
     known[std::size_t(op.output)] = true;
   }
   return s;
+}
+
+int64_t longest_sum(const Op& op, const Shape* weight,
+                    const std::function<const Shape*(int)>& shape_of) {
+  if (weight && weight->size() > 1)
+    return shape_numel(*weight) / std::max<int64_t>(1, (*weight)[0]);
+  const Shape* in = op.inputs.empty() ? nullptr : shape_of(op.inputs[0]);
+  switch (op.kind) {
+    case OpKind::kAttention:  // q.k over the channels, p.v over the H*W tokens
+      return in && in->size() == 4 ? std::max(in->at(1), in->at(2) * in->at(3)) : 1;
+    case OpKind::kMultiHeadAttention: {  // q.k over the head dim, p.v over the keys
+      const Shape* keys = op.inputs.size() > 1 ? shape_of(op.inputs[1]) : nullptr;
+      return in && keys && keys->size() > 1
+                 ? std::max(in->back() / std::max(op.attrs.heads, 1), keys->at(1))
+                 : 1;
+    }
+    case OpKind::kGroupNorm:
+      return in && in->size() > 1 ? shape_numel(*in) / in->at(0) / std::max(op.attrs.groups, 1) : 1;
+    case OpKind::kLayerNorm: {
+      int64_t n = 1;
+      for (int i = 0; in && i < op.attrs.norm_dims && i < int(in->size()); ++i)
+        n *= in->at(in->size() - 1 - std::size_t(i));
+      return n;
+    }
+    case OpKind::kRmsNorm:
+      return in && !in->empty() ? in->back() : 1;
+    default:
+      return 1;
+  }
 }
 
 }  // namespace tp

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "harness/core/shapes.h"
 #include "reference/executor.h"
 
 namespace tp::activations {
@@ -99,17 +100,11 @@ OpClass op_class(OpKind k) {
   }
 }
 
-// The longest sum behind one output element of `op`: a conv's or linear's fan-in, an
-// attention's key count or head dim.
+// The longest sum behind one output element of `op` (harness/core/shapes.h).
 int64_t reduction(const Op& op, const Weights& w, const std::vector<Shape>& shapes) {
-  if (!op.weight.empty())
-    if (auto it = w.find(op.weight); it != w.end() && it->second.rank() > 1)
-      return it->second.numel() / it->second.shape()[0];
-  if (op_class(op.kind) != OpClass::kAttention) return 1;
-  int64_t k = 1;
-  for (int v : op.inputs)
-    for (int64_t d : shapes[std::size_t(v)]) k = std::max(k, d);
-  return k;
+  const auto weight = w.find(op.weight);
+  return longest_sum(op, weight == w.end() ? nullptr : &weight->second.shape(),
+                     [&](int v) { return &shapes[std::size_t(v)]; });
 }
 
 // Whether diffusers' layerwise casting stores a parameter in fp8: the weights and biases of

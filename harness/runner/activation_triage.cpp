@@ -14,6 +14,7 @@
 #include "harness/core/safetensors.h"
 #include "harness/models/family.h"
 #include "harness/runner/activation_mapping.h"
+#include "harness/runner/memory_budget.h"
 #include "harness/runner/tolerance.h"
 #include "reference/executor.h"
 
@@ -50,9 +51,33 @@ Expected<DType> dump_dtype(const std::string& s) {
   return Error("the dump's dtype '" + s + "' is not f32, f16 or bf16");
 }
 
+// Refuses, before any module's tensors are read, a dump whose triage would not fit the budget.
+// A graph the estimate cannot size is left to the triage, which says what is wrong with it.
+// Returns the estimate (0 when the graph cannot be sized).
+Expected<int64_t> check_dump_memory(const std::string& dump_path, const Model& model,
+                                    const Graph& g, const NamedTensors& inputs,
+                                    int64_t dump_elements, int64_t dump_bytes,
+                                    int64_t memory_budget) {
+  std::map<std::string, Shape> shapes;
+  for (const auto& [name, v] : g.inputs)
+    if (const Tensor* x = find_tensor(inputs, name)) shapes[name] = x->shape();
+  int64_t weights = 0;
+  for (const auto& [key, w] : model.weights) weights += int64_t(w.nbytes());
+  auto estimate = estimate_dump_memory(g, shapes, dump_elements, dump_bytes, weights);
+  const int64_t budget = memory_budget ? memory_budget : default_memory_budget();
+  if (!estimate.ok()) return 0;
+  if (budget <= 0 || estimate->bytes <= budget) return estimate->bytes;
+  return Error("triaging " + dump_path + " needs about " + estimate->text() +
+               ", over the memory budget of " + format_bytes(budget) + " (" +
+               (memory_budget ? "--mem" : "the machine's available memory less a margin") +
+               "): refused before reading its activations; dump a smaller resolution, or give "
+               "it more with --mem SIZE");
+}
+
 }  // namespace
 
-Expected<ActivationTriage> triage_activations(const std::string& dump_path, const Model& model) {
+Expected<ActivationTriage> triage_activations(const std::string& dump_path, const Model& model,
+                                              int64_t memory_budget) {
   TP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(dump_path));
   const auto& meta = file.metadata();
   auto field = [&](const char* k) {
@@ -93,17 +118,44 @@ Expected<ActivationTriage> triage_activations(const std::string& dump_path, cons
       }
   }
 
-  // The dump's tensors, by module call.
+  // The pipeline's inputs first (small): they size the graph, and with it the memory estimate,
+  // before any module's tensors are read.
   NamedTensors pipeline_inputs;
+  int64_t dump_elements = 0, dump_bytes = 0;
+  for (const SafetensorsEntry& e : file.entries()) {
+    if (e.name.rfind("input/", 0) != 0) {
+      dump_elements += shape_numel(e.shape);
+      dump_bytes += int64_t(e.end - e.begin);
+      continue;
+    }
+    TP_ASSIGN_OR_RETURN(Tensor x, file.read(e));
+    pipeline_inputs.emplace_back(e.name.substr(6), x.to(DType::kF32));
+  }
+  if (pipeline_inputs.empty())
+    return Error(dump_path +
+                 " holds no pipeline inputs (input/NAME); dump it again with "
+                 "tools/dump_activations.py, which stores them");
+
+  // The graph the pipeline runs, and the reference on the dump's own inputs.
+  const Family& family = model.family();
+  // The primary input (what sizes the graph) by the family's own rule, not the file's order.
+  TP_ASSIGN_OR_RETURN(const Tensor primary,
+                      family.select_input(t.pipeline, pipeline_inputs, dump_path));
+  TP_ASSIGN_OR_RETURN(std::vector<Stage> stages, family.stages(model, t.pipeline, primary.shape()));
+  if (stages.size() != 1)
+    return Error("triage --activations compares one graph; " + t.pipeline + " runs " +
+                 std::to_string(stages.size()) + " (dump vae.decode, vae.encode or unet.step)");
+  const Graph& g = stages[0].graph;
+  TP_ASSIGN_OR_RETURN(t.estimated_bytes,
+                      check_dump_memory(dump_path, model, g, pipeline_inputs, dump_elements,
+                                        dump_bytes, memory_budget));
+
+  // The dump's module tensors, by module call.
   std::map<std::string, DumpedModule> dumped;  // by "callN/path" or "path"
   std::set<int> later_steps;
   for (const SafetensorsEntry& e : file.entries()) {
     std::string key = e.name;
-    if (key.rfind("input/", 0) == 0) {
-      TP_ASSIGN_OR_RETURN(Tensor x, file.read(e));
-      pipeline_inputs.emplace_back(key.substr(6), x.to(DType::kF32));
-      continue;
-    }
+    if (key.rfind("input/", 0) == 0) continue;
     // "stepK/...": a denoiser's later calls (the first one is compared).
     if (key.rfind("step", 0) == 0 && key.size() > 4 && std::isdigit((unsigned char)key[4]) &&
         key.find('/') == key.find_first_not_of("0123456789", 4)) {
@@ -133,21 +185,6 @@ Expected<ActivationTriage> triage_activations(const std::string& dump_path, cons
     t.notes.push_back("the model's first call is compared; its " +
                       std::to_string(later_steps.size()) +
                       " later calls (stepK/) are not (their inputs depend on the scheduler)");
-  if (pipeline_inputs.empty())
-    return Error(dump_path +
-                 " holds no pipeline inputs (input/NAME); dump it again with "
-                 "tools/dump_activations.py, which stores them");
-
-  // The graph the pipeline runs, and the reference on the dump's own inputs.
-  const Family& family = model.family();
-  // The primary input (what sizes the graph) by the family's own rule, not the file's order.
-  TP_ASSIGN_OR_RETURN(const Tensor primary,
-                      family.select_input(t.pipeline, pipeline_inputs, dump_path));
-  TP_ASSIGN_OR_RETURN(std::vector<Stage> stages, family.stages(model, t.pipeline, primary.shape()));
-  if (stages.size() != 1)
-    return Error("triage --activations compares one graph; " + t.pipeline + " runs " +
-                 std::to_string(stages.size()) + " (dump vae.decode, vae.encode or unet.step)");
-  const Graph& g = stages[0].graph;
   std::vector<Shape> shapes(g.value_names.size());
   std::vector<double> reference_max(g.value_names.size(), 0);
   std::map<int, Tensor> reference;  // values of dumped modules

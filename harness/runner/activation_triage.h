@@ -11,6 +11,7 @@
 // execution order, whose output is non-finite while its inputs were finite.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -30,9 +31,14 @@ struct ActivationTriage {
   std::vector<std::string> over_tolerance;  // "MODULE (N x tol)", worst first
   std::vector<std::string> clipped;  // layerwise fp8: weights past e4m3's 448 ("KEY (max |w| X)")
   std::vector<std::string> notes;    // later steps not compared, inputs taken from the reference
+  int64_t estimated_bytes = 0;       // the memory estimate the triage was held to
 };
 
-// Reads DUMP (metadata format "twinpath-activations 1") and triages it against `model`.
-Expected<ActivationTriage> triage_activations(const std::string& dump_path, const Model& model);
+// Reads DUMP (metadata format "twinpath-activations 1") and triages it against `model`. Before
+// reading any module's tensors, refuses a dump whose triage would need more memory than
+// `memory_budget` (0: the machine's available memory less a margin; harness/runner/
+// memory_budget.h).
+Expected<ActivationTriage> triage_activations(const std::string& dump_path, const Model& model,
+                                              int64_t memory_budget = 0);
 
 }  // namespace tp

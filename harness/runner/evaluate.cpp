@@ -48,49 +48,19 @@ OpClass class_of(const compiled::Plan& plan, const compiled::Group& grp) {
   return OpClass::kElementwise;
 }
 
-// The longest sum an op computes: conv/linear fan-in, attention's channel and token sums,
-// GroupNorm's group. Shapes as the graph infers them from its inputs (NCHW), or the reference's
-// values where the graph's inputs were not captured (an op inside a fused group, such as the
-// attention after to_q, has no captured value of its own).
+// The longest sum an op computes (harness/core/shapes.h): shapes as the graph infers them from
+// its inputs (NCHW), or the reference's values where the graph's inputs were not captured (an
+// op inside a fused group, such as the attention after to_q, has no captured value of its own).
 int64_t reduction_of(const compiled::Plan& plan, const Op& op, const std::map<int, Tensor>& values,
                      const std::vector<Shape>& shapes) {
-  auto shape_of = [&](int v) -> const Shape* {
-    if (std::size_t(v) < shapes.size() && !shapes[std::size_t(v)].empty())
-      return &shapes[std::size_t(v)];
-    auto it = values.find(v);
-    return it == values.end() ? nullptr : &it->second.shape();
-  };
-  const Shape* in = shape_of(op.inputs[0]);
-  switch (op.kind) {
-    case OpKind::kConv2d:
-    case OpKind::kLinear:
-      if (auto it = plan.params.find(op.weight); it != plan.params.end())
-        return shape_numel(it->second->shape) / it->second->shape[0];
-      return 1;
-    case OpKind::kAttention:
-      return in ? std::max(in->at(1), in->at(2) * in->at(3)) : 1;
-    case OpKind::kGroupNorm:
-      return in ? shape_numel(*in) / in->at(0) / std::max(op.attrs.groups, 1) : 1;
-    case OpKind::kConv:
-    case OpKind::kLinearLast:
-      if (auto it = plan.params.find(op.weight); it != plan.params.end())
-        return shape_numel(it->second->shape) / it->second->shape[0];
-      return 1;
-    case OpKind::kMultiHeadAttention: {  // q.k over the head dim, p.v over the keys
-      const Shape* keys = shape_of(op.inputs[1]);
-      return in && keys ? std::max(in->back() / std::max(op.attrs.heads, 1), keys->at(1)) : 1;
-    }
-    case OpKind::kLayerNorm: {
-      int64_t n = 1;
-      for (int i = 0; in && i < op.attrs.norm_dims && i < int(in->size()); ++i)
-        n *= in->at(in->size() - 1 - std::size_t(i));
-      return n;
-    }
-    case OpKind::kRmsNorm:
-      return in ? in->back() : 1;
-    default:
-      return 1;
-  }
+  const auto param = plan.params.find(op.weight);
+  return longest_sum(op, param == plan.params.end() ? nullptr : &param->second->shape,
+                     [&](int v) -> const Shape* {
+                       if (std::size_t(v) < shapes.size() && !shapes[std::size_t(v)].empty())
+                         return &shapes[std::size_t(v)];
+                       auto it = values.find(v);
+                       return it == values.end() ? nullptr : &it->second.shape();
+                     });
 }
 
 // Every value's shape in a call of `plan`'s graph whose captured values are `values` (empty

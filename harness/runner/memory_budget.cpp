@@ -169,6 +169,19 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
   return e;
 }
 
+Expected<MemoryEstimate> estimate_dump_memory(const Graph& graph,
+                                              const std::map<std::string, Shape>& inputs,
+                                              int64_t dump_elements, int64_t dump_bytes,
+                                              int64_t weight_bytes) {
+  TP_ASSIGN_OR_RETURN(CallBytes call, call_bytes({graph, inputs}));
+  MemoryEstimate e;
+  e.weights = 2 * weight_bytes;
+  e.held = dump_bytes + 4 * dump_elements + int64_t(kCapturedPerValue * double(call.values));
+  e.working = int64_t(kWorkingPerLive * double(call.live));
+  e.bytes = kProcessBytes + e.weights + e.held + e.working;
+  return e;
+}
+
 int64_t default_memory_budget() {
   const int64_t available = available_memory_bytes();
   if (available < 0) return 0;  // unknown: no budget

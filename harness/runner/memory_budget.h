@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "harness/runner/runs.h"
@@ -31,6 +32,14 @@ struct MemoryEstimate {
 // The estimate for `p` (models and options set; its inputs need not be made yet); `contract`:
 // with the contract check's fp64 LibTorch runs.
 Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contract);
+
+// `twinpath triage --activations`: the model's weights and the second copy rounded as the user's
+// stack stores them (fp32); the dump's tensors as read and widened to fp32 where compared; the
+// fp32 reference's values of every op of `graph` on `inputs` and its working set.
+Expected<MemoryEstimate> estimate_dump_memory(const Graph& graph,
+                                              const std::map<std::string, Shape>& inputs,
+                                              int64_t dump_elements, int64_t dump_bytes,
+                                              int64_t weight_bytes);
 
 // The CPU budget when none is given: the machine's available memory (MemAvailable) less a
 // margin of 10% (at least 256 MiB) for the process's own code, allocator slack and neighbours.

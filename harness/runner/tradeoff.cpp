@@ -185,6 +185,9 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
     line += point.ran ? "rel L2 " + format_number(point.rel_l2) + ", " +
                             format_number(point.seconds_median * 1e3) + " ms"
                       : "not run: " + point.note;
+    if (point.capture_seconds > 0)
+      line += " (capture " + format_number(point.capture_seconds) + " s, scoring " +
+              format_number(point.score_seconds) + " s)";
     o.progress(line);
   };
   for (const auto& [h, w] : o.resolutions) {
@@ -221,6 +224,8 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
     }
     TP_ASSIGN_OR_RETURN(ReferenceRun ref, run_reference(base, wanted));
     res.reference_seconds = ref.seconds;
+    if (o.progress)
+      o.progress(res.resolution + ": the reference run took " + format_number(ref.seconds) + " s");
     for (std::size_t k = 0; k < policies.size(); ++k) {
       PolicyPoint point;
       point.policy = policies[k];
@@ -228,20 +233,25 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
       const PreparedCase& p = prepared[k];
       if (!refusals[k].empty()) {
         point.note = refusals[k];
-      } else if (auto run = run_compiled(p, p.session.policy, true, std::move(sessions[k]));
-                 !run.ok()) {
-        point.note = run.error().message();
       } else {
-        if (res.layers
-                .empty())  // the layer list: the first policy's checkpoints, in execution order
-          for (const GroupCapture& g : run->groups)
-            for (const std::string& name : g.plan->groups[std::size_t(g.group)].checkpoints)
-              res.layers.push_back(g.scope + name);
-        score(p, ref, *run, res, point);
-        if (Status timed = time_policy(*run->session, p, o.repeats, point); !timed.ok())
-          point.note = timed.error().message();
-        else
-          point.ran = true;
+        const auto captured = std::chrono::steady_clock::now();
+        auto run = run_compiled(p, p.session.policy, true, std::move(sessions[k]));
+        point.capture_seconds = seconds_since(captured);
+        if (!run.ok()) {
+          point.note = run.error().message();
+        } else {
+          if (res.layers.empty())  // the layer list: the first policy's checkpoints, in order
+            for (const GroupCapture& g : run->groups)
+              for (const std::string& name : g.plan->groups[std::size_t(g.group)].checkpoints)
+                res.layers.push_back(g.scope + name);
+          const auto scoring = std::chrono::steady_clock::now();
+          score(p, ref, *run, res, point);
+          point.score_seconds = seconds_since(scoring);
+          if (Status timed = time_policy(*run->session, p, o.repeats, point); !timed.ok())
+            point.note = timed.error().message();
+          else
+            point.ran = true;
+        }
       }
       report(point);
       t.points.push_back(std::move(point));

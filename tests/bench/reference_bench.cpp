@@ -110,17 +110,42 @@ void linear_bench(benchmark::State& state, bool torch) {
 
 // One checkpoint's comparison (every metric of the report) at the size of the sd-kl decoder's
 // largest activation at 512^2 (128 x 512 x 512), as `run` and `tradeoff` do for every checkpoint.
+// A 33M-element checkpoint against its fp32 reference; the captured value in fp32 (0) or, as
+// the runner reads a stored f16 group output back, in f16 (1).
 void BM_CompareTensors(benchmark::State& state) {
   const Tensor want = bench::random_f32({1, 128, 512, 512}, "compare-want");
-  Tensor got = want.to(DType::kF16).to(DType::kF32);
+  Tensor got = want.to(DType::kF16);
+  if (state.range(0) == 0) got = got.to(DType::kF32);
   for (auto _ : state) {
     auto m = compare_tensors(got, want, DType::kF16);
     benchmark::DoNotOptimize(m);
   }
+  state.SetLabel(state.range(0) == 0 ? "got f32" : "got f16");
   state.counters["elements/s"] =
       benchmark::Counter(double(want.numel()), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_CompareTensors)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CompareTensors)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Tensor::to between fp32 and f16/bf16 on the same 33M elements: uploads, read-backs and the
+// comparisons' widening all go through it. Args: target dtype (0 f16, 1 bf16), direction (0
+// narrowing f32 -> dtype, 1 widening dtype -> f64).
+void BM_ConvertElements(benchmark::State& state) {
+  const DType narrow = state.range(0) == 0 ? DType::kF16 : DType::kBF16;
+  const Tensor wide = bench::random_f32({1, 128, 512, 512}, "convert");
+  const Tensor small = wide.to(narrow);
+  for (auto _ : state) {
+    Tensor out = state.range(1) == 0 ? wide.to(narrow) : small.to(DType::kF64);
+    benchmark::DoNotOptimize(out.raw());
+  }
+  state.SetLabel(std::string(state.range(1) == 0 ? "f32 -> " : "") + dtype_name(narrow) +
+                 (state.range(1) == 0 ? "" : " -> f64"));
+  state.counters["elements/s"] =
+      benchmark::Counter(double(wide.numel()), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_ConvertElements)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_LinearReference(benchmark::State& state) { linear_bench(state, false); }
 void BM_LinearTorch(benchmark::State& state) { linear_bench(state, true); }

@@ -13,27 +13,24 @@
 #include <string>
 
 #include "compiled/session.h"
+#include "harness/core/shapes.h"
 #include "tests/support/compare.h"
 
 namespace tp::testing {
 
-// The longest sum behind one element of the group's outputs: a conv's or linear's fan-in, an
-// attention's head dim or key count.
-inline int64_t longest_sum(const Graph& graph, const Weights& weights, const compiled::Group& g,
-                           const std::map<int, Tensor>& values) {
+// The longest sum behind one element of the group's outputs: the longest of its ops'
+// (harness/core/shapes.h), from the shapes of the values captured.
+inline int64_t group_longest_sum(const Graph& graph, const Weights& weights,
+                                 const compiled::Group& g, const std::map<int, Tensor>& values) {
   int64_t k = 1;
   for (int o : g.ops) {
     const Op& op = graph.ops[std::size_t(o)];
-    if (!op.weight.empty())
-      if (auto w = weights.find(op.weight); w != weights.end() && w->second.rank() > 1)
-        k = std::max(k, w->second.numel() / w->second.shape()[0]);
-    if (op.kind != OpKind::kAttention && op.kind != OpKind::kMultiHeadAttention) continue;
-    for (int v : op.inputs)
-      if (auto t = values.find(v); t != values.end())
-        for (int64_t d : t->second.shape()) k = std::max(k, d);
-    if (op.kind == OpKind::kAttention)  // [B, C, H, W]: H*W keys
-      if (auto t = values.find(op.inputs[1]); t != values.end() && t->second.rank() == 4)
-        k = std::max(k, t->second.shape()[2] * t->second.shape()[3]);
+    const auto w = weights.find(op.weight);
+    k = std::max(k, longest_sum(op, w == weights.end() ? nullptr : &w->second.shape(),
+                                [&](int v) -> const Shape* {
+                                  auto t = values.find(v);
+                                  return t == values.end() ? nullptr : &t->second.shape();
+                                }));
   }
   return k;
 }
@@ -75,7 +72,7 @@ inline void expect_every_group_matches(const Graph& graph, const Weights& weight
       }
       // fp32 storage rounds no coarser than the sums: two summation orders of K terms differ by
       // about sqrt(K) u of the result's scale (random-sign roundings), not a few ulps.
-      const double bound = 4 * std::sqrt(double(longest_sum(*pl.graph, weights, g, values))) *
+      const double bound = 4 * std::sqrt(double(group_longest_sum(*pl.graph, weights, g, values))) *
                            dtype_epsilon(DType::kF32) / 2;
       EXPECT_LE(relative_l2(got.value()[o], want), bound) << where;
       EXPECT_LE(max_abs_difference(got.value()[o], want), 8 * bound * max_abs(want)) << where;

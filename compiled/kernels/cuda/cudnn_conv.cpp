@@ -330,7 +330,8 @@ Status CudnnConvs::run(const Planned& plan, const void* x, const void* w, float*
   if (!b.ok()) return Error(b.error());
   if (cudnnStatus_t s = cudnnBackendExecute(impl_->handle, plan.plan.get(), pack.get());
       s != CUDNN_STATUS_SUCCESS)
-    return Error(cudnn_error(s, "running a cuDNN convolution"));
+    return Error(cudnn_error(s, "running a cuDNN convolution") +
+                 "; TWINPATH_CUDA_KERNELS=per-op runs the convs without cuDNN");
   return Status();
 }
 
