@@ -49,15 +49,26 @@ __global__ void scale_bias_kernel(float* acc, int64_t n, int64_t channels, int64
   }
 }
 
+__device__ __forceinline__ void epilogue_element(const float* acc, int64_t i, int64_t o,
+                                                 const float* scale, const float* bias,
+                                                 Src residual, Storage storage, void* out) {
+  float v = acc[i];
+  if (scale) v = v * scale[o];
+  if (bias) v = v + bias[o];
+  if (residual.data) v = v + load(residual, i);
+  store(out, storage, i, v);
+}
+
+// `width` consecutive channels of one position per thread (co a multiple of width): one index
+// division per `width` elements.
+template <int width>
 __global__ void epilogue_kernel(const float* acc, int64_t n, int64_t co, const float* scale,
                                 const float* bias, Src residual, Storage storage, void* out) {
-  TP_GRID_STRIDE(i, n) {
-    const int64_t o = i % co;
-    float v = acc[i];
-    if (scale) v = v * scale[o];
-    if (bias) v = v + bias[o];
-    if (residual.data) v = v + load(residual, i);
-    store(out, storage, i, v);
+  TP_GRID_STRIDE(v, n / width) {
+    const int64_t i0 = v * width, o0 = i0 % co;
+#pragma unroll
+    for (int j = 0; j < width; ++j)
+      epilogue_element(acc, i0 + j, o0 + j, scale, bias, residual, storage, out);
   }
 }
 
@@ -66,8 +77,12 @@ __global__ void epilogue_kernel(const float* acc, int64_t n, int64_t co, const f
 cudaError_t conv_epilogue(const float* acc, int64_t m, int64_t co, const float* scale,
                           const float* bias, Src residual, Storage storage, void* out,
                           cudaStream_t stream) {
-  epilogue_kernel<<<blocks_for(m * co), kThreads, 0, stream>>>(acc, m * co, co, scale, bias,
-                                                               residual, storage, out);
+  if (co % 8 == 0)
+    epilogue_kernel<8><<<blocks_for(m * co / 8), kThreads, 0, stream>>>(
+        acc, m * co, co, scale, bias, residual, storage, out);
+  else
+    epilogue_kernel<1><<<blocks_for(m * co), kThreads, 0, stream>>>(acc, m * co, co, scale, bias,
+                                                                    residual, storage, out);
   return cudaGetLastError();
 }
 

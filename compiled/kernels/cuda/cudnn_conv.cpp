@@ -214,72 +214,88 @@ struct CudnnConvs::Impl {
           ops.data(), "ops")
         .set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "handle")
         .finalize(graph, "the operation graph");
-    Desc heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-    const cudnnBackendHeurMode_t heur = CUDNN_HEUR_MODE_A;
-    const cudnnBackendDescriptor_t gd = graph.get();
-    b.set(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &gd,
-          "graph")
-        .set(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur, "mode")
-        .finalize(heuristics, "the engine heuristics");
     if (!b.ok()) return {std::nullopt, b.error()};
-    int64_t count = 0;
-    if (cudnnStatus_t s =
-            cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
-        s != CUDNN_STATUS_SUCCESS)
-      return {std::nullopt, cudnn_error(s, "counting engine configurations")};
-    std::vector<Desc> configs;
-    std::vector<cudnnBackendDescriptor_t> raw;
-    for (int64_t i = 0; i < count; ++i) {
-      configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-      raw.push_back(configs.back().get());
-    }
-    if (cudnnStatus_t s =
-            cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data());
-        s != CUDNN_STATUS_SUCCESS)
-      return {std::nullopt, cudnn_error(s, "reading engine configurations")};
-    std::string why = std::to_string(count) + " engine configurations, none allowed";
-    for (int64_t i = 0; i < count; ++i) {
-      Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-      int64_t got = 0;
-      cudnnBackendDescriptor_t ed = engine.get();
-      if (cudnnBackendGetAttribute(raw[std::size_t(i)], CUDNN_ATTR_ENGINECFG_ENGINE,
-                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
-                                   &ed) != CUDNN_STATUS_SUCCESS)
-        continue;
-      std::vector<cudnnBackendNumericalNote_t> notes(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
-      int64_t n_notes = 0;
-      if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
-                                   CUDNN_TYPE_NUMERICAL_NOTE, int64_t(notes.size()), &n_notes,
-                                   notes.data()) != CUDNN_STATUS_SUCCESS)
-        continue;
-      notes.resize(std::size_t(n_notes));
-      if (!allowed(notes)) continue;
-      Planned planned;
-      planned.plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      Builder pb;
-      const cudnnBackendDescriptor_t cfg = raw[std::size_t(i)];
-      pb.set(planned.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle,
-             "handle")
-          .set(planned.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-               1, &cfg, "engine configuration")
-          .finalize(planned.plan, "the execution plan");
-      if (!pb.ok()) {
-        why = pb.error();
+    // Heuristics mode A's ranking first; then the fallback list, which holds engines mode A may
+    // leave out.
+    std::string why;
+    for (const cudnnBackendHeurMode_t heur : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      why += std::string(why.empty() ? "" : "; ") +
+             (heur == CUDNN_HEUR_MODE_A ? "heuristics A: " : "fallback: ");
+      Builder hb;
+      Desc heuristics(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+      const cudnnBackendDescriptor_t gd = graph.get();
+      hb.set(heuristics, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+             &gd, "graph")
+          .set(heuristics, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &heur, "mode")
+          .finalize(heuristics, "the engine heuristics");
+      if (!hb.ok()) {
+        why += hb.error();
         continue;
       }
-      if (cudnnBackendGetAttribute(planned.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                   CUDNN_TYPE_INT64, 1, &got,
-                                   &planned.workspace) != CUDNN_STATUS_SUCCESS)
+      int64_t count = 0;
+      if (cudnnStatus_t s =
+              cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr);
+          s != CUDNN_STATUS_SUCCESS) {
+        why += cudnn_error(s, "counting engine configurations");
         continue;
-      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
-                               &got, &planned.engine);
-      for (Desc* d : {&x, &w, &y, &acc, &conv, &op, &pointwise, &copy, &graph, &heuristics})
-        planned.parts.push_back(std::move(*d));
-      for (Desc& c : configs) planned.parts.push_back(std::move(c));
-      planned.parts.push_back(std::move(engine));
-      return {std::move(planned), ""};
+      }
+      std::vector<Desc> configs;
+      std::vector<cudnnBackendDescriptor_t> raw;
+      for (int64_t i = 0; i < count; ++i) {
+        configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+        raw.push_back(configs.back().get());
+      }
+      if (cudnnStatus_t s =
+              cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data());
+          s != CUDNN_STATUS_SUCCESS) {
+        why += cudnn_error(s, "reading engine configurations");
+        continue;
+      }
+      std::string last = std::to_string(count) + " engine configurations, none allowed";
+      for (int64_t i = 0; i < count; ++i) {
+        Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+        int64_t got = 0;
+        cudnnBackendDescriptor_t ed = engine.get();
+        if (cudnnBackendGetAttribute(raw[std::size_t(i)], CUDNN_ATTR_ENGINECFG_ENGINE,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
+                                     &ed) != CUDNN_STATUS_SUCCESS)
+          continue;
+        std::vector<cudnnBackendNumericalNote_t> notes(CUDNN_NUMERICAL_NOTE_TYPE_COUNT);
+        int64_t n_notes = 0;
+        if (cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                     CUDNN_TYPE_NUMERICAL_NOTE, int64_t(notes.size()), &n_notes,
+                                     notes.data()) != CUDNN_STATUS_SUCCESS)
+          continue;
+        notes.resize(std::size_t(n_notes));
+        if (!allowed(notes)) continue;
+        Planned planned;
+        planned.plan = Desc(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+        Builder pb;
+        const cudnnBackendDescriptor_t cfg = raw[std::size_t(i)];
+        pb.set(planned.plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle,
+               "handle")
+            .set(planned.plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg, "engine configuration")
+            .finalize(planned.plan, "the execution plan");
+        if (!pb.ok()) {
+          last = pb.error();
+          continue;
+        }
+        if (cudnnBackendGetAttribute(planned.plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &got,
+                                     &planned.workspace) != CUDNN_STATUS_SUCCESS)
+          continue;
+        cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1,
+                                 &got, &planned.engine);
+        for (Desc* d : {&x, &w, &y, &acc, &conv, &op, &pointwise, &copy, &graph, &heuristics})
+          planned.parts.push_back(std::move(*d));
+        for (Desc& c : configs) planned.parts.push_back(std::move(c));
+        planned.parts.push_back(std::move(engine));
+        return {std::move(planned), ""};
+      }
+      why += last;
     }
     return {std::nullopt, why};
   }
