@@ -53,6 +53,41 @@ std::optional<ConvEpilogue> match_conv_epilogue(const Plan& plan, const Group& g
   return m;
 }
 
+ConvProblem conv_problem(const Plan& plan, const ConvEpilogue& m, const Shape& input,
+                         const Shape& output, DType operand) {
+  const Op& op = plan.graph->ops[std::size_t(m.conv)];
+  const Shape& w = plan.params.at(op.weight)->shape;  // [k, c, r, s]
+  const int64_t up = m.upsample >= 0 ? 2 : 1;
+  ConvProblem p;
+  p.operand = operand;
+  p.n = input[0];
+  p.c = input[1];
+  p.h = up * input[2];
+  p.w = up * input[3];
+  p.k = output[1];
+  p.ho = output[2];
+  p.wo = output[3];
+  p.r = w.size() == 4 ? w[2] : 1;
+  p.s = w.size() == 4 ? w[3] : 1;
+  p.stride = op.attrs.stride;
+  p.pad_top = op.attrs.pad_top;
+  p.pad_left = op.attrs.pad_left;
+  p.pad_bottom = op.attrs.pad_bottom;
+  p.pad_right = op.attrs.pad_right;
+  return p;
+}
+
+std::string ConvProblem::describe() const {
+  auto list = [](std::initializer_list<int64_t> v) {
+    std::string s = "[";
+    for (int64_t x : v) s += (s.size() > 1 ? "," : "") + std::to_string(x);
+    return s + "]";
+  };
+  return std::string(dtype_name(operand)) + " x " + list({n, h, w, c}) + " w " +
+         list({k, r, s, c}) + " stride " + std::to_string(stride) + " pad " +
+         list({pad_top, pad_left, pad_bottom, pad_right});
+}
+
 std::optional<NormActivation> match_norm_activation(const Plan& plan, const Group& group) {
   if (group.kind != GroupKind::kGroupNorm || !eligible(plan, group)) return std::nullopt;
   const auto& ops = plan.graph->ops;

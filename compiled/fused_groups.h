@@ -13,6 +13,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <tuple>
 
 #include "compiled/plan.h"
 
@@ -26,6 +28,23 @@ struct ConvEpilogue {
   int residual = -1;  // the add's other operand, or -1
 };
 std::optional<ConvEpilogue> match_conv_epilogue(const Plan& plan, const Group& group);
+
+// The implicit-GEMM convolution a fused conv group runs: x channels-last [n, h, w, c] (after
+// the upsample prologue), weights [k][r][s][c], output [n, ho, wo, k], operands in `operand`.
+struct ConvProblem {
+  DType operand = DType::kF16;
+  int64_t n = 0, h = 0, w = 0, c = 0, k = 0, r = 1, s = 1, ho = 0, wo = 0;
+  int64_t stride = 1, pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  auto tie() const {
+    return std::tie(operand, n, h, w, c, k, r, s, ho, wo, stride, pad_top, pad_left, pad_bottom,
+                    pad_right);
+  }
+  bool operator<(const ConvProblem& o) const { return tie() < o.tie(); }
+  std::string describe() const;  // "f16 x [1,128,128,512] w [512,3,3,512] stride 1 pad [1,1,1,1]"
+};
+// From the shapes (NCHW) of the value the conv (or its prologue) reads and of the conv's output.
+ConvProblem conv_problem(const Plan& plan, const ConvEpilogue& m, const Shape& input,
+                         const Shape& output, DType operand);
 
 struct NormActivation {
   int norm = -1;  // op index of the GroupNorm

@@ -248,6 +248,32 @@ TEST_F(PlannerTest, FusedKernelSetTakesConvAndNormGroupsWithTheirRoundingPoints)
   EXPECT_GT(silus, 10);
   EXPECT_LT(silus, norms) << "the attention's GroupNorm has no SiLU";
 
+  // Each fused conv's implicit-GEMM problem is consistent: cuDNN's output size from the
+  // (upsampled) input, the kernel, stride and the four paddings is the conv's own, and the
+  // weights hold k x r x s x c values. The encoder's downsamplers pad bottom and right only.
+  auto check_problems = [&](const Plan& plan, const Shape& in) -> int {
+    const auto shapes = plan_shapes(plan, in);
+    EXPECT_TRUE(shapes.ok()) << shapes.error().message();
+    if (!shapes.ok()) return -1;
+    int asymmetric = 0;
+    for (const Group& grp : plan.groups) {
+      const auto m = match_conv_epilogue(plan, grp);
+      if (!m) continue;
+      const Op& op = plan.graph->ops[std::size_t(m->conv)];
+      const ConvProblem p = conv_problem(plan, *m, (*shapes)[std::size_t(m->input)],
+                                         (*shapes)[std::size_t(op.output)], DType::kF16);
+      EXPECT_EQ((p.h + p.pad_top + p.pad_bottom - p.r) / p.stride + 1, p.ho) << p.describe();
+      EXPECT_EQ((p.w + p.pad_left + p.pad_right - p.s) / p.stride + 1, p.wo) << p.describe();
+      EXPECT_EQ(int64_t(plan.params.at(op.weight)->values.size()), p.k * p.r * p.s * p.c)
+          << p.describe();
+      if (m->upsample >= 0) {
+        EXPECT_EQ(p.h, 2 * (*shapes)[std::size_t(m->input)][2]) << p.describe();
+      }
+      asymmetric += p.pad_top != p.pad_bottom;
+    }
+    return asymmetric;
+  };
+  EXPECT_EQ(check_problems(*plan, {1, 4, 8, 8}), 0) << "the decoder pads symmetrically";
   const auto f16_acc = plan_for("w=f16,a=f16,acc=f16", {});
   for (const Group& grp : f16_acc->groups) {
     EXPECT_FALSE(match_conv_epilogue(*f16_acc, grp)) << "f16 accumulation stays per-op";
@@ -276,6 +302,7 @@ TEST_F(PlannerTest, FusedKernelSetTakesConvAndNormGroupsWithTheirRoundingPoints)
   const Group* tail = group_with_op((*encoder)->groups, enc, "quant_conv");
   ASSERT_NE(tail, nullptr);
   EXPECT_FALSE(match_conv_epilogue(**encoder, *tail));
+  EXPECT_GT(check_problems(**encoder, {1, 3, 16, 16}), 0) << "the downsamplers' padding";
 }
 
 TEST_F(PlannerTest, RefusesAnUnsupportedCombinationAtPlanTimeNamingTheFirstLayer) {

@@ -74,10 +74,10 @@ class Builder {
   std::string where_;
 };
 
-cudnnDataType_t data_type(cuda::Storage s) {
-  return s == cuda::Storage::kBF16  ? CUDNN_DATA_BFLOAT16
-         : s == cuda::Storage::kF16 ? CUDNN_DATA_HALF
-                                    : CUDNN_DATA_FLOAT;
+cudnnDataType_t data_type(DType d) {
+  return d == DType::kBF16  ? CUDNN_DATA_BFLOAT16
+         : d == DType::kF16 ? CUDNN_DATA_HALF
+                            : CUDNN_DATA_FLOAT;
 }
 
 constexpr int64_t kX = 1, kW = 2, kY = 3, kAcc = 4;  // the tensors' unique ids
@@ -114,17 +114,6 @@ bool allowed(const std::vector<cudnnBackendNumericalNote_t>& notes) {
 }
 
 }  // namespace
-
-std::string ConvProblem::describe() const {
-  auto list = [](std::initializer_list<int64_t> v) {
-    std::string s = "[";
-    for (int64_t x : v) s += (s.size() > 1 ? "," : "") + std::to_string(x);
-    return s + "]";
-  };
-  return std::string(operand == cuda::Storage::kBF16 ? "bf16" : "f16") + " x " +
-         list({n, h, w, c}) + " w " + list({k, r, s, c}) + " stride " + std::to_string(stride) +
-         " pad " + list({pad_top, pad_left, pad_bottom, pad_right});
-}
 
 struct CudnnConvs::Planned {
   Desc plan;

@@ -13,24 +13,11 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 
-#include "compiled/kernels/cuda/kernels.h"
+#include "compiled/fused_groups.h"
 #include "harness/core/status.h"
 
 namespace tp::compiled::cuda_impl {
-
-struct ConvProblem {
-  cuda::Storage operand = cuda::Storage::kF16;  // x's and w's dtype: f16 or bf16
-  int64_t n = 0, h = 0, w = 0, c = 0, k = 0, r = 1, s = 1, ho = 0, wo = 0;
-  int64_t stride = 1, pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-  auto tie() const {
-    return std::tie(operand, n, h, w, c, k, r, s, ho, wo, stride, pad_top, pad_left, pad_bottom,
-                    pad_right);
-  }
-  bool operator<(const ConvProblem& o) const { return tie() < o.tie(); }
-  std::string describe() const;  // "f16 x [1,128,128,512] w [512,3,3,512] stride 1 pad 1,1,1,1"
-};
 
 // Every pointer handed to cuDNN must be this many bytes aligned (the tensors say so).
 constexpr int64_t kCudnnAlignment = 16;

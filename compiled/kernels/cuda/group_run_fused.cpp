@@ -28,22 +28,8 @@ Expected<bool> GroupRun::fused_conv(const Group& grp, const ConvEpilogue& m) {
   if (operand == Storage::kF32 || operand != x.src.storage || w->shape.size() != 4) return false;
   const Dims od = nhwc_dims(shape(op.output));
   const bool up = m.upsample >= 0;
-  ConvProblem p;
-  p.operand = operand;
-  p.n = od.b;
-  p.h = up ? 2 * x.dims.h : x.dims.h;
-  p.w = up ? 2 * x.dims.w : x.dims.w;
-  p.c = x.dims.c;
-  p.k = od.c;
-  p.r = w->shape[2];
-  p.s = w->shape[3];
-  p.ho = od.h;
-  p.wo = od.w;
-  p.stride = op.attrs.stride;
-  p.pad_top = op.attrs.pad_top;
-  p.pad_left = op.attrs.pad_left;
-  p.pad_bottom = op.attrs.pad_bottom;
-  p.pad_right = op.attrs.pad_right;
+  if (shape(m.input).size() != 4 || shape(op.output).size() != 4) return false;
+  const ConvProblem p = conv_problem(plan_, m, shape(m.input), shape(op.output), dtype_of(operand));
   if (int64_t(w->values.size()) != p.k * p.r * p.s * p.c)
     return Error(w->key + ": weight does not match the input's channels");
   const CudnnConvs::Planned* planned = be_.cudnn()->plan(p);
