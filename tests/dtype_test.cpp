@@ -138,8 +138,8 @@ TEST(DType, ConvertElementsRoundsOnceFromDouble) {
 bool fast_narrowing_matches(uint32_t bits) {
   float x;
   std::memcpy(&x, &bits, sizeof x);
-  return f32_to_f16_nearest(x) == uint16_t(encode_narrow(DType::kF16, x)) &&
-         f32_to_bf16_nearest(x) == uint16_t(encode_narrow(DType::kBF16, x));
+  return f32_to_f16_bits(x) == uint16_t(encode_narrow(DType::kF16, x)) &&
+         f32_to_bf16_bits(x) == uint16_t(encode_narrow(DType::kBF16, x));
 }
 
 TEST(DType, FastF32NarrowingMatchesEncodeNarrow) {

@@ -235,10 +235,9 @@ void store_element(void* dst, DType dt, std::size_t i, double v, Saturation sat)
 
 }  // namespace
 
-// encode_narrow(kF16 / kBF16, x) for a float x without saturation, from its bits: round to
-// nearest even, overflow to inf, NaN to the canonical NaN (checked against encode_narrow on
-// every float by DType.FastF32NarrowingMatchesEncodeNarrow*).
-uint16_t f32_to_f16_nearest(float x) {
+// Round to nearest even, overflow to inf, NaN to the canonical NaN (checked against
+// encode_narrow on every float by DType.FastF32NarrowingMatchesEncodeNarrow).
+uint16_t f32_to_f16_bits(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   const uint32_t sign = (bits >> 16) & 0x8000u, abs = bits & 0x7FFFFFFFu;
@@ -255,7 +254,7 @@ uint16_t f32_to_f16_nearest(float x) {
   return uint16_t(sign | ((r + 0xFFFu + ((r >> 13) & 1u)) >> 13));
 }
 
-uint16_t f32_to_bf16_nearest(float x) {
+uint16_t f32_to_bf16_bits(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
   if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t(((bits >> 16) & 0x8000u) | 0x7FC0u);
@@ -279,11 +278,11 @@ void convert_range(const void* src, DType src_dt, void* dst, DType dst_dt, std::
   } else if (src_dt == DType::kF32 && dst_dt == DType::kF16 && sat == Saturation::kNonSaturating) {
     const float* s = static_cast<const float*>(src);
     uint16_t* d = static_cast<uint16_t*>(dst);
-    for (std::size_t i = begin; i < end; ++i) d[i] = f32_to_f16_nearest(s[i]);
+    for (std::size_t i = begin; i < end; ++i) d[i] = f32_to_f16_bits(s[i]);
   } else if (src_dt == DType::kF32 && dst_dt == DType::kBF16 && sat == Saturation::kNonSaturating) {
     const float* s = static_cast<const float*>(src);
     uint16_t* d = static_cast<uint16_t*>(dst);
-    for (std::size_t i = begin; i < end; ++i) d[i] = f32_to_bf16_nearest(s[i]);
+    for (std::size_t i = begin; i < end; ++i) d[i] = f32_to_bf16_bits(s[i]);
   } else if (table && dst_dt == DType::kF64) {
     double* d = static_cast<double*>(dst);
     for (std::size_t i = begin; i < end; ++i) d[i] = load_element(src, src_dt, table, i);

@@ -61,9 +61,7 @@ Expected<int64_t> check_dump_memory(const std::string& dump_path, const Model& m
   std::map<std::string, Shape> shapes;
   for (const auto& [name, v] : g.inputs)
     if (const Tensor* x = find_tensor(inputs, name)) shapes[name] = x->shape();
-  int64_t weights = 0;
-  for (const auto& [key, w] : model.weights) weights += int64_t(w.nbytes());
-  auto estimate = estimate_dump_memory(g, shapes, dump_elements, dump_bytes, weights);
+  auto estimate = estimate_dump_memory(g, shapes, dump_elements, dump_bytes, model);
   const int64_t budget = memory_budget ? memory_budget : default_memory_budget();
   if (!estimate.ok()) return 0;
   if (budget <= 0 || estimate->bytes <= budget) return estimate->bytes;

@@ -172,10 +172,10 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
 Expected<MemoryEstimate> estimate_dump_memory(const Graph& graph,
                                               const std::map<std::string, Shape>& inputs,
                                               int64_t dump_elements, int64_t dump_bytes,
-                                              int64_t weight_bytes) {
+                                              const Model& model) {
   TP_ASSIGN_OR_RETURN(CallBytes call, call_bytes({graph, inputs}));
   MemoryEstimate e;
-  e.weights = 2 * weight_bytes;
+  e.weights = 2 * weight_bytes(&model);
   e.held = dump_bytes + 4 * dump_elements + int64_t(kCapturedPerValue * double(call.values));
   e.working = int64_t(kWorkingPerLive * double(call.live));
   e.bytes = kProcessBytes + e.weights + e.held + e.working;

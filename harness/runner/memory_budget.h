@@ -39,7 +39,7 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
 Expected<MemoryEstimate> estimate_dump_memory(const Graph& graph,
                                               const std::map<std::string, Shape>& inputs,
                                               int64_t dump_elements, int64_t dump_bytes,
-                                              int64_t weight_bytes);
+                                              const Model& model);
 
 // The CPU budget when none is given: the machine's available memory (MemAvailable) less a
 // margin of 10% (at least 256 MiB) for the process's own code, allocator slack and neighbours.

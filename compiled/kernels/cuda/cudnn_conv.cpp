@@ -124,8 +124,8 @@ struct CudnnConvs::Planned {
 
 struct CudnnConvs::Impl {
   cudnnHandle_t handle = nullptr;
-  std::map<ConvProblem, std::optional<Planned>> plans;
-  std::map<ConvProblem, std::string> refused;  // why a problem has no plan
+  // Per problem: its plan, or why there is none.
+  std::map<ConvProblem, std::pair<std::optional<Planned>, std::string>> plans;
 
   // The plan, or the reasons there is none: the convolution alone first, then (for engines
   // that only take a convolution with an epilogue) the convolution into a virtual fp32 tensor
@@ -311,12 +311,9 @@ CudnnConvs::~CudnnConvs() {
 
 const CudnnConvs::Planned* CudnnConvs::plan(const ConvProblem& p) {
   auto it = impl_->plans.find(p);
-  if (it == impl_->plans.end()) {
-    auto [planned, why] = impl_->build(p);
-    if (!planned) impl_->refused[p] = why;
-    it = impl_->plans.emplace(p, std::move(planned)).first;
-  }
-  return it->second ? &*it->second : nullptr;
+  if (it == impl_->plans.end()) it = impl_->plans.emplace(p, impl_->build(p)).first;
+  const std::optional<Planned>& planned = it->second.first;
+  return planned ? &*planned : nullptr;
 }
 
 int64_t CudnnConvs::workspace_bytes(const Planned& plan) { return plan.workspace; }
@@ -342,14 +339,20 @@ Status CudnnConvs::run(const Planned& plan, const void* x, const void* w, float*
 
 std::string CudnnConvs::summary() const {
   std::map<int64_t, int> engines;
-  for (const auto& [p, planned] : impl_->plans)
-    if (planned) ++engines[planned->engine];
-  std::string s = "cuDNN " + std::to_string(cudnnGetVersion()) + ": " +
-                  std::to_string(impl_->plans.size() - impl_->refused.size()) +
+  std::string refused;
+  int planned = 0;
+  for (const auto& [p, entry] : impl_->plans) {
+    if (entry.first) {
+      ++planned;
+      ++engines[entry.first->engine];
+    } else {
+      refused += "; " + p.describe() + " per-op: " + entry.second;
+    }
+  }
+  std::string s = "cuDNN " + std::to_string(cudnnGetVersion()) + ": " + std::to_string(planned) +
                   " conv shapes on engines";
   for (const auto& [e, n] : engines) s += " " + std::to_string(e) + " (x" + std::to_string(n) + ")";
-  for (const auto& [p, why] : impl_->refused) s += "; " + p.describe() + " per-op: " + why;
-  return s;
+  return s + refused;
 }
 
 }  // namespace tp::compiled::cuda_impl

@@ -69,11 +69,16 @@ __global__ void one_pass_statistics(Src x, Layout l, double eps, int64_t bgs, St
   stats[2 * bg + 1] = 1.0f / sqrtf(float(ss / count) - mean * mean + float(eps));
 }
 
+// Element i, of channel ch in (batch, group) bg, normalized and affine, in the emulation's order.
+__device__ __forceinline__ float affine(Src x, int64_t i, int64_t ch, int64_t bg,
+                                        const float* stats, const float* gamma, const float* beta) {
+  return (load(x, i) - stats[2 * bg]) * stats[2 * bg + 1] * gamma[ch] + beta[ch];
+}
+
 __device__ __forceinline__ float normalized(Src x, const Layout& l, int64_t i, const float* stats,
                                             const float* gamma, const float* beta) {
   const int64_t ch = i % l.c, n = i / (l.pixels * l.c);
-  const int64_t bg = n * l.groups + ch / l.cpg;
-  return (load(x, i) - stats[2 * bg]) * stats[2 * bg + 1] * gamma[ch] + beta[ch];
+  return affine(x, i, ch, n * l.groups + ch / l.cpg, stats, gamma, beta);
 }
 
 __global__ void normalize(Src x, Layout l, int64_t total, const float* stats, const float* gamma,
@@ -82,7 +87,7 @@ __global__ void normalize(Src x, Layout l, int64_t total, const float* stats, co
 }
 
 // Eight consecutive channels of one pixel per thread (c a multiple of 8): one index division
-// per eight elements; the arithmetic per element is normalized()'s.
+// per eight elements; the arithmetic per element is affine()'s, as in normalized().
 constexpr int kVector = 8;
 __global__ void normalize_store(Src x, Layout l, int64_t total, const float* stats,
                                 const float* gamma, const float* beta, bool with_silu,
@@ -92,8 +97,8 @@ __global__ void normalize_store(Src x, Layout l, int64_t total, const float* sta
     const int64_t g0 = n * l.groups;
 #pragma unroll
     for (int j = 0; j < kVector; ++j) {
-      const int64_t ch = ch0 + j, bg = g0 + ch / l.cpg;
-      const float y = (load(x, i0 + j) - stats[2 * bg]) * stats[2 * bg + 1] * gamma[ch] + beta[ch];
+      const int64_t ch = ch0 + j;
+      const float y = affine(x, i0 + j, ch, g0 + ch / l.cpg, stats, gamma, beta);
       store(out, storage, i0 + j, with_silu ? silu(y) : y);
     }
   }
