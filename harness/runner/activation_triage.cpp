@@ -62,12 +62,11 @@ Expected<int64_t> check_dump_memory(const std::string& dump_path, const Model& m
   for (const auto& [name, v] : g.inputs)
     if (const Tensor* x = find_tensor(inputs, name)) shapes[name] = x->shape();
   auto estimate = estimate_dump_memory(g, shapes, dump_elements, dump_bytes, model);
-  const int64_t budget = memory_budget ? memory_budget : default_memory_budget();
+  const BudgetChoice budget = choose_memory_budget(0, memory_budget);
   if (!estimate.ok()) return 0;
-  if (budget <= 0 || estimate->bytes <= budget) return estimate->bytes;
+  if (budget.bytes <= 0 || estimate->bytes <= budget.bytes) return estimate->bytes;
   return Error("triaging " + dump_path + " needs about " + estimate->text() +
-               ", over the memory budget of " + format_bytes(budget) + " (" +
-               (memory_budget ? "--mem" : "the machine's available memory less a margin") +
+               ", over the memory budget of " + format_bytes(budget.bytes) + " (" + budget.source +
                "): refused before reading its activations; dump a smaller resolution, or give "
                "it more with --mem SIZE");
 }

@@ -138,15 +138,10 @@ void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref,
 // or the machine's available memory. A pipeline the estimate cannot follow is left to the run,
 // which says what is wrong with it.
 Status check_memory(const PreparedCase& p, const RunOptions& o) {
-  const int64_t budget = p.c.memory_limit  ? p.c.memory_limit
-                         : o.memory_budget ? o.memory_budget
-                                           : default_memory_budget();
-  const std::string source = p.c.memory_limit  ? "the case's mem="
-                             : o.memory_budget ? "--mem"
-                                               : "the machine's available memory less a margin";
+  const BudgetChoice budget = choose_memory_budget(p.c.memory_limit, o.memory_budget);
   auto estimate = estimate_case_memory(p, bool(o.contract));
   if (!estimate.ok()) return Status();
-  const std::string refusal = memory_refusal(p, *estimate, budget, source);
+  const std::string refusal = memory_refusal(p, *estimate, budget.bytes, budget.source);
   if (!refusal.empty()) return Error(refusal);
   return Status();
 }

@@ -188,6 +188,12 @@ int64_t default_memory_budget() {
   return available - std::max(available / 10, int64_t(256) << 20);
 }
 
+BudgetChoice choose_memory_budget(int64_t case_limit, int64_t option_limit) {
+  if (case_limit) return {case_limit, "the case's mem="};
+  if (option_limit) return {option_limit, "--mem"};
+  return {default_memory_budget(), "the machine's available memory less a margin"};
+}
+
 std::string memory_refusal(const PreparedCase& p, const MemoryEstimate& e, int64_t budget,
                            const std::string& budget_source) {
   if (budget <= 0 || e.bytes <= budget) return "";

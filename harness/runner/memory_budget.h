@@ -45,6 +45,14 @@ Expected<MemoryEstimate> estimate_dump_memory(const Graph& graph,
 // margin of 10% (at least 256 MiB) for the process's own code, allocator slack and neighbours.
 int64_t default_memory_budget();
 
+// The budget a run holds to and where it came from, for the refusal: the first of a case's
+// mem= and --mem that is set (non-zero), else default_memory_budget().
+struct BudgetChoice {
+  int64_t bytes = 0;  // 0: unknown, no budget
+  std::string source;
+};
+BudgetChoice choose_memory_budget(int64_t case_limit, int64_t option_limit);
+
 // "" when `estimate` fits `budget`; else the refusal: what the case needs, the budget, and what
 // to do (tiling, a smaller resolution, `--mem` / mem=).
 std::string memory_refusal(const PreparedCase& p, const MemoryEstimate& estimate, int64_t budget,

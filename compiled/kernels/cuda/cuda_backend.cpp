@@ -3,7 +3,8 @@
 // with the same op sequence as the emulation (compiled/executor.cpp): values inside a group are
 // fp32 device buffers, GEMMs go through cuBLAS with fp32 accumulation (f16 only under
 // acc=f16), and each group output is rounded once into its arena buffer. Every CUDA and cuBLAS
-// call is checked; the stream is synchronized after each group so an error names its group.
+// call is checked; inputs and read-backs go through one page-locked staging buffer, and the
+// stream is synchronized only to read back (and after each group under TWINPATH_CUDA_SYNC=1).
 #include "compiled/kernels/cuda/cuda_backend.h"
 
 #include <cuda_fp16.h>
@@ -29,6 +30,32 @@ Status blas_status(cublasStatus_t s, const std::string& what) {
   if (s == CUBLAS_STATUS_SUCCESS) return Status();
   return Error(what + ": cuBLAS error " + cublasGetStatusName(s) + " (" + cublasGetStatusString(s) +
                ")");
+}
+
+PinnedStaging::~PinnedStaging() {
+  if (last_use_) cudaEventDestroy(last_use_);
+  if (p_) cudaFreeHost(p_);
+}
+
+Expected<std::byte*> PinnedStaging::acquire(int64_t bytes, const std::string& what) {
+  if (last_use_) TP_CUDA(cudaEventSynchronize(last_use_), what);
+  if (bytes > size_) {
+    if (p_) TP_CUDA(cudaFreeHost(p_), what);
+    p_ = nullptr;
+    size_ = 0;
+    void* p = nullptr;
+    // Page-locked memory is host memory the OS cannot swap: refused like any other allocation.
+    TP_CUDA(cudaMallocHost(&p, std::size_t(bytes)), what + " (page-locked staging)");
+    p_ = static_cast<std::byte*>(p);
+    size_ = bytes;
+  }
+  return p_;
+}
+
+Status PinnedStaging::mark_used(cudaStream_t stream, const std::string& what) {
+  if (!last_use_) TP_CUDA(cudaEventCreateWithFlags(&last_use_, cudaEventDisableTiming), what);
+  TP_CUDA(cudaEventRecord(last_use_, stream), what);
+  return Status();
 }
 
 Expected<const DeviceParam*> CudaBackend::param(const std::shared_ptr<const PreparedParam>& p,
@@ -89,31 +116,33 @@ Status CudaBackend::gemm(const void* a, const void* b, Storage operand, int64_t 
 }
 
 // `t` rounded once into its buffer's dtype (on the host, as the contract says: nearest even),
-// then into the arena in the plan's layout: channels-last by a transpose on the device (the
-// rounded values go through fp32 and back, exactly), unless TWINPATH_CUDA_HOST_TRANSPOSE=1
-// keeps the host transpose of the first GPU run.
+// then through the page-locked staging buffer into the arena in the plan's layout: channels-last
+// by a transpose on the device (the rounded values go through fp32 and back, exactly), unless
+// TWINPATH_CUDA_HOST_TRANSPOSE=1 keeps the host transpose of the first GPU run.
 Status CudaBackend::upload(const Plan& plan, std::byte* arena, int value, const Tensor& t) {
   const Buffer& b = plan.buffers.at(value);
   const std::string what =
       "uploading " + plan.graph->value_names[std::size_t(value)] + " to the GPU";
+  const int64_t bytes = t.numel() * int64_t(dtype_size(b.dtype));
   if (plan.row_major || host_transposes()) {
-    std::vector<std::byte> staged(std::size_t(t.numel()) * dtype_size(b.dtype));
-    stage_input(plan, t, b.dtype, staged.data());
-    // A pageable source is staged before the call returns, so `staged` may go out of scope.
-    TP_CUDA(cudaMemcpyAsync(arena + b.offset, staged.data(), staged.size(), cudaMemcpyHostToDevice,
+    TP_ASSIGN_OR_RETURN(std::byte * staged, staging_.acquire(bytes, what));
+    stage_input(plan, t, b.dtype, staged);
+    TP_CUDA(cudaMemcpyAsync(arena + b.offset, staged, std::size_t(bytes), cudaMemcpyHostToDevice,
                             stream_),
             what);
-    return Status();
+    return staging_.mark_used(stream_, what);
   }
   TP_ASSIGN_OR_RETURN(Storage storage, storage_of(b.dtype));
   const Tensor rounded = t.to(b.dtype);
   const Shape& s = rounded.shape();
   const int64_t plane = s[2] * s[3];
-  TP_ASSIGN_OR_RETURN(DeviceMemory nchw, scratch(int64_t(rounded.nbytes()), what));
+  TP_ASSIGN_OR_RETURN(DeviceMemory nchw, scratch(bytes, what));
   TP_ASSIGN_OR_RETURN(DeviceMemory last, scratch(rounded.numel() * 4, what));
-  TP_CUDA(
-      cudaMemcpyAsync(nchw.get(), rounded.raw(), rounded.nbytes(), cudaMemcpyHostToDevice, stream_),
-      what);
+  TP_ASSIGN_OR_RETURN(std::byte * staged, staging_.acquire(bytes, what));
+  std::memcpy(staged, rounded.raw(), std::size_t(bytes));
+  TP_CUDA(cudaMemcpyAsync(nchw.get(), staged, std::size_t(bytes), cudaMemcpyHostToDevice, stream_),
+          what);
+  TP_RETURN_IF_ERROR(staging_.mark_used(stream_, what));
   TP_CUDA(cuda::transpose_channels(Src{nchw.get(), storage}, s[0], s[1], plane, true,
                                    last.get<float>(), stream_),
           what);
@@ -123,17 +152,18 @@ Status CudaBackend::upload(const Plan& plan, std::byte* arena, int value, const 
   return Status();
 }
 
+// Back through the staging buffer: NHWC -> NCHW on the device (exactly), or on the host under
+// TWINPATH_CUDA_HOST_TRANSPOSE=1.
 Expected<Tensor> CudaBackend::read(const Plan& plan, const std::byte* arena, int value,
                                    const Shape& shape) {
   const Buffer& b = plan.buffers.at(value);
   const std::string what =
       "reading " + plan.graph->value_names[std::size_t(value)] + " back from the GPU";
   Tensor out = Tensor::uninitialized(b.dtype, shape);
-  const bool direct = plan.row_major || !host_transposes();
-  std::vector<std::byte> host(direct ? 0 : std::size_t(out.nbytes()));
   const void* src = arena + b.offset;
   DeviceMemory last, nchw;
-  if (!plan.row_major && !host_transposes()) {  // NHWC -> NCHW on the device, exactly
+  const bool device_transpose = !plan.row_major && !host_transposes();
+  if (device_transpose) {
     TP_ASSIGN_OR_RETURN(Storage storage, storage_of(b.dtype));
     TP_ASSIGN_OR_RETURN(last, scratch(out.numel() * 4, what));
     TP_ASSIGN_OR_RETURN(nchw, scratch(int64_t(out.nbytes()), what));
@@ -144,11 +174,15 @@ Expected<Tensor> CudaBackend::read(const Plan& plan, const std::byte* arena, int
             what);
     src = nchw.get();
   }
-  TP_CUDA(cudaMemcpyAsync(direct ? out.raw() : static_cast<void*>(host.data()), src,
-                          std::size_t(out.nbytes()), cudaMemcpyDeviceToHost, stream_),
+  TP_ASSIGN_OR_RETURN(std::byte * staged, staging_.acquire(int64_t(out.nbytes()), what));
+  TP_CUDA(cudaMemcpyAsync(staged, src, std::size_t(out.nbytes()), cudaMemcpyDeviceToHost, stream_),
           what);
+  TP_RETURN_IF_ERROR(staging_.mark_used(stream_, what));
   TP_CUDA(cudaStreamSynchronize(stream_), what);
-  if (!direct) transpose_channels(host.data(), out.raw(), shape, dtype_size(b.dtype), false);
+  if (plan.row_major || device_transpose)
+    std::memcpy(out.raw(), staged, std::size_t(out.nbytes()));
+  else
+    transpose_channels(staged, out.raw(), shape, dtype_size(b.dtype), false);
   return out;
 }
 

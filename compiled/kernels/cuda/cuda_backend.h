@@ -95,6 +95,25 @@ class DeviceMemory {
   cudaStream_t stream_ = nullptr;
 };
 
+// A reusable page-locked host buffer for the inputs a run uploads and the values it reads back:
+// copies from it are truly asynchronous and run at the link's full speed (a pageable buffer is
+// staged by the driver first). `acquire` waits until the last copy that used it has finished, so
+// its bytes can be rewritten; `mark_used` records that point after a copy is enqueued.
+class PinnedStaging {
+ public:
+  PinnedStaging() = default;
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+  ~PinnedStaging();
+  Expected<std::byte*> acquire(int64_t bytes, const std::string& what);
+  Status mark_used(cudaStream_t stream, const std::string& what);
+
+ private:
+  std::byte* p_ = nullptr;
+  int64_t size_ = 0;
+  cudaEvent_t last_use_ = nullptr;
+};
+
 // A prepared parameter on the device: decoded values in fp32, and in f16/bf16 where a GEMM
 // reads them in that dtype (only when exact: the stored dtype itself, or fp8 widened), plus
 // the fp8 scales.
@@ -110,6 +129,12 @@ inline Storage operand_for(Storage src, DType w) {
   if (src == Storage::kF16 && (w == DType::kF16 || dtype_is_fp8(w))) return Storage::kF16;
   if (src == Storage::kBF16 && (w == DType::kBF16 || dtype_is_fp8(w))) return Storage::kBF16;
   return Storage::kF32;
+}
+
+// A conv's weights hold `count` values: output channels x kernel taps x input channels.
+inline Status check_weight_count(const PreparedParam& w, int64_t count) {
+  if (int64_t(w.values.size()) == count) return Status();
+  return Error(w.key + ": weight does not match the input's channels");
 }
 
 inline cudaDataType_t blas_type(Storage s) {
@@ -130,6 +155,7 @@ class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(CudaKernels kernels) : kernels_(kernels) {}
   ~CudaBackend() override {
+    if (stream_) cudaStreamSynchronize(stream_);  // no copy still reads the staging buffer
     params_.clear();
     cudnn_.reset();
     if (blas_) cublasDestroy(blas_);
@@ -214,6 +240,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::map<const PreparedParam*, DeviceParam> params_;
+  PinnedStaging staging_;
 };
 
 // TWINPATH_CUDA_HOST_TRANSPOSE=1: channels-last uploads and read-backs transposed on the host,

@@ -211,8 +211,7 @@ Expected<DeviceMemory> GroupRun::conv(const Op& op, int src, const OpAttrs& a, c
   g.ho = od.h;
   g.wo = od.w;
   const int64_t co = od.c, k = int64_t(g.kh) * g.kw * x.dims.c;
-  if (int64_t(w->values.size()) != co * k)
-    return Error(w->key + ": weight does not match the input's channels");
+  TP_RETURN_IF_ERROR(check_weight_count(*w, co * k));
   const bool f16_acc = accumulation == DType::kF16 && operand == Storage::kF16;
   TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(od.numel() * 4, what));
   const void* wp = dw->values[std::size_t(operand)].get();

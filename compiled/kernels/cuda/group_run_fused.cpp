@@ -30,8 +30,7 @@ Expected<bool> GroupRun::fused_conv(const Group& grp, const ConvEpilogue& m) {
   const bool up = m.upsample >= 0;
   if (shape(m.input).size() != 4 || shape(op.output).size() != 4) return false;
   const ConvProblem p = conv_problem(plan_, m, shape(m.input), shape(op.output), dtype_of(operand));
-  if (int64_t(w->values.size()) != p.k * p.r * p.s * p.c)
-    return Error(w->key + ": weight does not match the input's channels");
+  TP_RETURN_IF_ERROR(check_weight_count(*w, p.k * p.r * p.s * p.c));
   const CudnnConvs::Planned* planned = be_.cudnn()->plan(p);
   if (!planned || !aligned(x.src.data)) return false;
 

@@ -196,8 +196,7 @@ Expected<DeviceMemory> GroupRun::conv_nd(const Op& op, const std::string& what) 
   }
   g.replicate = a.pad_mode == PadMode::kReplicate;
   const int64_t k = g.taps() * g.cin_g, plane = g.out_plane();
-  if (int64_t(w->values.size()) != cout * k)
-    return Error(w->key + ": weight does not match the input's channels");
+  TP_RETURN_IF_ERROR(check_weight_count(*w, cout * k));
   TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
   const Storage operand = operand_for(x.src.storage, w->storage);
   TP_ASSIGN_OR_RETURN(const DeviceParam* dw, be_.param(w, operand));
