@@ -86,6 +86,7 @@ std::string Case::policy_text() const {
   if (scale_given) p += std::string(",scale=") + scale_name(policy.scale);
   if (saturation_given) p += std::string(",sat=") + saturation_name(policy.saturation);
   if (policy.clip != 1) p += ",clip=" + clip_text(policy.clip);
+  if (policy.attention_in_activation) p += ",attn=act";
   return p;
 }
 
@@ -193,6 +194,14 @@ const std::vector<CaseOption> kOptions = {
        return Status();
      },
      [](const Case& c) { return c.policy.clip != 1 ? clip_text(c.policy.clip) : ""; }},
+    {"attn", "attn=f32|act",
+     "attention's q, k, v and softmax weights rounded to the activation dtype before its two "
+     "products (act: as f16/bf16 attention kernels and tensor cores do), or fp32 (default)",
+     [](Case& c, std::string_view v) -> Status {
+       TP_ASSIGN_OR_RETURN(c.policy.attention_in_activation, parse_attention(v));
+       return Status();
+     },
+     [](const Case& c) { return c.policy.attention_in_activation ? std::string("act") : ""; }},
     {"vae", "vae=MODEL", "text-to-image pipelines: the VAE that decodes (a built-in or a folder)",
      [](Case& c, std::string_view v) -> Status {
        c.vae = std::string(v);
@@ -411,8 +420,10 @@ Status apply_case_option(Case& c, std::string_view token) {
 Status apply_policy_text(Case& c, std::string_view policy) {
   for (const std::string& part : split_list(policy, ',')) {
     const std::string key = part.substr(0, part.find('='));
-    if (key != "w" && key != "a" && key != "acc" && key != "scale" && key != "sat" && key != "clip")
-      return Error("field '" + part + "' is unknown; use w=, a=, acc=, scale=, sat= and clip=");
+    if (key != "w" && key != "a" && key != "acc" && key != "scale" && key != "sat" &&
+        key != "clip" && key != "attn")
+      return Error("field '" + part +
+                   "' is unknown; use w=, a=, acc=, scale=, sat=, clip= and attn=");
     if (Status s = apply_case_option(c, part); !s.ok())
       return Error("field '" + part + "': " + s.error().message());
   }
@@ -422,6 +433,10 @@ Status apply_policy_text(Case& c, std::string_view policy) {
 Status check_case(const Case& c) {
   if (c.policy.clip != 1 && !dtype_is_fp8(c.policy.weight))
     return Error("clip= calibrates fp8 weight scales; it needs w=f8e4m3 or w=f8e5m2");
+  if (c.policy.attention_in_activation && c.policy.activation == DType::kF32)
+    return Error(
+        "attn=act rounds attention's operands to the activation dtype; with a=f32 there is "
+        "nothing to round them to: use a=f16 or a=bf16, or leave attn= out");
   if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
   if ((c.steps != 50 || c.guidance != 5) && !is_denoising_pipeline(c.pipeline))
     return Error("steps= and guidance= are a denoising loop's; " + c.pipeline + " has none");

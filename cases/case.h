@@ -2,7 +2,7 @@
 // canonical one-line text is its id, its repro (`twinpath run --case 'LINE'`) and the source of
 // its seed. A line is whitespace-separated: the pipeline first, then key=value options.
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
-//     [sat=satfinite|nonsat] [clip=Q] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
+//     [sat=satfinite|nonsat] [clip=Q] [attn=f32|act] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
 //     [input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE] [weights=ties] [boost=LAYER*FACTOR]
 //     [warm=MODEL] [inject=FAULT+FAULT] [ref=f64] [reload=on] [interleave=on] [seed=N]
 //     [shapes=exact|bucket:N]
@@ -48,7 +48,8 @@ struct Case {
   std::string pipeline = "vae.decode";
   std::string model = "tiny-kl";
   int64_t height = 64, width = 64;
-  LayerPolicy policy;  // w=, a=, acc=, scale=, sat=, clip= (any dtypes: refusals are cases too)
+  LayerPolicy
+      policy;  // w=, a=, acc=, scale=, sat=, clip=, attn= (any dtypes: refusals are cases too)
   bool scale_given = false, saturation_given = false;  // written in the line: kept in the id
   std::vector<std::string> keep_fp32;                  // module globs
   bool tiling = false;
@@ -103,7 +104,7 @@ std::string case_options_help();
 Status apply_case_option(Case& c, std::string_view token);
 Status check_case(const Case& c);
 // The policy fields of `--policy w=..,a=..,acc=..[,scale=..][,sat=..]` as the case's w=, a=,
-// acc=, scale=, sat= and clip= options.
+// acc=, scale=, sat=, clip= and attn= options.
 Status apply_policy_text(Case& c, std::string_view policy);
 std::string resolution_text(int64_t height, int64_t width);  // "64x80"
 // A size as a case's mem= and `--mem` take it: a whole number of KiB, MiB or GiB ("8GiB").

@@ -28,6 +28,7 @@ GroupContract group_contract(const Plan& plan, int index) {
   for (int v : grp.inputs) c.inputs.push_back({v, plan.buffers.at(v).dtype});
   for (int v : grp.outputs) c.outputs.push_back({v, plan.buffers.at(v).dtype});
   c.accumulation = grp.policy.accumulation;
+  c.attention_operands = grp.policy.attention_operands();
   return c;
 }
 

@@ -37,7 +37,7 @@ class GroupRun {
         for (int v : op.inputs) in.push_back(&value(v));
         local_[op.output] = em::nd_op<float>(
             op, in, [this](const std::string& key) { return &param(key); },
-            shapes_[std::size_t(op.output)], f);
+            shapes_[std::size_t(op.output)], f, pol.attention_operands());
         continue;
       }
       // In a row-major plan the [B,C,H,W] kinds whose kernels index channels run on
@@ -76,7 +76,8 @@ class GroupRun {
           break;
         case OpKind::kAttention:
           out = em::attention(value(op.inputs[0]), value(op.inputs[1]), value(op.inputs[2]),
-                              op.attrs.scale, f.has(Fault::kSoftmaxNoMax), pol.activation);
+                              op.attrs.scale, f.has(Fault::kSoftmaxNoMax), pol.activation,
+                              pol.attention_operands());
           break;
         case OpKind::kAdd:
           out = em::add(value(op.inputs[0]), value(op.inputs[1]));

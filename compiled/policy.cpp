@@ -16,7 +16,7 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
 
 const char* kSyntax =
     "write it as w=f16,a=f16,acc=f32 (fp8 weights also take scale=channel|tensor, "
-    "sat=satfinite|nonsat and clip=Q)";
+    "sat=satfinite|nonsat and clip=Q; attn=act rounds attention's operands to a=)";
 
 }  // namespace
 
@@ -63,6 +63,8 @@ Expected<LayerPolicy> parse_layer_policy(std::string_view text) {
       TP_ASSIGN_OR_RETURN(p.saturation, parse_saturation(value));
     } else if (key == "clip") {
       TP_ASSIGN_OR_RETURN(p.clip, parse_clip(value));
+    } else if (key == "attn") {
+      TP_ASSIGN_OR_RETURN(p.attention_in_activation, parse_attention(value));
     } else {
       return Error("policy '" + std::string(text) + "': unknown key '" + key + "'; " + kSyntax);
     }
@@ -89,6 +91,10 @@ Status check_layer_policy(const LayerPolicy& p) {
   if (!dtype_is_fp8(p.weight) && (p.scale != ScaleGranularity::kPerChannel ||
                                   p.saturation != Saturation::kSaturate || p.clip != 1))
     return Error("policy: scale=, sat= and clip= apply to fp8 weights only (w=f8e4m3 or w=f8e5m2)");
+  if (p.attention_in_activation && p.activation == DType::kF32)
+    return Error(
+        "policy: attn=act rounds attention's operands to the activation dtype, and a=f32 has "
+        "nothing to round them to; use a=f16 or a=bf16 with it, or leave attn= out");
   return Status();
 }
 

@@ -401,6 +401,48 @@ TEST_F(PlannerTest, ClippedFp8ScalesSaturateOrOverflowTheWeightsAboveTheQuantile
             "w=f8e5m2,a=bf16,acc=f32,scale=channel,sat=satfinite,clip=0.999");
 }
 
+// attn=act: the rounding point travels with the policy text (plan files, cache keys, reports)
+// and into the group's contract; with a=f32 there is nothing to round to.
+TEST_F(PlannerTest, AttentionOperandsInTheActivationDtypeAreAPolicyWithAContractRow) {
+  auto act_or_not = [](bool act) {
+    return parse_layer_policy(act ? "w=f16,a=f16,attn=act" : "w=f16,a=f16").value();
+  };
+  const LayerPolicy act = parse_layer_policy("w=f16,a=bf16,attn=act").value();
+  EXPECT_TRUE(act.attention_in_activation);
+  EXPECT_EQ(act.attention_operands(), DType::kBF16);
+  EXPECT_EQ(layer_policy_string(act), "w=f16,a=bf16,acc=f32,attn=act");
+  EXPECT_EQ(parse_layer_policy(layer_policy_string(act)).value(), act);
+  EXPECT_EQ(parse_layer_policy("w=f16,a=f16,attn=f32").value().attention_operands(), DType::kF32);
+  const auto f32 = parse_layer_policy("w=f32,a=f32,attn=act");
+  ASSERT_FALSE(f32.ok());
+  EXPECT_NE(f32.error().message().find("a=f32 has nothing to round them to"), std::string::npos);
+  const auto unknown = parse_layer_policy("w=f16,a=f16,attn=f16");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message().find("use attn=act"), std::string::npos);
+
+  WeightStore store;
+  const Graph dec = build_decoder_graph(vae_config(model_));
+  for (bool rounded : {false, true}) {
+    PlanRequest r{&dec,
+                  &model_.weights,
+                  weights_identity(model_.weights),
+                  {1, 4, 8, 8},
+                  DTypePolicy{act_or_not(rounded), {}},
+                  {},
+                  "cpu-emulated",
+                  {}};
+    auto plan = compile_plan(r, store);
+    ASSERT_TRUE(plan.ok()) << plan.error().message();
+    int attention_rows = 0;
+    for (const ContractRow& row : plan_contract_rows(**plan))
+      if (row.point == "attention") {
+        ++attention_rows;
+        EXPECT_EQ(row.dtype, "f16");
+      }
+    EXPECT_EQ(attention_rows, rounded ? 1 : 0) << "one attention group in tiny-kl's decoder";
+  }
+}
+
 // A plan of N-d ops is row-major; ops outside the fused patterns run one per group with their
 // epilogue; f16 accumulation is refused naming the layer, a missing input shape too.
 TEST(PlannerNd, PlansNdGraphsRowMajorAndRefusesF16Accumulation) {

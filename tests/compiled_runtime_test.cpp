@@ -25,6 +25,46 @@ namespace {
 // build has F16C, a scalar tail) give the bits of f16 encoder's round to nearest even
 // (tp::f32_to_f16_bits), on every f16 value, halfway cases, overflow, NaN, and a length that
 // leaves a tail.
+// SiLU's exp has the same bits in its vector lanes as in scalar code, so the emulation (and a
+// baseline made with it) does not depend on the CPU's vector width; it stays within 2 ulp of exp.
+TEST(PortableExp, WithinTwoUlpOfExpAndTheVectorSiluEqualsTheScalarOne) {
+  double worst = 0;
+  for (uint32_t bits = 0; bits < 0xFFFFFFFFu - 4093; bits += 4093) {
+    float x;
+    std::memcpy(&x, &bits, sizeof x);
+    if (!(std::abs(x) <= 88.0f)) continue;
+    const double want = std::exp(double(x));
+    const float got = emulated::portable_expf(x);
+    const double ulp = std::ldexp(1.0, std::max(std::ilogb(float(want)), -126) - 23);
+    worst = std::max(worst, std::abs(double(got) - want) / ulp);
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_GT(worst, 0.0) << "the sweep must reach inexact results";
+  EXPECT_EQ(emulated::portable_expf(0.0f), 1.0f);
+  EXPECT_EQ(emulated::portable_expf(-200.0f), 0.0f);
+  EXPECT_EQ(emulated::portable_expf(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(emulated::portable_expf(100.0f), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(emulated::portable_expf(std::nanf(""))));
+
+  // Odd length: vector lanes and a scalar tail; values across SiLU's range and its specials.
+  Tensor x(DType::kF32, {1, 1, 1, (int64_t(1) << 20) + 5});
+  Rng rng(3, "silu");
+  float* p = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] = float(rng.uniform(-120, 120));
+  p[1] = std::numeric_limits<float>::infinity();
+  p[2] = -std::numeric_limits<float>::infinity();
+  p[3] = std::nanf("");
+  p[4] = -0.0f;
+  const Tensor y = emulated::pointwise(OpKind::kSilu, OpAttrs{}, x);
+  int64_t differ = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float want = p[i] / (1.0f + emulated::portable_expf(-p[i]));
+    const float got = y.data<float>()[i];
+    differ += std::memcmp(&want, &got, sizeof got) != 0;
+  }
+  EXPECT_EQ(differ, 0);
+}
+
 TEST(ActivationIo, F16StoresAndLoadsMatchTheScalarEncoderBitForBit) {
   std::vector<float> x;
   for (uint32_t h = 0; h < 0x10000; ++h) {

@@ -119,6 +119,51 @@ INSTANTIATE_TEST_SUITE_P(Faults, FaultDetection, ::testing::ValuesIn(kExpectatio
                            return name;
                          });
 
+// attn=act (q, k, v and the softmax weights rounded to the activation dtype, as tensor-core
+// attention does): the emulation rounds where the contract says, and both policies pass the
+// gate with the true checker. Under bf16 the check tells the two apart: a checker that drops
+// the rounding point fails the rounded run at an attention group, and one that adds it fails
+// the fp32 run there. (Under f16 the fp32 bound of a sharp softmax is wider than the rounding's
+// effect on these tiny models, so there it only shows that the stored values changed.)
+TEST(Detection, TheContractCheckTellsRoundedAttentionOperandsFromFp32Ones) {
+  ModelCache models;
+  const std::string vae = "vae.decode model=tiny-kl res=64x64 ",
+                    unet = "unet.step model=tiny-unet-xl res=64x64 ";
+  const std::string
+      sharp_vae = " acc=f32 boost=decoder.mid_block.attentions.0.to_q*20",
+      sharp_unet = " acc=f32 boost=down_blocks.1.attentions.0.transformer_blocks.0.attn1.to_q*20";
+  for (const std::string dtype : {"f16", "bf16"})
+    for (const std::string& line : {vae + "w=" + dtype + " a=" + dtype + sharp_vae,
+                                    unet + "w=" + dtype + " a=" + dtype + sharp_unet}) {
+      std::map<bool, std::map<std::string, double>> attention_error;  // by attn=act
+      for (bool act : {false, true}) {
+        const Case c = parse_case(line + (act ? " attn=act" : "")).value();
+        const CaseResult r = run_case(c, gate(), models);
+        EXPECT_EQ(r.outcome, Outcome::kPassed) << c.id() << ": " << r.reason;
+        for (const CheckpointRecord& cp : r.checkpoints)
+          if (cp.name.find("attention") != std::string::npos)
+            attention_error[act][cp.name] = cp.accumulated.rel_l2;
+        if (dtype == "f16") continue;
+        RunOptions wrong = gate();
+        wrong.contract = [real = contract_checker(), act, dt = c.policy.activation](
+                             const Graph& g, const GroupContract& gc, const Weights& w,
+                             const std::map<int, Tensor>& in) {
+          GroupContract other = gc;
+          other.attention_operands = act ? DType::kF32 : dt;
+          return real(g, other, w, in);
+        };
+        const CaseResult seen = run_case(c, wrong, models);
+        EXPECT_EQ(seen.outcome, Outcome::kFailed) << c.id();
+        EXPECT_NE(seen.reason.find("breaks the numerics contract"), std::string::npos)
+            << c.id() << ": " << seen.reason;
+        EXPECT_NE(seen.reason.find("attention"), std::string::npos)
+            << c.id() << ": " << seen.reason;
+      }
+      ASSERT_FALSE(attention_error[false].empty()) << line;
+      EXPECT_NE(attention_error[false], attention_error[true]) << line;
+    }
+}
+
 // Across steps, without the contract check (as on a device it does not cover yet): a store that
 // truncates shifts the latents' mean signed error every step, and ci's long loop fails on the
 // drift; the same loop on clean kernels passes on other seeds.

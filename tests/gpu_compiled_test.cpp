@@ -145,10 +145,17 @@ TEST_P(GpuCompiledTest, FusedKernelsRunTheirConvsOnCudnn) {
 }
 
 const GpuCase kCases[] = {
-    {"tiny-kl", "w=f16,a=f16,acc=f32"},     {"tiny-kl", "w=bf16,a=bf16,acc=f32"},
-    {"tiny-kl", "w=f8e4m3,a=bf16,acc=f32"}, {"tiny-kl", "w=f8e5m2,a=f16,acc=f32,scale=tensor"},
-    {"tiny-kl", "w=f32,a=f32,acc=f32"},     {"sd-kl", "w=f16,a=f16,acc=f32"},
-    {"sd-kl", "w=bf16,a=bf16,acc=f32"},     {"sd-kl", "w=f8e4m3,a=f16,acc=f32"}};
+    {"tiny-kl", "w=f16,a=f16,acc=f32"},
+    {"tiny-kl", "w=bf16,a=bf16,acc=f32"},
+    {"tiny-kl", "w=f8e4m3,a=bf16,acc=f32"},
+    {"tiny-kl", "w=f8e5m2,a=f16,acc=f32,scale=tensor"},
+    {"tiny-kl", "w=f32,a=f32,acc=f32"},
+    {"sd-kl", "w=f16,a=f16,acc=f32"},
+    {"sd-kl", "w=bf16,a=bf16,acc=f32"},
+    {"sd-kl", "w=f8e4m3,a=f16,acc=f32"},
+    // attn=act: the attention products on tensor cores, q, k, v and P rounded first.
+    {"tiny-kl", "w=f16,a=f16,acc=f32,attn=act"},
+    {"sd-kl", "w=bf16,a=bf16,acc=f32,attn=act"}};
 
 // Every case on each kernel set.
 std::vector<GpuCase> cases() {

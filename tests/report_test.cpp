@@ -188,6 +188,24 @@ TEST_F(ReportTest, AReportLibhdf5LoopsOnIsRefusedInsteadOfHanging) {
   }
 }
 
+// libhdf5 1.10 also crashes (H5HG_read copies past its buffers) on a report the h5_report fuzzer
+// damaged: each command that reads reports says so in one sentence and exits 2, no core dump.
+TEST_F(ReportTest, AReportLibhdf5CrashesOnIsRefusedInsteadOfCrashing) {
+  const std::string file = std::string(TWINPATH_SOURCE_DIR) +
+                           "/tests/fuzz/libhdf5-crashes/vlen-attribute-global-heap-overrun.h5";
+  for (const std::string command :
+       {"report show " + file, "report diff " + file + " " + file,
+        "report baseline " + file + " --out " + p("never.txt"), "run --resume " + file}) {
+    const auto r = shell(std::string(TWINPATH_BINARY) + " " + command);
+    EXPECT_EQ(r.code, 2) << command << ": " << r.output;
+    EXPECT_NE(r.output.find("crashed inside the HDF5 library (libhdf5 1.10 reads past its "
+                            "buffers on some damaged files); the file is likely damaged"),
+              std::string::npos)
+        << command << ": " << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(p("never.txt")));
+}
+
 // Each shard from another scheduler's variables: GoogleTest's, a Kubernetes indexed Job's, and a
 // Slurm array's (task 5 of --array=1-5:2 is the third task).
 TEST_F(ReportTest, MergedShardsEqualTheUnshardedRun) {

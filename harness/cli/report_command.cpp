@@ -1,11 +1,14 @@
 // `twinpath report show|diff|baseline|merge`.
 #include "harness/cli/report_command.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -52,6 +55,43 @@ class ReadWatchdog {
   std::thread thread_;  // last: it starts once the members it uses exist
 };
 
+// libhdf5 1.10 also crashes on some damaged files (H5HG_read copies past its buffers while
+// converting a variable-length string attribute; found by fuzzing, docs/fuzzing.md): while it
+// reads, a SIGSEGV or SIGBUS ends the process with one sentence and exit code 2 instead of a
+// core dump. The sentence is made before the handlers are installed; the handler only writes it.
+class CrashGuard {
+ public:
+  explicit CrashGuard(const std::string& path) {
+    const std::string text =
+        "twinpath: error: reading " + path +
+        " crashed inside the HDF5 library (libhdf5 1.10 reads past its buffers on some damaged "
+        "files); the file is likely damaged: restore it, or rerun what wrote it\n";
+    length_ = std::min(text.size(), sizeof message_);
+    std::memcpy(message_, text.data(), length_);
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGSEGV, &action, &old_segv_);
+    sigaction(SIGBUS, &action, &old_bus_);
+  }
+  ~CrashGuard() {
+    sigaction(SIGSEGV, &old_segv_, nullptr);
+    sigaction(SIGBUS, &old_bus_, nullptr);
+  }
+  CrashGuard(const CrashGuard&) = delete;
+  CrashGuard& operator=(const CrashGuard&) = delete;
+
+ private:
+  static void on_signal(int) {
+    (void)!::write(2, message_, length_);
+    std::_Exit(2);
+  }
+  static inline char message_[4096];
+  static inline std::size_t length_ = 0;
+  struct sigaction old_segv_ {
+  }, old_bus_{};
+};
+
 int read_seconds() {
   const char* text = std::getenv("TWINPATH_REPORT_READ_SECONDS");
   const int seconds = text ? std::atoi(text) : 0;
@@ -62,6 +102,7 @@ int read_seconds() {
 
 Expected<RunReport> read_report_file(const std::string& path, bool baseline_too) {
   ReadWatchdog watchdog(path, read_seconds());
+  CrashGuard guard(path);
   return baseline_too ? read_report_or_baseline(path) : read_h5_report(path);
 }
 

@@ -54,6 +54,10 @@ std::vector<ContractRow> contract_rows(const Graph& graph, const GroupContract& 
         "two passes; mean and 1/sd (GroupNorm) or the normalized value (LayerNorm, RMSNorm) "
         "rounded to nearest f32");
   if (softmax) add("softmax", c.label, DType::kF32, "row max subtracted before exp");
+  if (softmax && c.attention_operands != DType::kF32)
+    add("attention", c.label, c.attention_operands,
+        "q, k, v and the normalized softmax weights rounded to nearest even before the products "
+        "(attn=act)");
   add("compute", c.label, DType::kF32, "every op between the reads and the stores");
   for (const ContractValue& v : c.outputs)
     add("output", graph.value_names[std::size_t(v.value)], v.dtype,

@@ -49,7 +49,10 @@ struct GroupContract {
   std::vector<int> ops;               // graph op indices, in the order they run
   std::vector<ContractValue> inputs;  // read exactly from their storage dtype
   std::vector<ContractParam> params;
-  DType accumulation = DType::kF32;    // f16: every multiply-add rounded to f16, in k order
+  DType accumulation = DType::kF32;  // f16: every multiply-add rounded to f16, in k order
+  // attn=act (f16/bf16): attention's q, k, v and softmax weights rounded to nearest even in it
+  // before the two products; f32: not rounded.
+  DType attention_operands = DType::kF32;
   std::vector<ContractValue> outputs;  // rounded to nearest even into their storage dtype
 };
 
@@ -57,7 +60,7 @@ struct GroupContract {
 struct ContractRow {
   std::string graph;
   int group = 0;
-  std::string point;     // input, weight, bias, accumulator, statistics, softmax, output
+  std::string point;     // input, weight, bias, accumulator, statistics, softmax, attention, output
   std::string name;      // value name, parameter key, or op name
   std::string dtype;     // what it is held in there
   std::string rounding;  // how it got there

@@ -15,6 +15,7 @@ std::string layer_policy_string(const LayerPolicy& p) {
   if (dtype_is_fp8(p.weight))
     s += std::string(",scale=") + scale_name(p.scale) + ",sat=" + saturation_name(p.saturation);
   if (dtype_is_fp8(p.weight) && p.clip != 1) s += ",clip=" + clip_text(p.clip);
+  if (p.attention_in_activation) s += ",attn=act";
   return s;
 }
 
@@ -46,6 +47,14 @@ Expected<double> parse_clip(std::string_view text) {
                  " is not a quantile in (0, 1]; write clip=0.999 to map the 99.9th percentile of "
                  "|w| to the format's largest value (clip=1, the largest weight, is the default)");
   return q;
+}
+
+Expected<bool> parse_attention(std::string_view text) {
+  if (text == "f32") return false;
+  if (text == "act") return true;
+  return Error("attn=" + std::string(text) +
+               " is unknown; use attn=act (attention's q, k, v and softmax weights rounded to the "
+               "activation dtype, as f16/bf16 attention kernels do) or attn=f32 (the default)");
 }
 
 int64_t clip_rank(double q, int64_t n) {

@@ -2,7 +2,7 @@
 // fused groups, how matmuls accumulate, and (fp8 weights) how scales are chosen and values
 // saturate. A plain value that cases, reports and the compiled path share; which combinations
 // have kernels is the compiled path's question (compiled/policy.h check_layer_policy).
-//   text: w=f8e4m3,a=bf16,acc=f32[,scale=channel|tensor][,sat=satfinite|nonsat][,clip=Q]
+//   text: w=f8e4m3,a=bf16,acc=f32[,scale=channel|tensor][,sat=satfinite|nonsat][,clip=Q][,attn=act]
 #pragma once
 
 #include <string>
@@ -25,14 +25,23 @@ struct LayerPolicy {
   // fits); below 1 the weights above it saturate or overflow as `saturation` says, as
   // percentile-calibrated checkpoints do.
   double clip = 1;
+  // attn=act: attention's q, k and v, and its softmax weights P, are rounded to the activation
+  // dtype before the two products (as PyTorch's f16/bf16 attention kernels do, and as tensor
+  // cores need); the products still accumulate in fp32 and the softmax runs in fp32. Default
+  // (attn=f32): attention is fp32 throughout, like every other op inside a group.
+  bool attention_in_activation = false;
 
   bool operator==(const LayerPolicy& o) const {
     return weight == o.weight && activation == o.activation && accumulation == o.accumulation &&
-           scale == o.scale && saturation == o.saturation && clip == o.clip;
+           scale == o.scale && saturation == o.saturation && clip == o.clip &&
+           attention_in_activation == o.attention_in_activation;
   }
+  // The dtype attention's operands are rounded to: the activation dtype under attn=act, else f32.
+  DType attention_operands() const { return attention_in_activation ? activation : DType::kF32; }
 };
 
-// Canonical text: scale= and sat= appear for fp8 weights only, clip= when below 1.
+// Canonical text: scale= and sat= appear for fp8 weights only, clip= when below 1, attn=act
+// when set.
 std::string layer_policy_string(const LayerPolicy& p);
 // "w=f16,a=f16,acc=f32": the three dtypes alone.
 std::string dtypes_string(const LayerPolicy& p);
@@ -43,6 +52,8 @@ Expected<ScaleGranularity> parse_scale(std::string_view text);
 Expected<Saturation> parse_saturation(std::string_view text);
 // clip=Q: a quantile in (0, 1]; clip_text writes it back (shortest round trip).
 Expected<double> parse_clip(std::string_view text);
+// attn=f32|act (true: act).
+Expected<bool> parse_attention(std::string_view text);
 std::string clip_text(double q);
 // The 0-based rank, in ascending |w| of n weights, of the Q-quantile by nearest rank:
 // ceil(Q n) - 1 (n - 1, the largest, at Q = 1).

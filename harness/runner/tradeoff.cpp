@@ -139,7 +139,13 @@ std::vector<std::string> default_tradeoff_policies() {
     for (DType w : {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2}) {
       Case c;
       c.policy = LayerPolicy{w, a, DType::kF32};
-      if (expected_supported(c)) out.push_back(c.policy_text());
+      if (!expected_supported(c)) continue;
+      out.push_back(c.policy_text());
+      // The same with attention's operands in the activation dtype (tensor-core attention).
+      if (w == a && a != DType::kF32) {
+        c.policy.attention_in_activation = true;
+        out.push_back(c.policy_text());
+      }
     }
   return out;
 }

@@ -32,7 +32,7 @@ struct TradeoffOptions {
   std::string vae, refiner;
   int steps = 50;
   double guidance = 5;
-  std::vector<std::string> policies;  // empty: every supported w x a with acc=f32
+  std::vector<std::string> policies;  // empty: default_tradeoff_policies()
   std::vector<std::pair<int64_t, int64_t>> resolutions{{256, 256}};
   int repeats = 3;  // timed runs after the warm-up (the captured run); the median is reported
   compiled::Device device = compiled::Device::kCpu;
@@ -41,7 +41,8 @@ struct TradeoffOptions {
   std::function<Expected<std::vector<TradeoffPeer>>(const Model&)> make_peers;  // optional
 };
 
-// Every supported policy (w x a, acc=f32) by the harness's support table, coarsest last.
+// Every supported policy (w x a, acc=f32) by the harness's support table, coarsest last; for
+// w = a = f16 or bf16 also with attn=act (attention's operands in that dtype).
 std::vector<std::string> default_tradeoff_policies();
 
 Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& options);

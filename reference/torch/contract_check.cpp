@@ -89,9 +89,23 @@ Bounded products(const Op& op, const Bounded& x, const torch::Tensor& w, const t
   return out;
 }
 
+// A value rounded to `dt` (f16/bf16) by an implementation whose fp32 value lies in [y - e, y + e]:
+// rounding is monotone, so the result lies in [round(y - e), round(y + e)], carried as that
+// interval's midpoint and half-width (exact in fp64). f32: the value itself.
+Bounded rounded(const Bounded& x, DType dt) {
+  if (dt == DType::kF32) return x;
+  auto r = [&](const torch::Tensor& t) { return f64(t.to(torch::kFloat32).to(torch_dtype(dt))); };
+  const torch::Tensor e = x.e.defined() ? x.e : torch::zeros_like(x.y);
+  const torch::Tensor lo = r(x.y - e), hi = r(x.y + e);
+  return {(lo + hi) / 2, (hi - lo) / 2};
+}
+
 // softmax(q k^T * scale + mask) v over [N, L, D] blocks; `causal_frame` > 0 hides later frames.
-Bounded attention(const Bounded& q, const Bounded& k, const Bounded& v, double scale,
-                  const torch::Tensor& mask, int64_t causal_frame) {
+// `operands` f16/bf16 (attn=act): q, k, v and the normalized weights rounded to it first.
+Bounded attention(const Bounded& q_in, const Bounded& k_in, const Bounded& v_in, double scale,
+                  const torch::Tensor& mask, int64_t causal_frame, DType operands) {
+  const Bounded q = rounded(q_in, operands), k = rounded(k_in, operands),
+                v = rounded(v_in, operands);
   const int64_t lq = q.y.size(1), lk = k.y.size(1), d = q.y.size(2);
   const bool eq = any_error(q.e), ek = any_error(k.e), ev = any_error(v.e);
   std::vector<torch::Tensor> ys, es;
@@ -130,6 +144,15 @@ Bounded attention(const Bounded& q, const Bounded& k, const Bounded& v, double s
     const torch::Tensor big_e = std::get<0>(e_s.max(-1, true));
     const torch::Tensor smax = std::get<0>(finite.max(-1, true));
     const torch::Tensor rho = torch::expm1(2 * (big_e + 4 * kU * smax)) + gamma(double(lk + 8));
+    if (operands != DType::kF32) {
+      // The weights rounded: within [p' - e', p' + e'] of p'; then P'V in fp32 over lk terms.
+      const Bounded pr = rounded({p, rho * p}, operands);
+      const torch::Tensor av = v.y.abs() + v.e;
+      ys.push_back(torch::matmul(pr.y, v.y));
+      es.push_back(torch::matmul(pr.e, av) + torch::matmul(pr.y.abs(), v.e) +
+                   gamma(double(lk + 1)) * torch::matmul(pr.y.abs() + pr.e, av) + kTiny);
+      continue;
+    }
     const torch::Tensor pv = torch::matmul(p, v.y.abs());
     torch::Tensor out_e = rho * pv + gamma(double(lk + 1)) * (1 + rho) * pv;
     if (ev) {
@@ -267,7 +290,7 @@ bool moves_only(OpKind k) {
 }
 
 Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::Tensor& w,
-                    const torch::Tensor& b, DType acc) {
+                    const torch::Tensor& b, DType acc, DType attention_operands) {
   const OpAttrs& a = op.attrs;
   switch (op.kind) {
     case OpKind::kConv2d:
@@ -282,7 +305,7 @@ Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::T
     case OpKind::kAttention: {
       Bounded q{tokens(in[0].y), tokens(in[0].e)}, k{tokens(in[1].y), tokens(in[1].e)},
           v{tokens(in[2].y), tokens(in[2].e)};
-      Bounded o = attention(q, k, v, a.scale, torch::Tensor(), 0);
+      Bounded o = attention(q, k, v, a.scale, torch::Tensor(), 0, attention_operands);
       return {images(o.y, in[0].y), images(o.e, in[0].y)};
     }
     case OpKind::kMultiHeadAttention: {
@@ -301,7 +324,8 @@ Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::T
                      .reshape({batch * a.heads, lq, mask.size(2)});
       }
       Bounded o = attention({heads(in[0].y), heads(in[0].e)}, {heads(in[1].y), heads(in[1].e)},
-                            {heads(in[2].y), heads(in[2].e)}, a.scale, mask, a.frame_tokens);
+                            {heads(in[2].y), heads(in[2].e)}, a.scale, mask, a.frame_tokens,
+                            attention_operands);
       auto merge = [&](const torch::Tensor& t) {
         return t.reshape({batch, a.heads, lq, t.size(2)}).transpose(1, 2).reshape({batch, lq, -1});
       };
@@ -379,7 +403,8 @@ Expected<std::vector<ContractInterval>> contract_intervals(const Graph& graph,
                        graph.value_names[std::size_t(v)]);
         in.push_back(it->second);
       }
-      values[op.output] = run_bounded(op, in, param(op.weight), param(op.bias), c.accumulation);
+      values[op.output] = run_bounded(op, in, param(op.weight), param(op.bias), c.accumulation,
+                                      c.attention_operands);
     }
     for (const ContractValue& v : c.outputs) {
       const Bounded& b = values.at(v.value);

@@ -24,8 +24,10 @@ namespace {
 using bench::decoder_flops;
 using bench::sd_kl;
 
+// The last: attention's products on tensor cores (attn=act rounds q, k, v and P to f16 first).
 const char* const kPolicies[] = {"w=f16,a=f16,acc=f32", "w=bf16,a=bf16,acc=f32",
-                                 "w=f8e4m3,a=f16,acc=f32", "w=f8e4m3,a=bf16,acc=f32"};
+                                 "w=f8e4m3,a=f16,acc=f32", "w=f8e4m3,a=bf16,acc=f32",
+                                 "w=f16,a=f16,acc=f32,attn=act"};
 
 const compiled::CudaKernels kKernels[] = {compiled::CudaKernels::kPerOp,
                                           compiled::CudaKernels::kFused};
@@ -87,7 +89,7 @@ BENCHMARK(BM_GroupCuda)
     ->UseRealTime();
 
 BENCHMARK(BM_DecodeSdKlCuda)
-    ->ArgsProduct({{512, 1024}, {0, 1, 2, 3}, {0, 1}})
+    ->ArgsProduct({{512, 1024}, {0, 1, 2, 3, 4}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(10);

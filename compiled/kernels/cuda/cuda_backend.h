@@ -300,8 +300,10 @@ class GroupRun {
   Expected<DeviceMemory> conv(const Op& op, int src, const OpAttrs& a, cuda::Upsample up,
                               const Dims& od, DType accumulation);
 
-  // softmax(q k^T * scale) v, one block of query rows at a time (rows x N scores at most).
-  Expected<DeviceMemory> attention(const Op& op, const Dims& od, bool no_max, DType activation);
+  // softmax(q k^T * scale) v, one block of query rows at a time (rows x N scores at most);
+  // `operands` f16/bf16 (attn=act): q, k, v and P rounded to it, the products on tensor cores.
+  Expected<DeviceMemory> attention(const Op& op, const Dims& od, bool no_max, DType activation,
+                                   DType operands);
 
   static bool channels_matter(OpKind k);
   // A row-major [B, C, *S] value as an fp32 channels-last copy that value() then returns.

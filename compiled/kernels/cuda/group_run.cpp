@@ -19,6 +19,10 @@ Status GroupRun::run(const Group& grp) {
     const std::string what = op.name + " (" + op_kind_name(op.kind) + ")";
     DeviceMemory out;
     if (op.kind >= OpKind::kConv) {
+      if (op.kind == OpKind::kMultiHeadAttention && pol.attention_in_activation)
+        return Error(what +
+                     ": attn=act has CUDA kernels for the VAE's attention only; run this case on "
+                     "the CPU emulation (--device cpu), or leave attn= out");
       TP_ASSIGN_OR_RETURN(out, nd_op(op, f, what));
       locals_[op.output] = std::move(out);
       continue;
@@ -72,7 +76,8 @@ Status GroupRun::run(const Group& grp) {
         break;
       }
       case OpKind::kAttention: {
-        TP_ASSIGN_OR_RETURN(out, attention(op, od, f.has(Fault::kSoftmaxNoMax), pol.activation));
+        TP_ASSIGN_OR_RETURN(out, attention(op, od, f.has(Fault::kSoftmaxNoMax), pol.activation,
+                                           pol.attention_operands()));
         break;
       }
       case OpKind::kAdd: {
@@ -241,27 +246,54 @@ Expected<DeviceMemory> GroupRun::conv(const Op& op, int src, const OpAttrs& a, c
 }
 
 Expected<DeviceMemory> GroupRun::attention(const Op& op, const Dims& od, bool no_max,
-                                           DType activation) {
+                                           DType activation, DType operands) {
   const std::string what = op.name + " (attention)";
   const Dims qd = nhwc_dims(shape(op.inputs[0])), vd = nhwc_dims(shape(op.inputs[2]));
   TP_ASSIGN_OR_RETURN(const float* q, as_f32(op.inputs[0]));
   TP_ASSIGN_OR_RETURN(const float* k, as_f32(op.inputs[1]));
   TP_ASSIGN_OR_RETURN(const float* v, as_f32(op.inputs[2]));
   TP_ASSIGN_OR_RETURN(Storage act, storage_of(activation));
+  TP_ASSIGN_OR_RETURN(Storage operand, storage_of(operands));
   const int64_t n = qd.h * qd.w, c = qd.c, cv = vd.c;
   const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(n, kWorkspaceBytes / (n * 4)));
   TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(od.numel() * 4, what));
   TP_ASSIGN_OR_RETURN(DeviceMemory scores, be_.scratch(rows * n * 4, what + " scores"));
+  // attn=act: q, k, v and P rounded to the activation dtype, so both products run on tensor
+  // cores (cuBLAS, fp32 accumulation); the scores and the softmax stay fp32.
+  const void *qs = q, *ks = k, *vs = v, *ps = scores.get();
+  DeviceMemory q16, k16, v16, p16;
+  if (operand != Storage::kF32) {
+    const std::pair<const float*, DeviceMemory*> copies[] = {{q, &q16}, {k, &k16}, {v, &v16}};
+    const int64_t sizes[] = {qd.numel(), qd.numel(), vd.numel()};
+    for (int i = 0; i < 3; ++i) {
+      TP_ASSIGN_OR_RETURN(*copies[i].second, be_.scratch(sizes[i] * 2, what + " operands"));
+      TP_CUDA(cuda::store_rounded(copies[i].first, sizes[i], operand, copies[i].second->get(),
+                                  be_.stream()),
+              what + " operands");
+    }
+    TP_ASSIGN_OR_RETURN(p16, be_.scratch(rows * n * 2, what + " weights"));
+    qs = q16.get();
+    ks = k16.get();
+    vs = v16.get();
+    ps = p16.get();
+  }
+  const int64_t elem = int64_t(storage_size(operand));
   for (int64_t b = 0; b < qd.b; ++b)
     for (int64_t q0 = 0; q0 < n; q0 += rows) {
       const int64_t r = std::min(rows, n - q0);
-      TP_RETURN_IF_ERROR(be_.gemm(q + (b * n + q0) * c, k + b * n * c, Storage::kF32, r, n, c, true,
-                                  false, scores.get<float>()));
+      auto at = [&](const void* base, int64_t offset) {
+        return static_cast<const std::byte*>(base) + offset * elem;
+      };
+      TP_RETURN_IF_ERROR(be_.gemm(at(qs, (b * n + q0) * c), at(ks, b * n * c), operand, r, n, c,
+                                  true, false, scores.get<float>()));
       TP_CUDA(cuda::softmax_rows(scores.get<float>(), r, n, float(op.attrs.scale), no_max, act,
                                  be_.stream()),
               what + " softmax");
-      TP_RETURN_IF_ERROR(be_.gemm(scores.get<float>(), v + b * n * cv, Storage::kF32, r, cv, n,
-                                  false, false, out.get<float>() + (b * n + q0) * cv));
+      if (operand != Storage::kF32)
+        TP_CUDA(cuda::store_rounded(scores.get<float>(), r * n, operand, p16.get(), be_.stream()),
+                what + " weights");
+      TP_RETURN_IF_ERROR(be_.gemm(ps, at(vs, b * n * cv), operand, r, cv, n, false, false,
+                                  out.get<float>() + (b * n + q0) * cv));
     }
   return out;
 }

@@ -112,4 +112,13 @@ float round_to(DType dt, float x) {
   }
 }
 
+RoundedOperand::RoundedOperand(const Tensor& t, DType dt) : t_(&t) {
+  if (dt == DType::kF32) return;
+  copied_ = true;
+  rounded_ = Tensor::uninitialized(DType::kF32, t.shape());
+  const float* src = t.data<float>();
+  float* dst = rounded_.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = round_to(dt, src[i]);
+}
+
 }  // namespace tp::compiled::emulated

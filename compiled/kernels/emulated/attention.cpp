@@ -2,7 +2,8 @@
 // queries: each block's scores, softmax (fp32, max subtracted) and P*V are done before the
 // next, so memory is one block of scores, never N x N. The products are sgemm's, whose bits do
 // not depend on how many threads run them (Eigen's parallel GEMM picks its kernels by the rows
-// each thread gets, so its bits change with the OpenMP team size).
+// each thread gets, so its bits change with the OpenMP team size). Under attn=act (`operands`
+// f16/bf16) q, k, v and the normalized weights P are rounded to it before the products.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -16,8 +17,10 @@ namespace {
 constexpr int64_t kQueryBlock = 64;
 }  // namespace
 
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool no_max,
-                 DType activation) {
+Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, double scale,
+                 bool no_max, DType activation, DType operands) {
+  const RoundedOperand rq(q_in, operands), rk(k_in, operands), rv(v_in, operands);
+  const Tensor &q = rq.get(), &k = rk.get(), &v = rv.get();
   const int64_t b = q.dim(0), n = q.dim(1) * q.dim(2), c = q.dim(3), cv = v.dim(3);
   Tensor out = Tensor::uninitialized(DType::kF32, {q.dim(0), q.dim(1), q.dim(2), cv});
   const float s = float(scale);
@@ -48,7 +51,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
           sum += e;
         }
         const float inv = 1.0f / sum;
-        for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+        for (int64_t j = 0; j < n; ++j) row[j] = round_to(operands, row[j] * inv);
       }
       sgemm::gemm(rows, cv, n, {scores.data(), n, 1}, sgemm::pack_strided({V, cv, 1}),
                   {O + q0 * cv, cv, 1});

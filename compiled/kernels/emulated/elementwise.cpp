@@ -6,9 +6,8 @@
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-extern "C" __m512 _ZGVeN16v_expf(__m512);  // glibc's libmvec, AVX-512 variant of expf
 #endif
 
 namespace tp::compiled::emulated {
@@ -22,26 +21,118 @@ void map_in_place(float* p, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) p[i] = f(p[i]);
 }
 
-float silu(float v) { return v / (1.0f + std::exp(-v)); }
+// portable_expf's steps (Cody-Waite reduction, Cephes' expf polynomial), shared by the scalar
+// and vector forms so each lane computes exactly what the scalar code does.
+constexpr float kExpLo = -104.0f, kExpHi = 89.0f;  // past them: 0 and inf
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;  // ln 2 = hi + lo, hi exact
+constexpr float kP[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                        4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 
-// SiLU in fp32, sixteen at a time where the build targets AVX-512: glibc's vector expf (libmvec,
-// within 1 ulp of exp like the scalar expf) in place of the scalar call, the same fp32 quotient.
-void silu_in_place(float* p, int64_t n) {
+float silu(float v) { return v / (1.0f + portable_expf(-v)); }
+
 #if defined(__AVX512F__)
-  const int64_t vectors = n / 16;
+constexpr int64_t kLanes = 16;
+using Vec = __m512;
+using IVec = __m512i;
+Vec load(const float* p) { return _mm512_loadu_ps(p); }
+void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+Vec set1(float x) { return _mm512_set1_ps(x); }
+Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+Vec sub(Vec a, Vec b) { return _mm512_sub_ps(a, b); }
+Vec div(Vec a, Vec b) { return _mm512_div_ps(a, b); }
+Vec clamp(Vec x) { return _mm512_min_ps(_mm512_max_ps(x, set1(kExpLo)), set1(kExpHi)); }
+Vec nearest(Vec x) {
+  return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+IVec to_int(Vec x) { return _mm512_cvtps_epi32(x); }
+Vec pow2(IVec e) {  // 2^e for e in [-126, 127]
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(127)), 23));
+}
+IVec half_down(IVec e) { return _mm512_srai_epi32(e, 1); }
+IVec isub(IVec a, IVec b) { return _mm512_sub_epi32(a, b); }
+Vec keep_nan(Vec x, Vec y) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int64_t kLanes = 8;
+using Vec = __m256;
+using IVec = __m256i;
+Vec load(const float* p) { return _mm256_loadu_ps(p); }
+void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
+Vec set1(float x) { return _mm256_set1_ps(x); }
+Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+Vec sub(Vec a, Vec b) { return _mm256_sub_ps(a, b); }
+Vec div(Vec a, Vec b) { return _mm256_div_ps(a, b); }
+Vec clamp(Vec x) { return _mm256_min_ps(_mm256_max_ps(x, set1(kExpLo)), set1(kExpHi)); }
+Vec nearest(Vec x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+IVec to_int(Vec x) { return _mm256_cvtps_epi32(x); }
+Vec pow2(IVec e) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+}
+IVec half_down(IVec e) { return _mm256_srai_epi32(e, 1); }
+IVec isub(IVec a, IVec b) { return _mm256_sub_epi32(a, b); }
+Vec keep_nan(Vec x, Vec y) { return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); }
+#else
+constexpr int64_t kLanes = 0;
+#endif
+
+#if defined(__AVX512F__) || defined(__AVX2__) && defined(__FMA__)
+// portable_expf on kLanes values: the same operations, in the same order, as the scalar code.
+Vec vector_expf(Vec x0) {
+  const Vec x = clamp(x0);
+  const Vec n = nearest(mul(x, set1(kLog2e)));
+  const Vec minus_n = sub(set1(0.0f), n);
+  Vec r = fma(minus_n, set1(kLn2Hi), x);
+  r = fma(minus_n, set1(kLn2Lo), r);
+  Vec p = set1(kP[0]);
+  for (int i = 1; i < 6; ++i) p = fma(p, r, set1(kP[i]));
+  const Vec y = add(fma(p, mul(r, r), r), set1(1.0f));
+  const IVec e = to_int(n), h = half_down(e);
+  return keep_nan(x0, mul(mul(y, pow2(h)), pow2(isub(e, h))));
+}
+#endif
+
+// SiLU in fp32: v / (1 + portable_expf(-v)), kLanes at a time where the build targets AVX2 or
+// AVX-512; the same bits as the scalar loop on any of them.
+void silu_in_place(float* p, int64_t n) {
+  int64_t vectors = 0;
+#if defined(__AVX512F__) || defined(__AVX2__) && defined(__FMA__)
+  vectors = n / kLanes;
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
   for (int64_t i = 0; i < vectors; ++i) {
-    const __m512 v = _mm512_loadu_ps(p + 16 * i);
-    const __m512 e = _ZGVeN16v_expf(_mm512_sub_ps(_mm512_setzero_ps(), v));
-    _mm512_storeu_ps(p + 16 * i, _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), e)));
+    const Vec v = load(p + kLanes * i);
+    store(p + kLanes * i, div(v, add(set1(1.0f), vector_expf(sub(set1(0.0f), v)))));
   }
-  for (int64_t i = 16 * vectors; i < n; ++i) p[i] = silu(p[i]);
-#else
-  map_in_place(p, n, silu);
 #endif
+  map_in_place(p + kLanes * vectors, n - kLanes * vectors, silu);
 }
 
 }  // namespace
+
+float portable_expf(float x0) {
+  if (x0 != x0) return x0;
+  const float x = std::min(std::max(x0, kExpLo), kExpHi);
+  const float n = std::nearbyint(x * kLog2e);
+  const float minus_n = 0.0f - n;
+  float r = std::fma(minus_n, kLn2Hi, x);
+  r = std::fma(minus_n, kLn2Lo, r);
+  float p = kP[0];
+  for (int i = 1; i < 6; ++i) p = std::fma(p, r, kP[i]);
+  const float y = std::fma(p, r * r, r) + 1.0f;
+  const int e = int(n), h = e >> 1;
+  auto pow2 = [](int k) {  // 2^k for k in [-126, 127]
+    const uint32_t bits = uint32_t(k + 127) << 23;
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+  };
+  return (y * pow2(h)) * pow2(e - h);
+}
 
 Tensor pointwise(OpKind kind, const OpAttrs& a, Tensor x) {
   float* p = x.data<float>();

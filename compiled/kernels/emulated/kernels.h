@@ -33,9 +33,11 @@ Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedPar
 
 // softmax(q k^T * scale) v per batch, blocked over queries so N x N scores never exist. With
 // `no_max` (the softmax-no-max fault) exp(s) is taken without subtracting the row max and held
-// in `activation` before the P*V product.
+// in `activation` before the P*V product. `operands` (LayerPolicy::attention_operands(), attn=):
+// f16/bf16 rounds q, k, v and the normalized softmax weights P to it before the products; f32
+// keeps them.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, bool no_max,
-                 DType activation);
+                 DType activation, DType operands = DType::kF32);
 
 Tensor upsample_nearest2x(const Tensor& x);
 Tensor pointwise(OpKind kind, const OpAttrs& attrs, Tensor x);  // unary ops, in place on x
@@ -51,9 +53,11 @@ Tensor slice_channels(const Tensor& x, int begin, int end);
 // the N-d kernels carry (cross-attention-query-length, geglu-swap, timestep-sin-cos-swap,
 // cfg-halves-swapped).
 using ParamLookup = std::function<const PreparedParam*(const std::string& key)>;
+// `attention_operands`: multi-head attention's q, k, v and P rounded to it (attn=act; float only).
 template <class T>
 Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLookup& param,
-             const Shape& out_shape, const FaultSet& faults = {});
+             const Shape& out_shape, const FaultSet& faults = {},
+             DType attention_operands = DType::kF32);
 
 // Rounds n fp32 values into `dt` storage (f32, f16, bf16), and reads them back.
 void store_rounded(const float* src, int64_t n, DType dt, void* dst);
@@ -61,5 +65,24 @@ void store_rounded(const float* src, int64_t n, DType dt, void* dst);
 void store_rounded(const float* src, int64_t n, DType dt, void* dst, bool truncate);
 void load_f32(const void* src, DType dt, int64_t n, float* dst);
 float round_to(DType dt, float x);
+
+// exp in fp32 with the same bits on every x86 the project builds for (scalar, AVX2 and AVX-512
+// forms do the same operations in the same order): within 2 ulp of exp, 0 below -104, inf above
+// 89, NaN kept. SiLU uses it, so a baseline made on one CPU holds on another (glibc's vector expf
+// and its scalar expf differ in the last bit on some inputs).
+float portable_expf(float x);
+
+// An fp32 tensor as an attention operand: itself under f32, else a copy rounded to `dt` (f16,
+// bf16), element by element to nearest even.
+class RoundedOperand {
+ public:
+  RoundedOperand(const Tensor& t, DType dt);
+  const Tensor& get() const { return copied_ ? rounded_ : *t_; }
+
+ private:
+  const Tensor* t_;
+  bool copied_ = false;
+  Tensor rounded_;
+};
 
 }  // namespace tp::compiled::emulated

@@ -237,9 +237,12 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 // batch, head and block of queries, the scores Q_h K_h^T (rows x keys, never the whole matrix for
 // long sequences), scaled, masked, the row max subtracted, exp, each weight divided by its row's
 // sum as in the loop above, then the weights times V_h. The same fp32 products and sums in another
-// order.
-Tensor multi_head_attention_gemm(const Tensor& q, const Tensor& k, const Tensor& v,
-                                 const Tensor* mask, const OpAttrs& a, bool keys_as_queries) {
+// order. Under attn=act (`operands` f16/bf16) q, k, v and the weights are rounded to it first.
+Tensor multi_head_attention_gemm(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                 const Tensor* mask, const OpAttrs& a, bool keys_as_queries,
+                                 DType operands) {
+  const RoundedOperand rq(q_in, operands), rk(k_in, operands), rv(v_in, operands);
+  const Tensor &q = rq.get(), &k = rk.get(), &v = rv.get();
   const int64_t batch = q.dim(0), lq = q.dim(1), heads = a.heads, stored_keys = k.dim(1);
   const int64_t lk = keys_as_queries ? std::min(stored_keys, lq) : stored_keys;  // the fault
   const int64_t dq = q.dim(2), dvall = v.dim(2), dh = dq / heads, dv = dvall / heads;
@@ -274,7 +277,7 @@ Tensor multi_head_attention_gemm(const Tensor& q, const Tensor& k, const Tensor&
           }
           float sum = 0;
           for (int64_t j = 0; j < lk; ++j) sum += (s[j] = std::exp(s[j] - max));
-          for (int64_t j = 0; j < lk; ++j) s[j] = s[j] / sum;
+          for (int64_t j = 0; j < lk; ++j) s[j] = round_to(operands, s[j] / sum);
         }
         sgemm::gemm(rows, dv, lk, {scores.data(), lk, 1}, sgemm::pack_strided({vh, dvall, 1}),
                     {result.data<float>() + (b * lq + i0) * dvall + h * dv, dvall, 1});
@@ -480,7 +483,7 @@ Tensor interpolate_nearest(const Tensor& x, const Shape& out_shape) {
 
 template <class T>
 Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLookup& param,
-             const Shape& out_shape, const FaultSet& faults) {
+             const Shape& out_shape, const FaultSet& faults, DType attention_operands) {
   const OpAttrs& a = op.attrs;
   const Tensor& x = *in[0];
   auto optional = [&](const std::string& key) { return key.empty() ? nullptr : param(key); };
@@ -496,7 +499,8 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
     case OpKind::kMultiHeadAttention:
       if constexpr (std::is_same_v<T, float>)
         return multi_head_attention_gemm(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a,
-                                         faults.has(Fault::kCrossAttentionQueryLength));
+                                         faults.has(Fault::kCrossAttentionQueryLength),
+                                         attention_operands);
       return multi_head_attention<T>(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a,
                                      faults.has(Fault::kCrossAttentionQueryLength));
     case OpKind::kLayerNorm: {
@@ -530,8 +534,8 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
 }
 
 template Tensor nd_op<float>(const Op&, const std::vector<const Tensor*>&, const ParamLookup&,
-                             const Shape&, const FaultSet&);
+                             const Shape&, const FaultSet&, DType);
 template Tensor nd_op<double>(const Op&, const std::vector<const Tensor*>&, const ParamLookup&,
-                              const Shape&, const FaultSet&);
+                              const Shape&, const FaultSet&, DType);
 
 }  // namespace tp::compiled::emulated
