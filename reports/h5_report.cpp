@@ -245,7 +245,10 @@ Expected<RunReport> read_h5_report(const std::string& path) {
     return Error(path + " is not an HDF5 file; pass a report written by `twinpath run --report`");
   try {
     Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-    if (!file.ok()) return Error("cannot open the report " + path);
+    if (!file.ok())
+      return Error("cannot open the report " + path +
+                   ": libhdf5 cannot open it, so the file is likely damaged or truncated; restore "
+                   "it, or rerun what wrote it");
     const hid_t root = file.get();
     RunReport r;
     r.schema_version = int(get_int(root, "schema_version"));

@@ -191,6 +191,12 @@ TEST_F(ReportTest, AReportLibhdf5LoopsOnIsRefusedInsteadOfHanging) {
 // libhdf5 1.10 also crashes (H5HG_read copies past its buffers) on a report the h5_report fuzzer
 // damaged: each command that reads reports says so in one sentence and exits 2, no core dump.
 TEST_F(ReportTest, AReportLibhdf5CrashesOnIsRefusedInsteadOfCrashing) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer stops at libhdf5's overlapping copy before the SIGSEGV this "
+                  "test is about (the release build runs it)";
+#endif
+#endif
   const std::string file = std::string(TWINPATH_SOURCE_DIR) +
                            "/tests/fuzz/libhdf5-crashes/vlen-attribute-global-heap-overrun.h5";
   for (const std::string command :
