@@ -47,8 +47,12 @@ run() {
   [[ -d "tests/fuzz/regressions/$name" ]] && regressions=("tests/fuzz/regressions/$name")
   local wall=$seconds
   [[ "${FUZZ_CPU:-0}" == 1 ]] && wall=$((6 * seconds))
+  # libFuzzer's -timeout is wall time: a niced run starved by a build sees 0.4 s inputs take 10 s
+  # (two false model_config timeouts, 2026-11-25), so CPU-time runs allow a minute.
+  local timeout=10
+  [[ "${FUZZ_CPU:-0}" == 1 ]] && timeout=60
   local start=$SECONDS
-  build-sanitize/tests/fuzz/"${name}"_fuzz "${mode[@]}" -max_total_time="$wall" -timeout=10 -rss_limit_mb=3072 \
+  build-sanitize/tests/fuzz/"${name}"_fuzz "${mode[@]}" -max_total_time="$wall" -timeout="$timeout" -rss_limit_mb=3072 \
     -print_final_stats=1 -artifact_prefix="out/fuzz/$name-crash-" \
     "out/fuzz/corpus/$name" "tests/fuzz/corpus/$name" ${regressions[@]+"${regressions[@]}"} \
     > "out/fuzz/$name.log" 2>&1 &

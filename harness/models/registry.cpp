@@ -1,7 +1,6 @@
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <unordered_set>
 
 #include "harness/models/autoencoder_kl/family.h"
 #include "harness/models/autoencoder_tiny/family.h"
@@ -35,14 +34,12 @@ bool Family::claims(const nlohmann::json& config) const {
 }
 
 std::vector<ParamSpec> Family::param_specs(const ModelConfig& config) const {
-  // Graphs share modules (an encoder's and a decoder's, a UNet's calls): each key once, in
-  // first-seen order, by a set (a search per key made a large config's list quadratic: the
-  // model_config fuzzer's 10 s timeout on a UNet of many layers).
   std::vector<ParamSpec> specs;
-  std::unordered_set<std::string> seen;
   for (Graph& g : graphs(config))
     for (ParamSpec& p : g.params)
-      if (seen.insert(p.key).second) specs.push_back(std::move(p));
+      if (std::none_of(specs.begin(), specs.end(),
+                       [&](const ParamSpec& s) { return s.key == p.key; }))
+        specs.push_back(std::move(p));
   return specs;
 }
 
