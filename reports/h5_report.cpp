@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <sstream>
 
 #include "harness/core/atomic_file.h"
@@ -62,7 +63,7 @@ Provenance read_provenance(hid_t parent) {
   p.cause = get_string(g.get(), "cause");
   p.detail = get_string(g.get(), "detail");
   for (const std::string& n : split_list(get_string(g.get(), "index"), ','))
-    p.index.push_back(std::stoll(n));
+    p.index.push_back(h5::parse_whole(n, "origin index"));
   p.value = get_double(g.get(), "value");
   p.reference_value = get_double(g.get(), "reference_value");
   p.reference_max_abs = get_double(g.get(), "reference_max_abs");
@@ -284,6 +285,10 @@ Expected<RunReport> read_h5_report(const std::string& path) {
   } catch (const H5Failure& f) {
     return Error("reading the report " + path + " failed at " + f.what +
                  "; the file is damaged or not a twinpath report");
+  } catch (const std::bad_alloc&) {
+    return Error("reading the report " + path +
+                 " asked for more memory than a report of its size needs; the file is likely "
+                 "damaged: restore it, or rerun what wrote it");
   }
 }
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <vector>
 
 #include "reports/h5_util.h"
@@ -129,23 +130,11 @@ void write_rows(hid_t parent, const char* name, const RowSchema<Row>& schema,
 // about 50,000).
 constexpr hsize_t kMaxTableRows = hsize_t(1) << 20;
 
-// The table's rows; none when it is absent.
-template <class Row>
-std::vector<Row> read_rows(hid_t parent, const char* name, const RowSchema<Row>& schema) {
-  if (H5Lexists(parent, name, H5P_DEFAULT) <= 0) return {};
-  const RowLayout l = row_layout(schema);
-  Handle ds(check_id(H5Dopen2(parent, name, H5P_DEFAULT), name), H5Dclose);
-  Handle space(check_id(H5Dget_space(ds.get()), name), H5Sclose);
-  // A table is one dimension of rows, no more than a report holds (a damaged file's extent must
-  // neither overrun n nor size the allocation).
-  if (H5Sget_simple_extent_ndims(space.get()) != 1) throw H5Failure{name};
-  hsize_t n = 0;
-  check(H5Sget_simple_extent_dims(space.get(), &n, nullptr), name);
-  if (n > kMaxTableRows) throw H5Failure{name};
-  std::vector<unsigned char> buffer(l.size * n, 0);
-  if (n) check(H5Dread(ds.get(), l.type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()), name);
-  std::vector<Row> rows(n);
-  for (std::size_t r = 0; r < n; ++r) {
+// The rows' fields from the buffer H5Dread filled, column by column through the schema's setters.
+template <class Row, class Layout>
+void read_fields(const std::vector<unsigned char>& buffer, const Layout& l,
+                 const RowSchema<Row>& schema, std::vector<Row>& rows) {
+  for (std::size_t r = 0; r < rows.size(); ++r) {
     const unsigned char* row = buffer.data() + r * l.size;
     for (std::size_t i = 0; i < schema.size(); ++i) {
       const unsigned char* at = row + l.offsets[i];
@@ -178,6 +167,29 @@ std::vector<Row> read_rows(hid_t parent, const char* name, const RowSchema<Row>&
         }
       }
     }
+  }
+}
+
+// The table's rows; none when it is absent.
+template <class Row>
+std::vector<Row> read_rows(hid_t parent, const char* name, const RowSchema<Row>& schema) {
+  if (H5Lexists(parent, name, H5P_DEFAULT) <= 0) return {};
+  const RowLayout l = row_layout(schema);
+  Handle ds(check_id(H5Dopen2(parent, name, H5P_DEFAULT), name), H5Dclose);
+  Handle space(check_id(H5Dget_space(ds.get()), name), H5Sclose);
+  // A table is one dimension of rows, no more than a report holds (a damaged file's extent must
+  // neither overrun n nor size the allocation).
+  if (H5Sget_simple_extent_ndims(space.get()) != 1) throw H5Failure{name};
+  hsize_t n = 0;
+  check(H5Sget_simple_extent_dims(space.get(), &n, nullptr), name);
+  if (n > kMaxTableRows) throw H5Failure{name};
+  std::vector<unsigned char> buffer(l.size * n, 0);
+  if (n) check(H5Dread(ds.get(), l.type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buffer.data()), name);
+  std::vector<Row> rows(n);
+  try {
+    read_fields(buffer, l, schema, rows);
+  } catch (const std::exception&) {  // a field that does not parse (a column's own text format)
+    throw H5Failure{name};
   }
   return rows;
 }

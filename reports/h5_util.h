@@ -6,6 +6,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -44,6 +45,13 @@ struct H5Failure {
 };
 inline void check(herr_t status, const char* what) {
   if (status < 0) throw H5Failure{what};
+}
+// A whole number written as text in a report (an element index); anything else is damage.
+inline int64_t parse_whole(const std::string& text, const char* what) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size()) throw H5Failure{what};
+  return v;
 }
 inline hid_t check_id(hid_t id, const char* what) {
   if (id < 0) throw H5Failure{what};

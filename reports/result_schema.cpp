@@ -1,9 +1,22 @@
 #include "reports/result_schema.h"
 
+#include <charconv>
+#include <stdexcept>
+
 #include "harness/core/format.h"
 
 namespace tp {
 namespace {
+
+// A whole number written as text; anything else throws (a damaged file: the readers turn it
+// into their sentence).
+int64_t whole_number(const std::string& text) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size())
+    throw std::invalid_argument("'" + text + "' is not a whole number");
+  return v;
+}
 
 // An element index (a Shape) as a comma-separated string column.
 template <class Row>
@@ -13,7 +26,7 @@ Column<Row> index_column(std::string name, Shape Row::*member) {
   c.set = [member](Row& r, const ColumnValue& v) {
     (r.*member).clear();
     for (const std::string& n : split_list(std::get<std::string>(v), ','))
-      (r.*member).push_back(std::stoll(n));
+      (r.*member).push_back(whole_number(n));
   };
   return c;
 }

@@ -2,6 +2,7 @@
 // under a kill, shards merged into the unsharded report, and `report diff` catching a planted
 // error growth.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -210,6 +211,43 @@ TEST_F(ReportTest, AReportLibhdf5CrashesOnIsRefusedInsteadOfCrashing) {
         << command << ": " << r.output;
   }
   EXPECT_FALSE(std::filesystem::exists(p("never.txt")));
+}
+
+// A damaged variable-length string that claims 20 GiB: libhdf5 would allocate and fill it (21 GB
+// resident before the cap); read under the address-space cap it fails inside libhdf5, and the
+// command says the file is damaged, having used well under 2 GiB.
+TEST_F(ReportTest, AReportClaimingGigabytesIsRefusedWithoutUsingThem) {
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "the cap is off under AddressSanitizer (its shadow memory needs the space)";
+#endif
+#endif
+  const std::string file =
+      std::string(TWINPATH_SOURCE_DIR) + "/tests/fuzz/libhdf5-crashes/vlen-string-length-huge.h5";
+  const auto r = shell(std::string(TWINPATH_BINARY) + " report show " + file);
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("the file is damaged or not a twinpath report"), std::string::npos)
+      << r.output;
+  rusage children{};
+  ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &children), 0);
+  EXPECT_LT(children.ru_maxrss, 2L << 20) << "peak KiB of the command";
+}
+
+// An element index read back from a damaged table ("1,x") is refused, never std::stoll's
+// uncaught exception (a fuzzed report ended `report show` in std::terminate that way); the table
+// reader turns the throw into "the file is damaged".
+TEST(ReportSchema, AnElementIndexThatIsNotWholeNumbersThrowsForTheReader) {
+  ContractMetrics row;
+  bool found = false;
+  for (const auto& column : contract_metrics_schema())
+    if (column.name == "first") {
+      found = true;
+      column.set(row, std::string("3,14"));
+      EXPECT_EQ(row.first, (Shape{3, 14}));
+      EXPECT_THROW(column.set(row, std::string("1,x")), std::invalid_argument);
+      EXPECT_THROW(column.set(row, std::string("99999999999999999999")), std::invalid_argument);
+    }
+  EXPECT_TRUE(found);
 }
 
 // Each shard from another scheduler's variables: GoogleTest's, a Kubernetes indexed Job's, and a
