@@ -278,12 +278,12 @@ Expected<DeviceMemory> GroupRun::attention(const Op& op, const Dims& od, bool no
     ps = p16.get();
   }
   const int64_t elem = int64_t(storage_size(operand));
+  auto at = [elem](const void* base, int64_t offset) {
+    return static_cast<const std::byte*>(base) + offset * elem;
+  };
   for (int64_t b = 0; b < qd.b; ++b)
     for (int64_t q0 = 0; q0 < n; q0 += rows) {
       const int64_t r = std::min(rows, n - q0);
-      auto at = [&](const void* base, int64_t offset) {
-        return static_cast<const std::byte*>(base) + offset * elem;
-      };
       TP_RETURN_IF_ERROR(be_.gemm(at(qs, (b * n + q0) * c), at(ks, b * n * c), operand, r, n, c,
                                   true, false, scores.get<float>()));
       TP_CUDA(cuda::softmax_rows(scores.get<float>(), r, n, float(op.attrs.scale), no_max, act,
