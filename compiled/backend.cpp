@@ -35,9 +35,18 @@ Expected<CudaKernels> cuda_kernels_from_environment() {
   return parse_cuda_kernels(v);
 }
 
+Expected<bool> cuda_graphs_from_environment() {
+  const char* v = std::getenv("TWINPATH_CUDA_GRAPHS");
+  if (!v || !*v || std::string_view(v) == "0") return false;
+  if (std::string_view(v) == "1") return true;
+  return Error("TWINPATH_CUDA_GRAPHS=" + std::string(v) +
+               " is unknown; use 1 (replay each plan as a CUDA graph) or 0 (launch each kernel)");
+}
+
 Expected<std::unique_ptr<Backend>> make_cuda_backend() {
   TP_ASSIGN_OR_RETURN(CudaKernels kernels, cuda_kernels_from_environment());
-  return make_cuda_backend(kernels);
+  TP_ASSIGN_OR_RETURN(bool graphs, cuda_graphs_from_environment());
+  return make_cuda_backend(kernels, graphs);
 }
 
 Expected<std::unique_ptr<Backend>> make_backend(Device device) {

@@ -62,9 +62,15 @@ const char* cuda_kernels_name(CudaKernels kernels);
 // TWINPATH_CUDA_KERNELS, per-op when unset; an error sentence for another value.
 Expected<CudaKernels> cuda_kernels_from_environment();
 
-// The CUDA backend on device 0 with the kernels TWINPATH_CUDA_KERNELS names (or `kernels`); an
-// error sentence when this build has no CUDA or no device is visible.
+// TWINPATH_CUDA_GRAPHS: "1" replays each plan's group loop as a CUDA graph, captured on its
+// second run (compiled/kernels/cuda/captured_plans.h); "0" or unset launches every kernel from
+// the host. Off by default until it has run on a GPU. An error sentence for another value.
+Expected<bool> cuda_graphs_from_environment();
+
+// The CUDA backend on device 0 with the kernels TWINPATH_CUDA_KERNELS names and graphs as
+// TWINPATH_CUDA_GRAPHS says (or as given); an error sentence when this build has no CUDA or no
+// device is visible.
 Expected<std::unique_ptr<Backend>> make_cuda_backend();
-Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels kernels);
+Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels kernels, bool graphs = false);
 
 }  // namespace tp::compiled

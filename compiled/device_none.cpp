@@ -8,7 +8,7 @@ int cuda_device_count() { return 0; }
 std::string cuda_device_description(int) { return "no CUDA in this build"; }
 
 namespace compiled {
-Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels) {
+Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels, bool) {
   return Error(
       "compiled:cuda: this twinpath was built without CUDA (nvcc was not found); rebuild on a "
       "machine with the CUDA "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -92,6 +93,31 @@ TEST(CudaKernelsTest, KernelSetNamesParseAndAnUnknownOneSaysWhatToUse) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().message().rfind("TWINPATH_CUDA_KERNELS=fast is unknown; use per-op", 0), 0u)
       << bad.error().message();
+}
+
+TEST(CudaKernelsTest, TheGraphsSwitchIsOffUnlessOneAndAnotherValueSaysWhatToUse) {
+  const char* before = std::getenv("TWINPATH_CUDA_GRAPHS");
+  const std::string kept = before ? before : "";
+  unsetenv("TWINPATH_CUDA_GRAPHS");
+  EXPECT_FALSE(cuda_graphs_from_environment().value());
+  setenv("TWINPATH_CUDA_GRAPHS", "0", 1);
+  EXPECT_FALSE(cuda_graphs_from_environment().value());
+  setenv("TWINPATH_CUDA_GRAPHS", "1", 1);
+  EXPECT_TRUE(cuda_graphs_from_environment().value());
+  setenv("TWINPATH_CUDA_GRAPHS", "yes", 1);
+  auto bad = cuda_graphs_from_environment();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message().rfind("TWINPATH_CUDA_GRAPHS=yes is unknown; use 1", 0), 0u)
+      << bad.error().message();
+  // make_backend(kCuda) refuses with the same sentence before it looks for a device.
+  auto backend = make_backend(Device::kCuda);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_NE(backend.error().message().find("TWINPATH_CUDA_GRAPHS=yes"), std::string::npos)
+      << backend.error().message();
+  if (before)
+    setenv("TWINPATH_CUDA_GRAPHS", kept.c_str(), 1);
+  else
+    unsetenv("TWINPATH_CUDA_GRAPHS");
 }
 
 class PlannerTest : public ::testing::Test {

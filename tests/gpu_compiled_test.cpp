@@ -11,6 +11,7 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -142,6 +143,43 @@ TEST_P(GpuCompiledTest, FusedKernelsRunTheirConvsOnCudnn) {
   if (std::string(GetParam().policy).find("w=f32") == std::string::npos) {
     EXPECT_GT(std::stoi(got[1].str()), 0) << notes;
   }
+}
+
+// TWINPATH_CUDA_GRAPHS=1: run 1 is direct, run 2 is captured and launched, run 3 replays; each
+// must give the direct backend's bits (the same kernels on the same addresses), the roundtrip's
+// decoder reading the encoder's arena through a view. The notes must show plans captured and
+// none left direct (a capture that failed would otherwise pass as direct launches).
+TEST_P(GpuCompiledTest, CapturedGraphsReplayTheDirectLaunchesBits) {
+  const Model& m = model_for(GetParam().model);
+  auto graphs = compiled::make_cuda_backend(GetParam().kernels, true);
+  ASSERT_TRUE(graphs.ok()) << graphs.error().message();
+  const compiled::Backend* replaying = graphs.value().get();
+  Session direct(options(GetParam().policy), cuda()),
+      captured(options(GetParam().policy), std::move(graphs).value());
+  for (Pipeline p : {Pipeline::kDecode, Pipeline::kRoundtrip}) {
+    const Tensor input = input_for(m, p);
+    auto want = run_pipeline(m, p, input, direct);
+    ASSERT_TRUE(want.ok()) << want.error().message();
+    for (int run = 1; run <= 3; ++run) {
+      auto got = run_pipeline(m, p, input, captured);
+      ASSERT_TRUE(got.ok()) << got.error().message();
+      ASSERT_EQ(got->size(), want->size());
+      for (std::size_t i = 0; i < got->size(); ++i) {
+        const Tensor &a = (*got)[i].second, &b = (*want)[i].second;
+        ASSERT_EQ(a.nbytes(), b.nbytes());
+        EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0)
+            << pipeline_name(p) << " run " << run << ": " << (*got)[i].first
+            << " differs from the direct launches";
+      }
+    }
+  }
+  const std::string notes = replaying->notes();
+  RecordProperty("graphs", notes);
+  std::smatch got;
+  ASSERT_TRUE(std::regex_search(notes, got, std::regex("CUDA graphs: ([0-9]+) plans captured")))
+      << notes;
+  EXPECT_GE(std::stoi(got[1].str()), 2) << notes;  // the decoder and the encoder at least
+  EXPECT_EQ(notes.find(" direct: "), std::string::npos) << notes;
 }
 
 const GpuCase kCases[] = {

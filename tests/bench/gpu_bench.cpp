@@ -58,20 +58,24 @@ void BM_DecodeSdKlCuda(benchmark::State& state) {
   const int image = int(state.range(0));
   const char* policy = kPolicies[state.range(1)];
   const compiled::CudaKernels kernels = kKernels[state.range(2)];
+  const bool graphs = state.range(3) != 0;
   compiled::SessionOptions o;
   o.policy.base = compiled::parse_layer_policy(policy).value();
-  auto backend = compiled::make_cuda_backend(kernels);
+  auto backend = compiled::make_cuda_backend(kernels, graphs);
   if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
   const compiled::Backend* device = backend.value().get();
   compiled::Session session(o, std::move(backend).value());
   const Tensor latent = latent_for(image);
   auto out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);  // plans, uploads weights
   if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+  if (graphs) out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);  // captures
+  if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
   for (auto _ : state) {
     out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);
     if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
   }
-  state.SetLabel(std::string(policy) + " " + compiled::cuda_kernels_name(kernels));
+  state.SetLabel(std::string(policy) + " " + compiled::cuda_kernels_name(kernels) +
+                 (graphs ? " graphs" : ""));
   if (!device->notes().empty()) std::fprintf(stderr, "%s: %s\n", policy, device->notes().c_str());
   state.counters["compile_s"] = session.stats().compile_seconds;
   state.counters["arena_MiB"] = double(session.plans()[0]->stats.arena_bytes) / (1 << 20);
@@ -89,7 +93,14 @@ BENCHMARK(BM_GroupCuda)
     ->UseRealTime();
 
 BENCHMARK(BM_DecodeSdKlCuda)
-    ->ArgsProduct({{512, 1024}, {0, 1, 2, 3, 4}, {0, 1}})
+    ->ArgsProduct({{512, 1024}, {0, 1, 2, 3, 4}, {0, 1}, {0}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(10);
+// The same decode replayed as CUDA graphs (TWINPATH_CUDA_GRAPHS=1), f16 and bf16, both kernel
+// sets: what the host's launches cost.
+BENCHMARK(BM_DecodeSdKlCuda)
+    ->ArgsProduct({{512, 1024}, {0, 1}, {0, 1}, {1}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(10);

@@ -4,7 +4,8 @@
 // fp32 device buffers, GEMMs go through cuBLAS with fp32 accumulation (f16 only under
 // acc=f16), and each group output is rounded once into its arena buffer. Every CUDA and cuBLAS
 // call is checked; inputs and read-backs go through one page-locked staging buffer, and the
-// stream is synchronized only to read back (and after each group under TWINPATH_CUDA_SYNC=1).
+// stream is synchronized only to read back (and after each group under TWINPATH_CUDA_SYNC=1);
+// under TWINPATH_CUDA_GRAPHS=1 a plan's groups replay as a CUDA graph (captured_plans.h).
 #include "compiled/kernels/cuda/cuda_backend.h"
 
 #include <cuda_fp16.h>
@@ -206,6 +207,14 @@ Status CudaBackend::execute(const Plan& plan, std::byte* arena,
                             const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
   TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
   for (const auto& [v, t] : bound.uploads) TP_RETURN_IF_ERROR(upload(plan, arena, v, *t));
+  // A graph replays the groups alone: an observer reads values back between them, and
+  // TWINPATH_CUDA_SYNC=1 synchronizes there, which a capture cannot hold.
+  if (captured_ && !observe && !sync_each_group())
+    return captured_->run(plan, arena, bound, stream_, [&]() -> Status {
+      GroupRun run(*this, plan, arena, bound);
+      for (const Group& grp : plan.groups) TP_RETURN_IF_ERROR(run.run(grp));
+      return Status();
+    });
   GroupRun run(*this, plan, arena, bound);
   for (const Group& grp : plan.groups) {
     TP_RETURN_IF_ERROR(run.run(grp));
@@ -223,13 +232,13 @@ Status CudaBackend::execute(const Plan& plan, std::byte* arena,
 
 }  // namespace cuda_impl
 
-Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels kernels) {
+Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels kernels, bool graphs) {
   if (cuda_device_count() == 0)
     return Error(
         "compiled:cuda: no CUDA device is visible on this machine; run on a machine with an NVIDIA "
         "GPU, or use "
         "compiled:cpu, which runs the same plans under the same numerics contract");
-  auto backend = std::make_unique<cuda_impl::CudaBackend>(kernels);
+  auto backend = std::make_unique<cuda_impl::CudaBackend>(kernels, graphs);
   TP_RETURN_IF_ERROR(backend->init());
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -21,6 +21,7 @@
 #include "compiled/backend.h"
 #include "compiled/device.h"
 #include "compiled/fused_groups.h"
+#include "compiled/kernels/cuda/captured_plans.h"
 #include "compiled/kernels/cuda/cudnn_conv.h"
 #include "compiled/kernels/cuda/kernels.h"
 
@@ -153,9 +154,10 @@ inline Dims nhwc_dims(const Shape& s) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(CudaKernels kernels) : kernels_(kernels) {}
+  CudaBackend(CudaKernels kernels, bool graphs) : kernels_(kernels), graphs_(graphs) {}
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);  // no copy still reads the staging buffer
+    captured_.reset();
     params_.clear();
     cudnn_.reset();
     if (blas_) cublasDestroy(blas_);
@@ -180,14 +182,20 @@ class CudaBackend final : public Backend {
     if (kernels_ == CudaKernels::kFused) {
       TP_ASSIGN_OR_RETURN(cudnn_, CudnnConvs::create(stream_));
     }
+    if (graphs_) captured_ = std::make_unique<CapturedPlans>();
     return Status();
   }
 
   std::string device() const override { return "cuda"; }
   std::string description() const override {
-    return cuda_device_description(0) + ", " + cuda_kernels_name(kernels_) + " kernels";
+    return cuda_device_description(0) + ", " + cuda_kernels_name(kernels_) + " kernels" +
+           (captured_ ? ", CUDA graphs" : "");
   }
-  std::string notes() const override { return cudnn_ ? cudnn_->summary() : ""; }
+  std::string notes() const override {
+    std::string s = cudnn_ ? cudnn_->summary() : "";
+    if (captured_) s += (s.empty() ? "" : "; ") + captured_->summary();
+    return s;
+  }
   int64_t available_bytes() const override {
     std::size_t free = 0, total = 0;
     if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
@@ -205,6 +213,7 @@ class CudaBackend final : public Backend {
   }
   void release(std::byte* arena) override {
     if (!arena) return;
+    if (captured_) captured_->forget(arena);
     cudaStreamSynchronize(stream_);
     cudaFree(arena);
   }
@@ -236,7 +245,9 @@ class CudaBackend final : public Backend {
 
  private:
   CudaKernels kernels_;
+  bool graphs_;
   std::unique_ptr<CudnnConvs> cudnn_;
+  std::unique_ptr<CapturedPlans> captured_;  // under TWINPATH_CUDA_GRAPHS=1
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   std::map<const PreparedParam*, DeviceParam> params_;
@@ -341,7 +352,6 @@ class GroupRun {
   std::map<int, DeviceMemory> locals_;
   std::map<int, DeviceMemory> channels_last_;  // row-major values copied for a [B,C,H,W] kind
   std::vector<DeviceMemory> widened_;
-  std::vector<std::vector<int64_t>> host_tables_;  // host sources of async uploads, per group
 };
 
 }  // namespace tp::compiled::cuda_impl

@@ -136,7 +136,6 @@ Status GroupRun::finish(const Group& grp) {
   if (sync_each_group()) TP_CUDA(cudaStreamSynchronize(be_.stream()), where);
   locals_.clear();
   widened_.clear();
-  host_tables_.clear();
   return Status();
 }
 

@@ -143,29 +143,13 @@ Expected<DeviceMemory> GroupRun::nd_op(const Op& op, const FaultSet& f, const st
       if (spatial < 1 || spatial > 3) return Error(what + ": resizes 1 to 3 spatial axes");
       cuda::Resize r;
       r.planes = xs[0] * xs[1];
-      std::array<DeviceMemory, 3> tables;
       for (int i = 0; i < spatial; ++i) {
         const int d = 3 - spatial + i;
-        const int64_t in = xs[std::size_t(i) + 2], out_i = os[std::size_t(i) + 2];
-        r.in[d] = in;
-        r.out[d] = out_i;
-        // PyTorch's "nearest": floor(dst * float(in / out)), exact halving when out is 2 in.
-        const float ratio = float(in) / float(out_i);
-        std::vector<int64_t>& src = host_tables_.emplace_back();
-        for (int64_t o = 0; o < out_i; ++o)
-          src.push_back(out_i == in ? o
-                        : out_i == 2 * in
-                            ? o / 2
-                            : std::min(int64_t(std::floor(float(o) * ratio)), in - 1));
-        TP_ASSIGN_OR_RETURN(tables[std::size_t(d)],
-                            be_.scratch(int64_t(src.size() * sizeof(int64_t)), what));
-        TP_CUDA(cudaMemcpyAsync(tables[std::size_t(d)].get(), src.data(),
-                                src.size() * sizeof(int64_t), cudaMemcpyHostToDevice, st),
-                what + " source indices");
-        r.source[d] = tables[std::size_t(d)].get<int64_t>();
+        r.in[d] = xs[std::size_t(i) + 2];
+        r.out[d] = os[std::size_t(i) + 2];
+        r.ratio[d] = float(r.in[d]) / float(r.out[d]);
       }
       TP_CUDA(cuda::interpolate_nearest(x.src, r, po, st), what);
-      for (DeviceMemory& t : tables) widened_.push_back(std::move(t));  // freed after the group
       break;
     }
     default:

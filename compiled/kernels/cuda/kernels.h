@@ -153,10 +153,12 @@ cudaError_t timestep_embedding(Src timesteps, int64_t n, int64_t dim, bool sin_f
                                float denominator, float* out, cudaStream_t stream);
 
 // Nearest resize over [planes, *S_in] to [planes, *S_out] (up to three axes, padded with ones),
-// each output coordinate's source index from `source` (per axis, device arrays).
+// each output coordinate o's source index PyTorch's "nearest" way: o when the extents match, o / 2
+// when the output is twice the input, else min(floor(float(o) * ratio), in - 1) with `ratio`
+// float(in) / float(out) computed on the host (one fp32 multiply on the device: the same bits).
 struct Resize {
   int64_t planes = 0, in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
-  const int64_t* source[3] = {nullptr, nullptr, nullptr};
+  float ratio[3] = {1, 1, 1};
 };
 cudaError_t interpolate_nearest(Src x, const Resize& r, float* out, cudaStream_t stream);
 

@@ -181,13 +181,21 @@ __global__ void timestep_kernel(Src t, int64_t n, int64_t dim, bool sin_first, f
   }
 }
 
+__device__ int64_t nearest_source(const Resize& r, int axis, int64_t o) {
+  const int64_t in = r.in[axis], out = r.out[axis];
+  if (out == in) return o;
+  if (out == 2 * in) return o / 2;
+  // __fmul_rn: one rounded multiply, never contracted, as on the host.
+  return min(int64_t(floorf(__fmul_rn(float(o), r.ratio[axis]))), in - 1);
+}
+
 __global__ void resize_kernel(Src x, Resize r, int64_t n, float* out) {
   const int64_t in_plane = r.in[0] * r.in[1] * r.in[2], out_plane = r.out[0] * r.out[1] * r.out[2];
   TP_GRID_STRIDE(e, n) {
     const int64_t p = e / out_plane, o = e % out_plane;
     const int64_t z = o / (r.out[1] * r.out[2]), y = o / r.out[2] % r.out[1], xx = o % r.out[2];
-    const int64_t sz = r.source[0] ? r.source[0][z] : z, sy = r.source[1] ? r.source[1][y] : y,
-                  sx = r.source[2] ? r.source[2][xx] : xx;
+    const int64_t sz = nearest_source(r, 0, z), sy = nearest_source(r, 1, y),
+                  sx = nearest_source(r, 2, xx);
     out[e] = load(x, p * in_plane + (sz * r.in[1] + sy) * r.in[2] + sx);
   }
 }
