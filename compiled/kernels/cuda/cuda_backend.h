@@ -213,8 +213,8 @@ class CudaBackend final : public Backend {
   }
   void release(std::byte* arena) override {
     if (!arena) return;
-    if (captured_) captured_->forget(arena);
     cudaStreamSynchronize(stream_);
+    if (captured_) captured_->forget(arena);  // its graphs write this arena
     cudaFree(arena);
   }
 
