@@ -4,6 +4,7 @@
 # out/fuzz/NAME.log, and a crash, leak or timeout to out/fuzz/NAME-crash-* (make it a regression
 # test, then commit it to the seed corpus).
 #   bash tools/fuzz.sh SECONDS [NAME...]      e.g. bash tools/fuzz.sh 3600 npy png
+# FUZZ_REPLAY=1: no fuzzing; replays what an earlier h5_report run kept in out/fuzz (below).
 # FUZZ_CPU=1: SECONDS of CPU time (the fuzzer's own and its fork-mode children's) instead of wall
 # time, for runs that share the machine (e.g. under nice -n 19): a watcher ends the fuzzer with
 # SIGUSR1 (libFuzzer's graceful stop, final stats printed) once it has used them, and the wall
@@ -22,7 +23,8 @@ cmake --build --preset sanitize --parallel "$(nproc)" --target "${targets[@]/%/_
 mkdir -p out/fuzz
 # Whether replaying CRASH (an h5_report input kept as a crash, leak or oom) shows a defect of
 # libhdf5's: a fault or an oversized allocation whose first stack frame past the sanitizer
-# runtime, libFuzzer, the allocator and libc's copies is in libhdf5, or a leak whose every
+# runtime (its interceptors: frames in the fuzz binary without a source line), libFuzzer, the
+# allocator and libc's copies is in libhdf5, or a leak whose every
 # unreachable (direct) block libhdf5 allocated (a handle twinpath left open would stay reachable
 # from libhdf5's ID tables; a block twinpath allocated would name twinpath's frame). An input that
 # shows nothing on replay (a leak that needs the fuzzer's earlier inputs, an empty input fork mode
@@ -30,7 +32,8 @@ mkdir -p out/fuzz
 # way.
 inside_libhdf5() {
   local report
-  report=$(build-sanitize/tests/fuzz/h5_report_fuzz -rss_limit_mb=3072 -malloc_limit_mb=3072 "$1" 2>&1 || true)
+  # -timeout: an input libhdf5 loops on is reported as a timeout with the loop's stack.
+  report=$(build-sanitize/tests/fuzz/h5_report_fuzz -rss_limit_mb=3072 -malloc_limit_mb=3072 -timeout=60 "$1" 2>&1 || true)
   if ! grep -qE "ERROR: (AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|libFuzzer)" <<< "$report"; then
     echo "$1: not reproduced on replay" >&2
     return 0
@@ -40,11 +43,31 @@ inside_libhdf5() {
     return
   fi
   grep -E "^ +#[0-9]+ " <<< "$report" |
-    grep -vE "__interceptor_|__asan|__sanitizer|fuzzer::|libclang_rt|sysdeps/x86_64|libc\.so| in (malloc|calloc|realloc|free|memcpy|memmove|memset|operator new) " |
+    grep -vE "__interceptor_|__asan|__sanitizer|fuzzer::|libclang_rt|sysdeps/x86_64|libc\.so| in (malloc|calloc|realloc|free|memcpy|memmove|memset|operator new) |_fuzz\+0x[0-9a-f]+\)" |
     head -1 | grep -q "libhdf5"
+}
+# Fails when an input the run kept (h5_report's crashes, leaks and ooms) shows a defect outside
+# libhdf5.
+replay_kept() {
+  [[ "$1" == h5_report ]] || return 0
+  local outside=0 kept=0
+  for crash in out/fuzz/h5_report-crash-{crash,leak,oom}-*; do
+    [[ -e "$crash" ]] || continue
+    kept=$((kept + 1))
+    if ! inside_libhdf5 "$crash"; then
+      echo "$1: $crash faults outside libhdf5"
+      outside=1
+    fi
+  done
+  echo "$1: $kept kept crash, leak and oom inputs replayed"
+  return $outside
 }
 run() {
   local name=$1 mode=()
+  if [[ "${FUZZ_REPLAY:-0}" == 1 ]]; then
+    replay_kept "$name" && echo "$name: every kept input that reproduces is libhdf5's"
+    return
+  fi
   # libhdf5 loops forever on some damaged files, and reads past its buffers on others
   # (docs/fuzzing.md): fork mode counts those timeouts and crashes and goes on; every crash input
   # is then replayed, and one whose fault is not inside libhdf5 (or any leak) fails the run.
@@ -72,17 +95,13 @@ run() {
     sleep 5
   done
   local outside=0
-  if [[ "$name" == h5_report ]]; then
-    for crash in out/fuzz/h5_report-crash-{crash,leak,oom}-*; do
-      [[ -e "$crash" ]] || continue
-      if ! inside_libhdf5 "$crash"; then
-        echo "$name: $crash faults outside libhdf5"
-        outside=1
-      fi
-    done
-  fi
+  replay_kept "$name" || outside=1
+  # Fork mode's parent runs no inputs itself: its count is the last status line's (#N: cov ...).
+  local inputs
+  inputs=$(grep -E '^stat::number_of_executed_units' "out/fuzz/$name.log" | awk '{print $2}')
+  [[ "${inputs:-0}" == 0 ]] && inputs=$(grep -oE '^#[0-9]+: cov' "out/fuzz/$name.log" | tail -1 | tr -dc 0-9)
   if wait "$pid" && ((outside == 0)); then
-    echo "$name: clean, $(grep -E '^stat::number_of_executed_units' "out/fuzz/$name.log" | awk '{print $2}') inputs in $((SECONDS - start)) s wall, ${cpu} s CPU, $(grep -E 'cov: [0-9]+' -o "out/fuzz/$name.log" | tail -1)"
+    echo "$name: clean, $inputs inputs in $((SECONDS - start)) s wall, ${cpu} s CPU, $(grep -E 'cov: [0-9]+' -o "out/fuzz/$name.log" | tail -1)"
   else
     echo "$name: FAILED, see out/fuzz/$name.log and out/fuzz/$name-crash-*"
     return 1
