@@ -203,6 +203,8 @@ TEST_F(PlannerTest, ArenaReusesDeadBuffersAndNeverOverlapsLiveOnes) {
                 weights_identity(model_.weights),
                 {1, 4, 16, 16},
                 DTypePolicy{parse_layer_policy("w=f16,a=f16").value(), {}},
+                {},
+                "cpu-emulated",
                 {}};
   auto plan = compile_plan(r, store);
   ASSERT_TRUE(plan.ok()) << plan.error().message();
@@ -339,6 +341,8 @@ TEST_F(PlannerTest, RefusesAnUnsupportedCombinationAtPlanTimeNamingTheFirstLayer
                 1,
                 {1, 4, 8, 8},
                 DTypePolicy{parse_layer_policy("w=bf16,a=f16").value(), {}},
+                {},
+                "cpu-emulated",
                 {}};
   auto plan = compile_plan(r, store);
   ASSERT_FALSE(plan.ok());
@@ -360,6 +364,8 @@ TEST_F(PlannerTest, KeptLayersStoreFp32AndFp8WeightsCarryScales) {
                 7,
                 {1, 4, 8, 8},
                 DTypePolicy{parse_layer_policy("w=f8e4m3,a=bf16").value(), {"decoder.conv_out"}},
+                {},
+                "cpu-emulated",
                 {}};
   auto plan = compile_plan(r, store);
   ASSERT_TRUE(plan.ok()) << plan.error().message();
@@ -393,6 +399,8 @@ TEST_F(PlannerTest, ClippedFp8ScalesSaturateOrOverflowTheWeightsAboveTheQuantile
         {1, 4, 8, 8},
         DTypePolicy{parse_layer_policy(std::string("w=f8e4m3,a=f16,clip=0.75,sat=") + sat).value(),
                     {}},
+        {},
+        "cpu-emulated",
         {}};
     auto plan = compile_plan(r, store);
     ASSERT_TRUE(plan.ok()) << plan.error().message();
@@ -485,7 +493,9 @@ TEST(PlannerNd, PlansNdGraphsRowMajorAndRefusesF16Accumulation) {
   Weights w;
   for (const ParamSpec& p : g.params) w.emplace(p.key, Tensor(DType::kF32, p.shape));
   WeightStore store;
-  PlanRequest r{&g, &w, 1, {1, 4, 8}, {*parse_layer_policy("w=f16,a=f16,acc=f32"), {}}, {}};
+  PlanRequest r{
+      &g, &w, 1, {1, 4, 8}, {*parse_layer_policy("w=f16,a=f16,acc=f32"), {}}, {}, "cpu-emulated",
+      {}};
   r.other_inputs = {{1, 3, 6}};
   auto plan = compile_plan(r, store);
   ASSERT_TRUE(plan.ok()) << plan.error().message();

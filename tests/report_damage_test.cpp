@@ -24,7 +24,7 @@ using testing::shell;
 TEST(DamagedReport, AReportLibhdf5LoopsOnIsRefusedInsteadOfHanging) {
   const std::string file =
       std::string(TWINPATH_SOURCE_DIR) + "/tests/fuzz/libhdf5-hangs/vlen-attribute-global-heap.h5";
-  for (const std::string command :
+  for (const std::string& command :
        {"report show " + file, "report diff " + file + " " + file, "run --resume " + file}) {
     const auto r =
         shell("TWINPATH_REPORT_READ_SECONDS=2 " + std::string(TWINPATH_BINARY) + " " + command);
@@ -49,7 +49,7 @@ TEST(DamagedReport, AReportLibhdf5CrashesOnIsRefusedInsteadOfCrashing) {
                            "/tests/fuzz/libhdf5-crashes/vlen-attribute-global-heap-overrun.h5";
   const fs::path never =
       fs::temp_directory_path() / ("tp_never_" + std::to_string(::getpid()) + ".txt");
-  for (const std::string command :
+  for (const std::string& command :
        {"report show " + file, "report diff " + file + " " + file,
         "report baseline " + file + " --out " + never.string(), "run --resume " + file}) {
     const auto r = shell(std::string(TWINPATH_BINARY) + " " + command);

@@ -352,7 +352,7 @@ TEST_F(ReportTest, EveryColumnRoundTripsAndLargeTablesAreCompressed) {
                                  {0, i, 1}, double(i), -1.0, 2.0};
     c.checkpoints.push_back(r);
   }
-  StreamStep step{"64x80", "[1, 4, 8, 10]", 1, 2, 0.5, 3, 4, 5, 6, true, 7, 0.125, "refused"};
+  StreamStep step{"64x80", "[1, 4, 8, 10]", 1, 2, 0.5, 3, 4, 5, 6, true, 7, 0.125, "refused", ""};
   c.stream = {step, step};
   c.plans = {{"vae.decoder [1, 4, 16, 16]", 41, 1310720, 262}};
   c.contract = {{"vae.decoder", 3, "output", "decoder.conv_in", "f16", "nearest even"}};

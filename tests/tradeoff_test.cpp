@@ -30,9 +30,10 @@ TEST(Tradeoff, WritesReportAndAPageThatRendersInChromium) {
   // LibTorch's CPU ops doing the same decode, beside the policies (a build without LibTorch,
   // such as the sanitizer preset, has no peer row).
   const bool peer = TWINPATH_TEST_HAVE_TORCH;
-  if (peer)
+  if (peer) {
     EXPECT_NE(r.output.find("[4/4] 32x32 LibTorch CPU f32: rel L2 "), std::string::npos)
         << r.output;
+  }
   EXPECT_NE(r.output.find(peer ? "3 of 4 policy x resolution points measured"
                                : "2 of 3 policy x resolution points measured"),
             std::string::npos)
