@@ -37,7 +37,6 @@ Status CapturedPlans::run(const Plan& plan, const std::byte* arena, const BoundI
   }
   // The first run uploads the weights (pageable copies, which a capture cannot hold) and plans.
   if (!e.failed.empty() || (!e.exec && e.direct_runs++ == 0)) return run_groups();
-  const std::string what = "capturing " + plan.graph->name + " as a CUDA graph";
   if (!e.exec) {
     // Thread-local: another thread's unsafe CUDA call does not invalidate this capture.
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {

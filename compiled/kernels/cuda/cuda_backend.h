@@ -154,7 +154,8 @@ inline Dims nhwc_dims(const Shape& s) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(CudaKernels kernels, bool graphs) : kernels_(kernels), graphs_(graphs) {}
+  CudaBackend(CudaKernels kernels, bool graphs)
+      : kernels_(kernels), captured_(graphs ? std::make_unique<CapturedPlans>() : nullptr) {}
   ~CudaBackend() override {
     if (stream_) cudaStreamSynchronize(stream_);  // no copy still reads the staging buffer
     captured_.reset();
@@ -182,7 +183,6 @@ class CudaBackend final : public Backend {
     if (kernels_ == CudaKernels::kFused) {
       TP_ASSIGN_OR_RETURN(cudnn_, CudnnConvs::create(stream_));
     }
-    if (graphs_) captured_ = std::make_unique<CapturedPlans>();
     return Status();
   }
 
@@ -245,7 +245,6 @@ class CudaBackend final : public Backend {
 
  private:
   CudaKernels kernels_;
-  bool graphs_;
   std::unique_ptr<CudnnConvs> cudnn_;
   std::unique_ptr<CapturedPlans> captured_;  // under TWINPATH_CUDA_GRAPHS=1
   cudaStream_t stream_ = nullptr;
