@@ -202,43 +202,6 @@ const std::vector<CaseOption> kOptions = {
        return Status();
      },
      [](const Case& c) { return c.policy.attention_in_activation ? std::string("act") : ""; }},
-    {"vae", "vae=MODEL", "text-to-image pipelines: the VAE that decodes (a built-in or a folder)",
-     [](Case& c, std::string_view v) -> Status {
-       c.vae = std::string(v);
-       return Status();
-     },
-     [](const Case& c) { return c.vae; }},
-    {"refiner", "refiner=MODEL", "sdxl.base+refiner: the refiner UNet (a built-in or a folder)",
-     [](Case& c, std::string_view v) -> Status {
-       c.refiner = std::string(v);
-       return Status();
-     },
-     [](const Case& c) { return c.refiner; }},
-    {"split", "split=F",
-     "base + refiner, refine: the fraction of the schedule before the refiner (default 0.8)",
-     [](Case& c, std::string_view v) -> Status {
-       if (!parse_double(v, c.split) || !(c.split > 0 && c.split < 1))
-         return Status(Error("expected split=F with F between 0 and 1, e.g. split=0.8"));
-       return Status();
-     },
-     [](const Case& c) { return c.split != 0.8 ? format_double(c.split) : ""; }},
-    {"steps", "steps=N", "denoising pipelines: scheduler steps (default 50, as diffusers)",
-     [](Case& c, std::string_view v) -> Status {
-       int64_t n = 0;
-       if (!parse_int(v, n) || n < 1 || n > 1000)
-         return Status(Error("expected steps=N with N from 1 to 1000"));
-       c.steps = int(n);
-       return Status();
-     },
-     [](const Case& c) { return c.steps != 50 ? std::to_string(c.steps) : ""; }},
-    {"guidance", "guidance=SCALE",
-     "denoising pipelines: classifier-free guidance scale (default 5; off at <= 1, as diffusers)",
-     [](Case& c, std::string_view v) -> Status {
-       if (!parse_double(v, c.guidance) || !std::isfinite(c.guidance) || c.guidance < 0)
-         return Status(Error("expected guidance=SCALE, a number >= 0 (<= 1 turns guidance off)"));
-       return Status();
-     },
-     [](const Case& c) { return c.guidance != 5 ? format_double(c.guidance) : ""; }},
     {"keep", "keep=GLOB+GLOB", "module globs kept in fp32 (--keep-fp32)",
      [](Case& c, std::string_view v) -> Status {
        c.keep_fp32 = split_list(v, '+');
@@ -366,6 +329,22 @@ const std::vector<CaseOption> kOptions = {
        return Status();
      },
      [](const Case& c) { return c.memory_limit ? memory_text(c.memory_limit) : ""; }},
+    {"kernels", "kernels=per-op|fused",
+     "the CUDA kernel set (--device cuda; default: the run's --kernels, else "
+     "TWINPATH_CUDA_KERNELS, else per-op)",
+     [](Case& c, std::string_view v) -> Status {
+       TP_ASSIGN_OR_RETURN(c.kernels, parse_cuda_kernels(v, "kernels="));
+       return Status();
+     },
+     [](const Case& c) { return c.kernels ? std::string(cuda_kernels_name(*c.kernels)) : ""; }},
+    {"graphs", "graphs=on|off",
+     "CUDA graphs: replay each plan's kernels with one launch (--device cuda; default: the "
+     "run's --cuda-graphs, else TWINPATH_CUDA_GRAPHS, else off)",
+     [](Case& c, std::string_view v) -> Status {
+       TP_ASSIGN_OR_RETURN(c.graphs, parse_cuda_graphs(v, "graphs="));
+       return Status();
+     },
+     [](const Case& c) { return c.graphs ? std::string(*c.graphs ? "on" : "off") : ""; }},
     {"seed", "seed=N", "the same case on other seeded inputs",
      [](Case& c, std::string_view v) -> Status {
        if (!parse_int(v, c.seed_variant))
@@ -382,22 +361,46 @@ const std::vector<CaseOption>& case_options() { return kOptions; }
 std::string case_options_help() {
   std::size_t width = 0;
   for (const CaseOption& o : kOptions) width = std::max(width, o.syntax.size());
+  for (const PipelineOption* o : all_pipeline_options()) width = std::max(width, o->syntax.size());
+  auto line = [&](std::string_view syntax, std::string_view help) {
+    return "  " + std::string(syntax) + std::string(width + 2 - syntax.size(), ' ') +
+           std::string(help) + "\n";
+  };
   std::string s = "PIPELINE, then key=value options in any order. Pipelines:\n" + pipelines_help() +
-                  "Options:\n";
-  for (const CaseOption& o : kOptions)
-    s += "  " + std::string(o.syntax) + std::string(width + 2 - o.syntax.size(), ' ') +
-         std::string(o.help) + "\n";
+                  "Options of every pipeline:\n";
+  for (const CaseOption& o : kOptions) s += line(o.syntax, o.help);
+  for (const Family* f : families()) {
+    if (f->options().empty()) continue;
+    s += "Options of " + f->class_name() + "'s pipelines:\n";
+    for (const PipelineOption& o : f->options()) {
+      const std::string takes = pipelines_where(
+          [&](const PipelineDescriptor& d) { return f->runs(d.name) && d.takes(o.key); }, ", ");
+      s += line(o.syntax, o.help + " [" + takes + "]");
+    }
+  }
   return s;
 }
+
+// The family's options print after the dtype policy's (the order ids have always had).
+bool family_options_follow(std::string_view key) { return key == "attn"; }
 
 std::string Case::id() const {
   std::string s = pipeline;
-  for (const CaseOption& o : kOptions)
+  for (const CaseOption& o : kOptions) {
     if (std::string v = o.print(*this); !v.empty()) s += " " + std::string(o.key) + "=" + v;
+    if (family_options_follow(o.key))
+      for (const auto& [key, value] : ordered_options(pipeline, options))
+        s += " " + key + "=" + value;
+  }
   return s;
 }
 
-uint64_t Case::seed() const { return hash_name(id()); }
+uint64_t Case::seed() const {
+  Case c = *this;  // the backend changes summation order, not the inputs
+  c.kernels.reset();
+  c.graphs.reset();
+  return hash_name(c.id());
+}
 
 std::string repro_command(const Case& c) { return "twinpath run --case '" + c.id() + "'"; }
 
@@ -408,13 +411,17 @@ Status apply_case_option(Case& c, std::string_view token) {
   if (v.empty()) return Error("the value is empty");
   for (const CaseOption& o : kOptions)
     if (o.key == key) return o.parse(c, v);
-  std::string keys;
-  for (std::size_t i = 0; i < kOptions.size(); ++i)
-    keys += std::string(i == 0                     ? ""
-                        : i + 1 == kOptions.size() ? " and "
-                                                   : ", ") +
-            std::string(kOptions[i].key);
-  return Error("unknown option; a case takes " + keys + " (twinpath cases options explains them)");
+  std::vector<std::string> keys;
+  for (const CaseOption& o : kOptions) keys.emplace_back(o.key);
+  for (const PipelineOption* o : all_pipeline_options()) {
+    if (o->key == key) return set_pipeline_option(c.options, c.pipeline, o->key, v, o->key + "=");
+    keys.push_back(o->key);
+  }
+  std::string listed;
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    listed += (i == 0 ? "" : i + 1 == keys.size() ? " and " : ", ") + keys[i];
+  return Error("unknown option; a case takes " + listed +
+               " (twinpath cases options explains them)");
 }
 
 Status apply_policy_text(Case& c, std::string_view policy) {
@@ -438,18 +445,15 @@ Status check_case(const Case& c) {
         "attn=act rounds attention's operands to the activation dtype; with a=f32 there is "
         "nothing to round them to: use a=f16 or a=bf16, or leave attn= out");
   if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
-  if ((c.steps != 50 || c.guidance != 5) && !is_denoising_pipeline(c.pipeline))
-    return Error("steps= and guidance= are a denoising loop's; " + c.pipeline + " has none");
-  if (c.split != 0.8 && !is_denoising_pipeline(c.pipeline))
-    return Error("split= is where a denoising schedule is split; " + c.pipeline + " has none");
-  TP_RETURN_IF_ERROR(
-      check_other_models(c.pipeline, !c.vae.empty(), !c.refiner.empty(), "vae=", "refiner="));
   if (!c.stream.empty() && c.res_given)
     return Error("a stream= case gives its resolutions in stream=; leave res= out");
-  if (c.interleave && (c.pipeline != "vae.roundtrip" || c.tiling))
+  const PipelineDescriptor* d = find_pipeline(c.pipeline);
+  if (c.interleave && (!d || !d->handoff || c.tiling))
     return Error(
-        "interleave=on calls a roundtrip's encoder and decoder in turn: it needs vae.roundtrip "
-        "without tiling");
+        "interleave=on calls a chained pipeline's two graphs in turn (a roundtrip's encoder and "
+        "decoder): it needs " +
+        pipelines_where([](const PipelineDescriptor& p) { return p.handoff.has_value(); }) +
+        " without tiling");
   if (!c.stream.empty() && (c.tiling || !c.warm.empty() || c.reload || c.interleave))
     return Error(
         "a stream= case runs plain pipelines; tiling=, warm=, reload= and interleave= are cases of "

@@ -5,10 +5,8 @@
 //     [sat=satfinite|nonsat] [clip=Q] [attn=f32|act] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
 //     [input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE] [weights=ties] [boost=LAYER*FACTOR]
 //     [warm=MODEL] [inject=FAULT+FAULT] [ref=f64] [reload=on] [interleave=on] [seed=N]
-//     [shapes=exact|bucket:N]
-//   sdxl.denoise model=tiny-unet-xl res=64x64 w=f16 a=f16 acc=f32 steps=3 guidance=5
-//   sdxl.txt2img model=tiny-unet-xl vae=tiny-kl res=64x64 w=f16 a=f16 acc=f32 steps=3
-//   sdxl.base+refiner model=tiny-unet-xl refiner=tiny-unet-xl-refiner vae=tiny-kl steps=5 split=0.8
+//     [shapes=exact|bucket:N] [kernels=per-op|fused] [graphs=on|off]
+//   PIPELINE ... [KEY=VALUE of the pipeline's family: steps=, guidance=, vae=, ...]
 //   vae.decode model=tiny-kl stream=64x64+64x80+96x96 [shapes=bucket:N] [mem=SIZE] ...
 // `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
 // are res / the model's downscale. `model` is a built-in config name (weights seeded from the
@@ -35,17 +33,20 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "harness/core/cuda_choice.h"
 #include "harness/core/dtype_policy.h"
 #include "harness/core/status.h"
+#include "harness/models/family.h"
 
 namespace tp {
 
 struct Case {
-  std::string pipeline = "vae.decode";
+  std::string pipeline;  // one a family runs (parse_case checks it)
   std::string model = "tiny-kl";
   int64_t height = 64, width = 64;
   LayerPolicy
@@ -58,10 +59,10 @@ struct Case {
   bool tie_weights = false;  // weights=ties: make_weights_tie_prone (fp8 rounding ties)
   std::string boost_layer;
   double boost_factor = 1;
-  std::string warm;                 // a model run first in the same session
-  std::string vae;                  // text-to-image pipelines: the VAE that decodes
-  std::string refiner;              // sdxl.base+refiner: the refiner UNet
-  double split = 0.8;               // the base's denoising_end, the refiner's denoising_start
+  std::string warm;  // a model run first in the same session
+  // The options the pipeline's family declares (steps=, vae=, ...: `twinpath cases options`),
+  // canonical and in the family's order, defaults left out.
+  OptionValues options;
   bool reload = false;              // plans saved, loaded into a fresh session, run again
   bool interleave = false;          // roundtrips: encode and decode called in turn in one session
   std::vector<std::string> inject;  // fault names
@@ -71,13 +72,15 @@ struct Case {
   std::string shapes = "exact";     // the compiled session's shape policy
   std::vector<std::pair<int64_t, int64_t>> stream;  // resolutions in order (height, width)
   int64_t memory_limit = 0;                         // bytes; 0: the machine's
-  int steps = 50;                                   // denoising pipelines: scheduler steps
-  double guidance = 5;                              // and guidance scale (diffusers' defaults)
-  bool res_given = false;                           // parsing only: res= was written
+  // The CUDA backend's kernel set and graphs (kernels=, graphs=; the run's when not written):
+  // in the id, so a device failure reproduces from its line, but not in the seed.
+  std::optional<CudaKernels> kernels;
+  std::optional<bool> graphs;
+  bool res_given = false;  // parsing only: res= was written
 
   // The canonical line (options in a fixed order, defaults left out): the case id.
   std::string id() const;
-  uint64_t seed() const;  // from the id only
+  uint64_t seed() const;  // from the id only, less kernels= and graphs=
   // `w=..,a=..,acc=..[,scale=..][,sat=..]` as the line writes it (the compiled path's syntax).
   std::string policy_text() const;
 };

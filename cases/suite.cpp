@@ -63,8 +63,10 @@ Expected<std::vector<std::string>> expand_dimension(const std::string& spec) {
   return out;
 }
 
-// The alternatives one token stands for, each checked as an option.
-Expected<std::vector<std::string>> expand_token(const std::string& token, bool first) {
+// The alternatives one token stands for, each checked as an option of each of the line's
+// `pipelines` (the first token's alternatives).
+Expected<std::vector<std::string>> expand_token(const std::string& token, bool first,
+                                                const std::vector<std::string>& pipelines) {
   std::vector<std::string> alternatives;
   if (first) {
     for (const auto& [p, off] : split_at(token, ','))
@@ -98,12 +100,15 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
       alternatives.push_back(key + "=" + alt);
     }
   }
-  Case scratch;
-  for (const std::string& a : alternatives)
-    if (a == "res=tiling")
-      continue;
-    else if (Status s = apply_case_option(scratch, a); !s.ok())
-      return Error("'" + a + "': " + s.error().message());
+  for (const std::string& pipeline : pipelines) {
+    Case scratch;
+    scratch.pipeline = pipeline;
+    for (const std::string& a : alternatives)
+      if (a == "res=tiling")
+        continue;
+      else if (Status s = apply_case_option(scratch, a); !s.ok())
+        return Error("'" + a + "': " + s.error().message());
+  }
   return alternatives;
 }
 
@@ -129,7 +134,8 @@ Expected<std::vector<Case>> expand_suite(std::string_view text, const std::strin
     std::vector<std::vector<std::string>> choices;
     std::size_t total = 1;
     for (std::size_t t = 0; t < tokens.size(); ++t) {
-      auto alts = expand_token(tokens[t].first, t == 0);
+      auto alts = expand_token(tokens[t].first, t == 0,
+                               choices.empty() ? std::vector<std::string>{} : choices.front());
       if (!alts.ok())
         return Error(where + ":" + std::to_string(tokens[t].second) + ": " +
                      alts.error().message() + (t == 0 ? "" : " (in '" + tokens[t].first + "')"));

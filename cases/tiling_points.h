@@ -1,13 +1,8 @@
 // The tiling generator: `res=tiling` in a suite line stands for the resolutions around every
-// tiling boundary of the case's model, computed from its config and tile options (the video
-// style tile=MIN:STRIDE pair included) rather than written by hand:
-//   - the engage threshold (the tile min: KL tiles an input that exceeds it), minus one latent
-//     pixel, at it, and plus one latent pixel;
-//   - the stride boundaries where the tile count changes (S, S + one latent pixel, 2S, 2S + one);
-// each along the height with the width at the threshold, and along the width with the height at
-// it, for encode and decode thresholds (a roundtrip takes both). Each generated case checks the
-// compiled path's engage decision against the config's rule and reports seam-band and interior
-// error apart (harness/run/tiling_check.cpp).
+// tiling boundary of the case's model, computed by its family from its config and tile options
+// (Family::tiling_points; the video style tile=MIN:STRIDE pair included) rather than written by
+// hand. Each generated case checks the compiled path's engage decision against the config's rule
+// and reports seam-band and interior error apart (harness/runner/tiling_check.cpp).
 #pragma once
 
 #include <utility>

@@ -17,18 +17,6 @@ const char* device_report_name(Device device) {
   return device == Device::kCuda ? "cuda" : "cpu-emulated";
 }
 
-Expected<CudaKernels> parse_cuda_kernels(std::string_view name) {
-  if (name == "per-op") return CudaKernels::kPerOp;
-  if (name == "fused") return CudaKernels::kFused;
-  return Error("TWINPATH_CUDA_KERNELS=" + std::string(name) +
-               " is unknown; use per-op (the kernels proven on a GPU) or fused (cuDNN convs and "
-               "fused epilogues)");
-}
-
-const char* cuda_kernels_name(CudaKernels kernels) {
-  return kernels == CudaKernels::kFused ? "fused" : "per-op";
-}
-
 Expected<CudaKernels> cuda_kernels_from_environment() {
   const char* v = std::getenv("TWINPATH_CUDA_KERNELS");
   if (!v || !*v) return CudaKernels::kPerOp;
@@ -43,14 +31,25 @@ Expected<bool> cuda_graphs_from_environment() {
                " is unknown; use 1 (replay each plan as a CUDA graph) or 0 (launch each kernel)");
 }
 
+Expected<CudaChoice> cuda_choice_from_environment() {
+  CudaChoice choice;
+  TP_ASSIGN_OR_RETURN(choice.kernels, cuda_kernels_from_environment());
+  TP_ASSIGN_OR_RETURN(choice.graphs, cuda_graphs_from_environment());
+  return choice;
+}
+
 Expected<std::unique_ptr<Backend>> make_cuda_backend() {
-  TP_ASSIGN_OR_RETURN(CudaKernels kernels, cuda_kernels_from_environment());
-  TP_ASSIGN_OR_RETURN(bool graphs, cuda_graphs_from_environment());
-  return make_cuda_backend(kernels, graphs);
+  TP_ASSIGN_OR_RETURN(CudaChoice choice, cuda_choice_from_environment());
+  return make_cuda_backend(choice.kernels, choice.graphs);
 }
 
 Expected<std::unique_ptr<Backend>> make_backend(Device device) {
   if (device == Device::kCuda) return make_cuda_backend();
+  return make_emulated_backend();
+}
+
+Expected<std::unique_ptr<Backend>> make_backend(Device device, const CudaChoice& cuda) {
+  if (device == Device::kCuda) return make_cuda_backend(cuda.kernels, cuda.graphs);
   return make_emulated_backend();
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "compiled/executor.h"
+#include "harness/core/cuda_choice.h"
 
 namespace tp::compiled {
 
@@ -43,34 +44,33 @@ Expected<Device> parse_device(std::string_view name);  // "cpu" | "cuda"; an err
 const char* device_flag_name(Device device);           // "cpu" | "cuda"
 const char* device_report_name(Device device);         // "cpu-emulated" | "cuda" (Backend::device)
 
-// The one factory: the backend for `device`, or an error sentence when this build has no CUDA
-// or no device is visible.
+// The one factory: the backend for `device` (CUDA as the environment says, or `cuda`; below),
+// or an error sentence when this build has no CUDA or no device is visible.
 Expected<std::unique_ptr<Backend>> make_backend(Device device);
 
 std::unique_ptr<Backend> make_emulated_backend();
 
-// The CUDA backend's kernel sets, both under the same numerics contract:
-//  - per-op: the kernels of the first GPU runs: convs as im2col patches and a cuBLAS GEMM, and
-//    every op's fp32 result through device memory before the group's one rounding;
-//  - fused: cuDNN implicit-GEMM convs (fp32 accumulation and output, no patches) with scale,
-//    bias, residual and the rounding store in one epilogue pass, and GroupNorm [+ SiLU] with
-//    its store in one pass (compiled/fused_groups.h); other groups as per-op. It has not yet
-//    run on a GPU, so per-op stays the default until gpu_tests pass with it.
-enum class CudaKernels : uint8_t { kPerOp, kFused };
-Expected<CudaKernels> parse_cuda_kernels(std::string_view name);  // "per-op" | "fused"
-const char* cuda_kernels_name(CudaKernels kernels);
+// The CUDA backend's kernel sets and graphs (harness/core/cuda_choice.h): per-op is the default
+// until gpu_tests pass with fused on a GPU, and graphs are off until they have run on one.
+using tp::cuda_kernels_name;
+using tp::CudaChoice;
+using tp::CudaKernels;
+using tp::parse_cuda_kernels;
 // TWINPATH_CUDA_KERNELS, per-op when unset; an error sentence for another value.
 Expected<CudaKernels> cuda_kernels_from_environment();
-
 // TWINPATH_CUDA_GRAPHS: "1" replays each plan's group loop as a CUDA graph, captured on its
 // second run (compiled/kernels/cuda/captured_plans.h); "0" or unset launches every kernel from
-// the host. Off by default until it has run on a GPU. An error sentence for another value.
+// the host. An error sentence for another value.
 Expected<bool> cuda_graphs_from_environment();
+// Both, the defaults a run's --kernels and --cuda-graphs and a case's kernels= and graphs=
+// override.
+Expected<CudaChoice> cuda_choice_from_environment();
 
-// The CUDA backend on device 0 with the kernels TWINPATH_CUDA_KERNELS names and graphs as
-// TWINPATH_CUDA_GRAPHS says (or as given); an error sentence when this build has no CUDA or no
-// device is visible.
+// The CUDA backend on device 0 with the kernels and graphs the environment names (or as
+// given); an error sentence when this build has no CUDA or no device is visible.
 Expected<std::unique_ptr<Backend>> make_cuda_backend();
 Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels kernels, bool graphs = false);
+// The backend for `device`, running CUDA plans as `cuda` says.
+Expected<std::unique_ptr<Backend>> make_backend(Device device, const CudaChoice& cuda);
 
 }  // namespace tp::compiled

@@ -217,6 +217,7 @@ Status write_h5_report(const std::string& path, const RunReport& report) {
       put_string(root, "command_line", report.command_line);
       put_string(root, "host", report.host);
       put_string(root, "device", report.device);
+      put_string(root, "backend", report.backend);
       put_string(root, "utc_time", report.utc_time);
       put_string(root, "shard", report.shard);
       put_string(root, "summary", outcome_counts(report.cases));
@@ -262,6 +263,7 @@ Expected<RunReport> read_h5_report(const std::string& path) {
     r.command_line = get_string(root, "command_line");
     r.host = get_string(root, "host");
     r.device = get_string(root, "device");
+    if (H5Aexists(root, "backend") > 0) r.backend = get_string(root, "backend");
     r.utc_time = get_string(root, "utc_time");
     r.shard = get_string(root, "shard");
     if (H5Aexists(root, "incomplete") > 0) {  // reports before issue 18 lack them

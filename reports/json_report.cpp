@@ -78,6 +78,7 @@ nlohmann::json run_json(const RunReport& r) {
   j["tool_version"] = r.tool_version;
   j["git_commit"] = r.git_commit;
   j["device"] = r.device;
+  j["backend"] = r.backend;
   j["shard"] = r.shard;
   j["summary"] = outcome_counts(r.cases);
   j["incomplete"] = r.incomplete;

@@ -14,6 +14,9 @@ constexpr int kReportSchemaVersion = 1;
 struct RunReport {
   int schema_version = kReportSchemaVersion;
   std::string tool_version, git_commit, command_line, host, device, utc_time;
+  // How the device ran plans where a case did not say: "kernels=fused graphs=on" on CUDA, ""
+  // on the CPU emulation (and in reports made before it was recorded).
+  std::string backend;
   std::string shard;  // "K/N" for a shard's report, "" for a whole run (or a merge)
   std::vector<CaseResult> cases;
   // A run stopped by SIGINT/SIGTERM (a scheduler's time limit) after the cases in progress: the

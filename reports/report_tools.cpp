@@ -160,9 +160,10 @@ Expected<RunReport> merge_reports(const std::vector<RunReport>& shards,
   merged.cases.clear();
   std::map<std::string, std::string> owner;
   for (std::size_t i = 0; i < shards.size(); ++i) {
-    if (shards[i].device != merged.device)
-      return Error(names[i] + " ran on " + shards[i].device + " but " + names[0] + " on " +
-                   merged.device + "; merge shards of one run only");
+    if (shards[i].device != merged.device || shards[i].backend != merged.backend)
+      return Error(names[i] + " ran on " + shards[i].device + " " + shards[i].backend + " but " +
+                   names[0] + " on " + merged.device + " " + merged.backend +
+                   "; merge shards of one run only");
     for (const CaseResult& c : shards[i].cases) {
       auto [it, fresh] = owner.emplace(c.id, names[i]);
       if (!fresh)

@@ -102,8 +102,8 @@ std::string readable_list(const std::vector<std::string>& items) {
 
 std::string ms(double seconds) { return format_number(seconds * 1e3); }
 std::string mib(int64_t bytes) { return format_number(double(bytes) / (1 << 20)); }
-std::string psnr_text(const PolicyPoint& p, const std::string& pipeline) {
-  if (pipeline == "vae.encode") return "–";
+std::string psnr_text(const PolicyPoint& p, const Tradeoff& t) {
+  if (!t.image_output) return "–";
   return std::isinf(p.psnr_db) ? "∞ (identical bytes)" : format_number(p.psnr_db);
 }
 
@@ -272,10 +272,9 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
         continue;
       }
       o << "<td>" << format_number(p.rel_l2) << "</td><td>" << format_number(p.max_abs)
-        << "</td><td>" << psnr_text(p, t.pipeline) << "</td><td>" << ms(p.seconds_median)
-        << "</td><td>" << ms(p.seconds_min) << "</td><td>"
-        << (p.peer ? "–" : mib(p.peak_arena_bytes)) << "</td><td>"
-        << (p.peer ? "–" : mib(p.weight_bytes)) << "</td><td class=\"l\">"
+        << "</td><td>" << psnr_text(p, t) << "</td><td>" << ms(p.seconds_median) << "</td><td>"
+        << ms(p.seconds_min) << "</td><td>" << (p.peer ? "–" : mib(p.peak_arena_bytes))
+        << "</td><td>" << (p.peer ? "–" : mib(p.weight_bytes)) << "</td><td class=\"l\">"
         << markup_escape(readable_list(p.worst_layers)) << "</td></tr>\n";
     }
     o << "</table>\n<p class=\"note\">★ Pareto front: no other policy is both faster and more "

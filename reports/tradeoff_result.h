@@ -36,6 +36,7 @@ struct TradeoffResolution {
 
 struct Tradeoff {
   std::string model, pipeline, device;
+  bool image_output = true;  // the pipeline's output is an image in [-1, 1] (PSNR applies)
   int repeats = 0;
   std::vector<TradeoffResolution> resolutions;
   std::vector<PolicyPoint> points;  // resolution-major, policies in order

@@ -56,6 +56,23 @@ TEST(CaseLine, SeedComesFromTheIdOnly) {
   EXPECT_NE(a->seed(), c->seed());
 }
 
+// The CUDA backend's choices are written in the line (a device failure reproduces from it) but
+// leave the seed alone: the same inputs on every kernel set.
+TEST(CaseLine, KernelsAndGraphsAreInTheIdButNotInTheSeed) {
+  auto plain = parse_case("vae.decode model=tiny-kl res=64x64");
+  auto chosen = parse_case("vae.decode graphs=on kernels=fused model=tiny-kl res=64x64");
+  ASSERT_TRUE(plain.ok() && chosen.ok()) << chosen.error().message();
+  EXPECT_EQ(chosen->id(),
+            "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 kernels=fused graphs=on");
+  EXPECT_EQ(chosen->kernels, CudaKernels::kFused);
+  EXPECT_EQ(chosen->graphs, true);
+  EXPECT_EQ(chosen->seed(), plain->seed());
+  EXPECT_FALSE(plain->kernels.has_value() || plain->graphs.has_value());
+  auto again = parse_case(chosen->id());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->id(), chosen->id());
+}
+
 TEST(CaseLine, ErrorsPointAtTheToken) {
   struct Bad {
     const char* line;
@@ -77,10 +94,18 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
         Bad{"vae.decode stream=64x64 tiling=on",
             "tiling=, warm=, reload= and interleave= are cases of their own"},
         Bad{"vae.decode interleave=on", "it needs vae.roundtrip without tiling"},
+        Bad{"sdxl.txt2img guidance=inf", "expected guidance=SCALE"},
+        Bad{"vae.decode kernels=fast", "kernels=fast is unknown; use per-op"},
+        Bad{"vae.decode graphs=1", "graphs=1 is unknown; use on"},
+        Bad{"sdxl.refine split=1", "expected split=F with F between 0 and 1"},
         Bad{"sdxl.denoise model=tiny-unet-xl steps=0", "expected steps=N with N from 1 to 1000"},
         Bad{"sdxl.denoise model=tiny-unet-xl guidance=-1", "expected guidance=SCALE"},
-        Bad{"vae.decode steps=3", "steps= and guidance= are a denoising loop's"},
-        Bad{"vae.decode vae=tiny-kl", "vae= names the VAE that decodes a text-to-image pipeline's"},
+        Bad{"vae.decode steps=3", "steps= is an option of sdxl.denoise, "},
+        Bad{"vae.decode steps=3", "; vae.decode does not take it: drop it"},
+        Bad{"sdxl.denoise split=0.7", "split= is an option of sdxl.refine and sdxl.base+refiner"},
+        Bad{"vae.decode vae=tiny-kl",
+            "vae= is an option of sdxl.txt2img and sdxl.base+refiner (the VAE that decodes"},
+        Bad{"vae.decode frobnicate=1", "unknown option; a case takes model, res, "},
         Bad{"", "empty case line"}}) {
     auto c = parse_case(b.line);
     ASSERT_FALSE(c.ok()) << b.line;

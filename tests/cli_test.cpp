@@ -143,11 +143,14 @@ TEST_F(CliTest, WrongInputsAndFlagsExitCode2) {
   // run.
   expect_user_error(model + " --pipeline sdxl.denoise --vae " + p("kl") + " --input " +
                         p("latent.safetensors") + " --output " + p("o.npy"),
-                    "--vae names the VAE that decodes a text-to-image pipeline's latents; "
-                    "sdxl.denoise runs no VAE beside its model");
+                    "--vae is an option of sdxl.txt2img and sdxl.base+refiner (the VAE that "
+                    "decodes the latents");
+  expect_user_error(model + " --pipeline sdxl.denoise --vae " + p("kl") + " --input " +
+                        p("latent.safetensors") + " --output " + p("o.npy"),
+                    "sdxl.denoise does not take it: drop it");
   expect_user_error(model + " --pipeline sdxl.txt2img --refiner " + p("kl") + " --input " +
                         p("latent.safetensors") + " --output " + p("o.npy"),
-                    "sdxl.txt2img runs no refiner");
+                    "--refiner is an option of sdxl.base+refiner (");
 }
 
 TEST_F(CliTest, CompiledPathRefusesWhatItCannotRun) {
@@ -428,6 +431,12 @@ TEST_F(CliTest, TriageRefusesWrongInputsClearly) {
                         p("latent.safetensors") + " --policy w=f16,x=1",
                     "--policy field 'x=1' is unknown");
   expect_user_error("run --case 'vae.decod model=tiny-kl'", "column 1");
+  // The CUDA backend's choices need the CUDA device; an unknown one names the flag.
+  expect_user_error("run --kernels fused --case 'vae.decode model=tiny-kl res=64x64'",
+                    "--kernels and --cuda-graphs choose how the CUDA backend runs; add --device "
+                    "cuda");
+  expect_user_error("run --device cuda --kernels fast --case 'vae.decode model=tiny-kl'",
+                    "--kernels fast is unknown; use per-op");
 }
 
 }  // namespace

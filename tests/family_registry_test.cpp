@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "cases/tiling_points.h"
 #include "harness/cli/commands.h"
 #include "harness/models/model.h"
 #include "reports/h5_report.h"
@@ -92,6 +93,63 @@ TEST_F(FamilyRegistry, AnNdOverflowIsTracedToItsLayer) {
   EXPECT_EQ(r.outcome, Outcome::kFailed) << r.reason;
   EXPECT_TRUE(r.provenance.found) << r.reason;
   EXPECT_EQ(r.provenance.checkpoint, "proj_in") << r.reason;
+}
+
+// A family's own option and tiling rule reach the case language, `cases options`, res=tiling,
+// the run and its tiling check through the registry line alone: toy.forward's gain= and its
+// 16-pixel tiles.
+TEST_F(FamilyRegistry, AFamilysOptionAndTilingRuleReachTheWholeHarness) {
+  auto gained = parse_case("toy.forward model=tiny-toy res=24x20 gain=4");
+  ASSERT_TRUE(gained.ok()) << gained.error().message();
+  EXPECT_EQ(gained->id(), "toy.forward model=tiny-toy res=24x20 w=f16 a=f16 acc=f32 gain=4");
+  EXPECT_EQ(parse_case("toy.forward model=tiny-toy gain=1")->id(),
+            "toy.forward model=tiny-toy res=64x64 w=f16 a=f16 acc=f32");  // the default: left out
+  auto other = parse_case("toy.tokens model=tiny-toy gain=2");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().message().find(
+                "gain= is an option of toy.forward (the input is multiplied by G before the "
+                "network); toy.tokens does not take it: drop it"),
+            std::string::npos)
+      << other.error().message();
+  EXPECT_NE(case_options_help().find("Options of ToyConvNet's pipelines:\n  gain=G"),
+            std::string::npos)
+      << case_options_help();
+  auto tokens_tiled = parse_case("toy.tokens model=tiny-toy res=32x32 tiling=on");
+  ASSERT_TRUE(tokens_tiled.ok());
+  EXPECT_EQ(tiling_points(*tokens_tiled).error().message(),
+            "res=tiling: ToyConvNet does not tile toy.tokens");
+  auto points = tiling_points(*parse_case("toy.forward model=tiny-toy tiling=on"));
+  ASSERT_TRUE(points.ok()) << points.error().message();
+  EXPECT_EQ(points->size(), 7u);
+
+  RunCommandOptions o;
+  o.cases = {"toy.forward model=tiny-toy res=24x20 w=f16 a=f16 acc=f32 gain=4",
+             "toy.forward model=tiny-toy res=16x16 w=f16 a=f16 acc=f32",
+             "toy.forward model=tiny-toy res=40x36 w=f16 a=f16 acc=f32 tiling=on",
+             "toy.forward model=tiny-toy res=12x16 w=f16 a=f16 acc=f32 tiling=on"};
+  o.report = ::testing::TempDir() + "/family_option_tiling.h5";
+  auto code = run_command(o, "twinpath run (family_registry_test)");
+  ASSERT_TRUE(code.ok()) << code.error().message();
+  EXPECT_EQ(*code, 0);
+  auto report = read_h5_report(o.report);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  ASSERT_EQ(report->cases.size(), 4u);
+  for (const CaseResult& r : report->cases) EXPECT_EQ(r.outcome, Outcome::kPassed) << r.reason;
+  // gain=4 reaches the pipeline: the reference output is larger than at the default gain.
+  auto output_max = [](const CaseResult& r) {
+    return r.checkpoints.back().accumulated.want_max_abs;
+  };
+  EXPECT_GT(output_max(report->cases[0]), 2 * output_max(report->cases[1]));
+  // The tiled case crosses tile borders: its seams and interiors are measured apart; the one
+  // inside one tile has no seam.
+  auto named = [](const CaseResult& r, const std::string& prefix) {
+    for (const CheckpointRecord& c : r.checkpoints)
+      if (c.name.rfind(prefix, 0) == 0) return true;
+    return false;
+  };
+  EXPECT_TRUE(named(report->cases[2], "seam:sample") && named(report->cases[2], "interior:sample"));
+  EXPECT_FALSE(named(report->cases[3], "seam:sample"));
+  EXPECT_TRUE(named(report->cases[3], "interior:sample"));
 }
 
 TEST_F(FamilyRegistry, TheRegistryFindsEveryFamily) {

@@ -62,7 +62,9 @@ void check_model(const GoldenCase& c, const TilingOptions& tiling, const std::st
   ASSERT_TRUE(io.ok()) << io.error().message();
   CompiledOptions compiled;
   if (!c.policy.empty()) compiled.policy = c.policy;
-  auto path = make_path(c.path, compiled, PipelineOptions{tiling});
+  PipelineOptions options;
+  options.tiling = tiling;
+  auto path = make_path(c.path, compiled, options);
   ASSERT_TRUE(path.ok()) << path.error().message();
   check_pipeline(model.value(), io.value(), path.value(), "vae.encode", prefix, c.max_rel_l2);
   check_pipeline(model.value(), io.value(), path.value(), "vae.decode", prefix, c.max_rel_l2);
@@ -199,8 +201,7 @@ TEST_P(DenoiseGoldenTest, MatchesDiffusersPipeline) {
   CompiledOptions compiled;
   if (!c.policy.empty()) compiled.policy = c.policy;
   PipelineOptions options;
-  options.steps = guided ? 3 : 2;
-  options.guidance_scale = guided ? 5.0 : 1.0;
+  options.values = {{"steps", guided ? "3" : "2"}, {"guidance", guided ? "5" : "1"}};
   auto path = make_path(c.path, compiled, options);
   ASSERT_TRUE(path.ok()) << path.error().message();
   auto out = path->run(*model, "sdxl.denoise", inputs);
@@ -246,11 +247,8 @@ TEST_P(BaseRefinerGoldenTest, MatchesDiffusersPipelines) {
   CompiledOptions compiled;
   if (!c.policy.empty()) compiled.policy = c.policy;
   PipelineOptions options;
-  options.steps = 6;
-  options.guidance_scale = 5;
-  options.denoising_split = 0.7;
-  options.vae = &*vae;
-  options.refiner = &*refiner;
+  options.values = {{"steps", "6"}, {"guidance", "5"}, {"split", "0.7"}};
+  options.models = {{"vae", &*vae}, {"refiner", &*refiner}};
   auto path = make_path(c.path, compiled, options);
   ASSERT_TRUE(path.ok()) << path.error().message();
   auto out = path->run(*base, "sdxl.base+refiner", inputs);

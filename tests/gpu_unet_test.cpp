@@ -96,8 +96,7 @@ TEST_P(GpuUnetTest, PipelineIsAsAccurateAsTheEmulation) {
   const std::string pipeline = GetParam().pipeline;
   const NamedTensors inputs = inputs_for(m, pipeline);
   PipelineOptions loop;
-  loop.steps = 3;
-  loop.guidance_scale = 5;
+  loop.values = {{"steps", "3"}, {"guidance", "5"}};
   FunctionExecutor reference([](const Graph& g, const Weights& w, const NamedTensors& in) {
     return ref::run_graph(g, w, in, DType::kF32);
   });

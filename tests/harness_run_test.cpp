@@ -173,6 +173,21 @@ TEST(HarnessRun, RefusalsAreOutcomesWithReasons) {
       << typo.reason;
 }
 
+// kernels= and graphs= choose how the CUDA backend runs: on the CPU emulation the case is
+// skipped, saying so; on CUDA the repro names the device and the choice the case ran with.
+TEST(HarnessRun, CudaChoicesSkipOnTheCpuAndAreWrittenInACudaRepro) {
+  const CaseResult cpu =
+      run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 kernels=fused");
+  EXPECT_EQ(cpu.outcome, Outcome::kSkipped);
+  EXPECT_NE(cpu.reason.find("add --device cuda"), std::string::npos) << cpu.reason;
+  auto c = parse_case("vae.decode model=tiny-kl res=64x64 graphs=on");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(case_repro(*c, compiled::Device::kCuda, CudaChoice{CudaKernels::kFused, true}),
+            "twinpath run --device cuda --case 'vae.decode model=tiny-kl res=64x64 w=f16 a=f16 "
+            "acc=f32 kernels=fused graphs=on'");
+  EXPECT_EQ(case_repro(*c, compiled::Device::kCpu, CudaChoice{}), repro_command(*c));
+}
+
 // The harness's own table of supported dtype combinations agrees with the compiled path's
 // refusals on every combination (ci runs them all: a disagreement fails the case).
 TEST(HarnessRun, SupportTableAgreesWithTheCompiledPath) {

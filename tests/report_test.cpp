@@ -357,10 +357,14 @@ TEST_F(ReportTest, EveryColumnRoundTripsAndLargeTablesAreCompressed) {
   c.plans = {{"vae.decoder [1, 4, 16, 16]", 41, 1310720, 262}};
   c.contract = {{"vae.decoder", 3, "output", "decoder.conv_in", "f16", "nearest even"}};
   RunReport report;
+  report.device = "cuda";
+  report.backend = "kernels=fused graphs=on";
   report.cases = {c};
   ASSERT_TRUE(write_h5_report(p("rows.h5"), report).ok());
   auto back = read_h5_report(p("rows.h5"));
   ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->device, "cuda");
+  EXPECT_EQ(back->backend, "kernels=fused graphs=on");
   const CaseResult& got = back->cases.at(0);
   ASSERT_EQ(got.checkpoints.size(), c.checkpoints.size());
   for (std::size_t i = 0; i < c.checkpoints.size(); ++i) {

@@ -4,7 +4,9 @@
     core <- models, reference, compiled <- runner <- cli;  cases beside the runner (core,
     models);  reports on the core only.
 
-Every `#include "part/..."` in a part's sources must name a part that part may use. Prints
+Every `#include "part/..."` in a part's sources must name a part that part may use, and no part
+outside harness/models/ (tests aside) may include a family's folder (harness/models/FAMILY/...):
+the shared layers reach a family through harness/models/family.h and the registry only. Prints
 each include against the direction as FILE:LINE and exits 1 if there is one; run by ctest
 (`layering`) and so by CI.
     tools/check-layers.py [source-root]
@@ -39,6 +41,7 @@ MAY_USE = {
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+FAMILY_FOLDER = re.compile(r"^harness/models/[^/]+/")
 SOURCES = {".h", ".hpp", ".cpp", ".cu", ".cuh", ".in"}
 
 
@@ -70,6 +73,11 @@ def main() -> int:
             if target not in MAY_USE[part]:
                 bad.append(f"{rel}:{number}: {part} includes {m.group(1)} ({target}); "
                            f"{part} may use only {', '.join(sorted(MAY_USE[part]))}")
+            elif target == "models" and part not in ("models", "tests") and \
+                    FAMILY_FOLDER.match(m.group(1)):
+                bad.append(f"{rel}:{number}: {part} includes {m.group(1)}, inside a family's "
+                           "folder; reach families through harness/models/family.h (the "
+                           "descriptors, options and hooks) instead")
     for line in bad:
         print(line)
     print(f"check-layers: {checked} includes checked, {len(bad)} against the direction")

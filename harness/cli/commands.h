@@ -7,6 +7,7 @@
 
 #include "cases/case.h"
 #include "compiled/backend.h"
+#include "harness/cli/family_flags.h"
 #include "harness/cli/paths.h"
 #include "harness/cli/report_command.h"
 #include "harness/core/shard.h"
@@ -24,11 +25,7 @@ struct ExecOptions {
   CompiledOptions compiled;
   std::string tiling = "off";
   int64_t tile_min = 0, tile_stride = 0;
-  int steps = 50;  // denoising pipelines (sdxl.denoise)
-  double guidance_scale = 5.0;
-  std::string vae_dir;           // text-to-image pipelines (sdxl.txt2img): the VAE folder
-  std::string refiner_dir;       // sdxl.base+refiner: the refiner UNet folder
-  double denoising_split = 0.8;  // sdxl.refine's denoising_start, the base's denoising_end
+  FamilyFlags family;  // the pipeline's family options (--steps, --vae DIR, ...)
 };
 
 struct RunCommandOptions {
@@ -37,6 +34,9 @@ struct RunCommandOptions {
   std::string filter;              // regex over case ids
   std::string model;               // replaces every case's model
   std::string device = "cpu";
+  // --device cuda: the kernel set and CUDA graphs where a case does not say ("": the
+  // environment's TWINPATH_CUDA_KERNELS and TWINPATH_CUDA_GRAPHS, else per-op and off).
+  std::string kernels, cuda_graphs;
   std::string inject;         // faults added to every case
   int64_t reseed = 0;         // seed=N added to every case (other inputs, same cases)
   std::string shard;          // K/N; else GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS
@@ -70,10 +70,7 @@ struct TriageOptions {
   std::string model_dir, pipeline, input;
   std::string activations;  // a dump of the user's stack (tools/dump_activations.py)
   std::string mem;          // the memory budget (RunOptions::memory_budget)
-  // Denoising pipelines: as the case options steps=, guidance=, vae=, refiner=, split=.
-  int steps = 50;
-  double guidance_scale = 5, denoising_split = 0.8;
-  std::string vae, refiner;
+  FamilyFlags family;       // the pipeline's family options, as a case's (steps=, vae=, ...)
   std::string policy = "w=f16,a=f16,acc=f32";
   std::string keep_fp32, inject;
   std::string tiling = "off";
@@ -88,10 +85,8 @@ Expected<int> triage_command(const TriageOptions& options);
 Expected<int> replay_command(const std::string& file, const std::string& device);
 
 struct TradeoffCommandOptions {
-  std::string model, pipeline = "vae.decode";
-  std::string vae, refiner;  // text-to-image pipelines' other models
-  int steps = 50;
-  double guidance_scale = 5;
+  std::string model, pipeline;        // no pipeline: the family's (PipelineDescriptor)
+  FamilyFlags family;                 // the pipeline's family options, as a case's
   std::vector<std::string> policies;  // --policy, repeatable; empty: every supported one
   std::string resolutions = "256x256";
   int repeats = 3;

@@ -1,8 +1,8 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
-#include <optional>
-#include <tuple>
+#include <memory>
+#include <vector>
 
 #include "harness/cli/commands.h"
 #include "harness/cli/paths.h"
@@ -28,36 +28,31 @@ Status exec_command(const ExecOptions& o) {
     return Error("--tile-min and --tile-stride need --tiling on");
   if (o.tile_min < 0 || o.tile_stride < 0)
     return Error("--tile-min and --tile-stride are sizes in pixels and must be positive");
-  if (o.steps < 1 || o.steps > 1000)
-    return Error("--steps " + std::to_string(o.steps) +
-                 " is out of range; a scheduler of 1000 training steps takes 1 to 1000");
   PipelineOptions options;
   options.tiling = TilingOptions{o.tiling == "on", o.tile_min, o.tile_stride};
-  options.steps = o.steps;
-  options.guidance_scale = o.guidance_scale;
-  options.denoising_split = o.denoising_split;
-  TP_RETURN_IF_ERROR(check_other_models(pipeline, !o.vae_dir.empty(), !o.refiner_dir.empty(),
-                                        "--vae", "--refiner"));
-  // A text-to-image pipeline's other models: the VAE, the refiner.
-  std::optional<Model> vae, refiner;
-  for (auto [flag, dir, other, slot] :
-       {std::tuple{"--vae", &o.vae_dir, &vae, &options.vae},
-        std::tuple{"--refiner", &o.refiner_dir, &refiner, &options.refiner}}) {
-    if (dir->empty()) continue;
-    auto loaded = load_model(*dir);
+  TP_ASSIGN_OR_RETURN(options.values, family_flag_values(o.family, pipeline));
+  TP_RETURN_IF_ERROR(check_required_models(pipeline, options.values));
+  // The other models the pipeline reads (a text-to-image pipeline's VAE, the refiner).
+  std::vector<std::unique_ptr<Model>> others;
+  for (const OtherModel& other : find_pipeline(pipeline)->models) {
+    const std::string dir = given_option(options.values, other.option);
+    if (dir.empty()) continue;
+    auto loaded = load_model(dir);
     if (!loaded.ok())
-      return Error(std::string(flag) + " " + *dir + ": " + loaded.error().message());
-    *other = std::move(loaded).value();
-    *slot = &**other;
+      return Error("--" + pipeline_option_flag(other.option) + " " + dir + ": " +
+                   loaded.error().message());
+    others.push_back(std::make_unique<Model>(std::move(loaded).value()));
+    options.models.emplace_back(other.option, others.back().get());
   }
   const TilingOptions& tiling = options.tiling;
   TP_ASSIGN_OR_RETURN(PathChoice path, make_path(o.path, o.compiled, options));
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   TP_RETURN_IF_ERROR(check_family_runs(model, pipeline));
-  if (tiling.enabled && !model.family().tiles())
-    return Error("--tiling on: " + model.family().class_name() + " has no tiling rule");
+  if (tiling.enabled && !model.family().pipeline(pipeline)->tiles)
+    return Error("--tiling on: " + model.family().class_name() + " does not tile " + pipeline);
   // Refuse an output the results cannot be written to before spending time on the run.
-  TP_RETURN_IF_ERROR(check_output_path(o.output, model.family().output_count(model, pipeline)));
+  TP_RETURN_IF_ERROR(
+      check_output_path(o.output, model.family().pipeline(pipeline)->outputs.size()));
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
   TP_ASSIGN_OR_RETURN(NamedTensors inputs, model.family().select_inputs(pipeline, file, o.input));
   const auto start = std::chrono::steady_clock::now();

@@ -88,19 +88,7 @@ int main(int argc, char** argv) {
                    "tile size in image pixels (default: the config's sample_size; 512 for Tiny)");
   exec->add_option("--tile-stride", ex.tile_stride,
                    "pixels between tiles (default: from diffusers' overlap factor)");
-  exec->add_option("--steps", ex.steps, "denoising steps (sdxl.denoise), 1 to 1000")
-      ->capture_default_str();
-  exec->add_option("--vae", ex.vae_dir,
-                   "sdxl.txt2img: the VAE folder that decodes the latents (diffusers' vae/)");
-  exec->add_option("--refiner", ex.refiner_dir,
-                   "sdxl.base+refiner: the refiner UNet folder (diffusers' refiner unet/)");
-  exec->add_option("--denoising-split", ex.denoising_split,
-                   "sdxl.refine, sdxl.base+refiner: the refiner's denoising_start (the base's "
-                   "denoising_end), between 0 and 1")
-      ->capture_default_str();
-  exec->add_option("--guidance-scale", ex.guidance_scale,
-                   "classifier-free guidance (sdxl.denoise); off at 1 or less, as diffusers")
-      ->capture_default_str();
+  tp::add_family_flags(*exec, ex.family);
   exec->add_flag("--validate-plan", ex.compiled.validate_plans,
                  "check every compiled plan before it runs (liveness, arena overlaps, dtypes); "
                  "twinpath run always does");
@@ -123,7 +111,7 @@ int main(int argc, char** argv) {
   tp::RunCommandOptions ro;
   run->add_option(
       "--case", ro.cases,
-      "a case line (repeatable), e.g. 'vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32'");
+      "a case line (repeatable): PIPELINE key=value ... (`twinpath cases options` lists them)");
   run->add_option("--suite", ro.suite,
                   "ci (default) | nightly | field-reports | FILE of case lines and sweeps");
   run->add_option("--filter", ro.filter, "run only cases whose id matches this regular expression");
@@ -131,6 +119,12 @@ int main(int argc, char** argv) {
                   "run every case on this model (built-in name or diffusers folder)");
   run->add_option("--device", ro.device, "cpu (the compiled path's emulated kernels) | cuda")
       ->capture_default_str();
+  run->add_option("--kernels", ro.kernels,
+                  "per-op | fused: the CUDA kernel set where a case has no kernels= (default: "
+                  "TWINPATH_CUDA_KERNELS, else per-op)");
+  run->add_option("--cuda-graphs", ro.cuda_graphs,
+                  "on | off: replay each plan as a CUDA graph where a case has no graphs= "
+                  "(default: TWINPATH_CUDA_GRAPHS=1 on, else off)");
   run->add_option("--inject", ro.inject,
                   "faults added to every case, comma-separated (see `exec --help`)");
   run->add_option("--reseed", ro.reseed,
@@ -202,16 +196,7 @@ int main(int argc, char** argv) {
   triage->add_option("--tiling", to.tiling, "on | off")->capture_default_str();
   triage->add_option("--device", to.device, "cpu | cuda: where the compiled path runs")
       ->capture_default_str();
-  triage->add_option("--steps", to.steps, "denoising pipelines: scheduler steps")
-      ->capture_default_str();
-  triage->add_option("--guidance-scale", to.guidance_scale, "denoising pipelines: guidance")
-      ->capture_default_str();
-  triage
-      ->add_option("--denoising-split", to.denoising_split,
-                   "sdxl.refine, sdxl.base+refiner: the refiner's denoising_start")
-      ->capture_default_str();
-  triage->add_option("--vae", to.vae, "sdxl.txt2img, sdxl.base+refiner: the VAE folder");
-  triage->add_option("--refiner", to.refiner, "sdxl.base+refiner: the refiner folder");
+  tp::add_family_flags(*triage, to.family);
   triage->add_option("--report", to.report, "also write an HDF5 report");
   triage->add_option("--mem", to.mem,
                      "the memory the triage may use, e.g. 16GiB; default: the available memory "
@@ -237,7 +222,8 @@ int main(int argc, char** argv) {
       ->add_option("--model", tr.model,
                    "built-in name (tiny-kl, sd-kl, ...) or diffusers model folder")
       ->required();
-  tradeoff->add_option("--pipeline", tr.pipeline, pipelines)->capture_default_str();
+  tradeoff->add_option("--pipeline", tr.pipeline,
+                       pipelines + " (default: the model family's, e.g. a VAE's decode)");
   tradeoff->add_option(
       "--policy", tr.policies,
       "a dtype policy (repeatable), e.g. 'w=f16,a=f16,acc=f32'; default: every supported one");
@@ -253,13 +239,7 @@ int main(int argc, char** argv) {
   tradeoff->add_option("--mem", tr.mem,
                        "the memory each resolution may use, e.g. 16GiB; one estimated past it is "
                        "refused before it allocates (default: available memory less 10%)");
-  tradeoff->add_option("--vae", tr.vae,
-                       "sdxl.txt2img, sdxl.base+refiner: the VAE (name or folder)");
-  tradeoff->add_option("--refiner", tr.refiner, "sdxl.base+refiner: the refiner (name or folder)");
-  tradeoff->add_option("--steps", tr.steps, "denoising pipelines: scheduler steps")
-      ->capture_default_str();
-  tradeoff->add_option("--guidance-scale", tr.guidance_scale, "denoising pipelines: guidance")
-      ->capture_default_str();
+  tp::add_family_flags(*tradeoff, tr.family);
 
   CLI::App* report_cmd = app.add_subcommand("report", "Read, compare and join HDF5 reports");
   report_cmd->require_subcommand(1);

@@ -22,11 +22,11 @@ PathChoice graph_path(GraphRunner runner, std::string description, const Pipelin
       {}};
 }
 
-// The models a pipeline's session holds plans for: the model, and a text-to-image pipeline's
-// refiner and VAE.
+// The models a pipeline's session holds plans for: the model, and the other models it reads (a
+// text-to-image pipeline's VAE, a refiner).
 std::vector<compiled::PlanModel> plan_models(const Model& m, const PipelineOptions& options) {
-  std::vector<compiled::PlanModel> models;
-  for (const Model* x : {&m, options.refiner, options.vae})
+  std::vector<compiled::PlanModel> models{{m.family().graphs(*m.config), &m.weights, m.dir}};
+  for (const auto& [option, x] : options.models)
     if (x) models.push_back({x->family().graphs(*x->config), &x->weights, x->dir});
   return models;
 }

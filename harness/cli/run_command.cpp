@@ -180,6 +180,27 @@ Expected<Shard> parse_shard(const std::string& flag) {
       "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS, a Slurm job array, a Kubernetes indexed Job)");
 }
 
+namespace {
+
+// --kernels and --cuda-graphs over the environment's defaults; refused without --device cuda.
+Expected<CudaChoice> cuda_choice_option(const RunCommandOptions& o, compiled::Device device) {
+  if (device != compiled::Device::kCuda && (!o.kernels.empty() || !o.cuda_graphs.empty()))
+    return Error(
+        "--kernels and --cuda-graphs choose how the CUDA backend runs; add --device cuda, or drop "
+        "them");
+  if (device != compiled::Device::kCuda) return CudaChoice{};
+  TP_ASSIGN_OR_RETURN(CudaChoice choice, compiled::cuda_choice_from_environment());
+  if (!o.kernels.empty()) {
+    TP_ASSIGN_OR_RETURN(choice.kernels, parse_cuda_kernels(o.kernels, "--kernels "));
+  }
+  if (!o.cuda_graphs.empty()) {
+    TP_ASSIGN_OR_RETURN(choice.graphs, parse_cuda_graphs(o.cuda_graphs, "--cuda-graphs "));
+  }
+  return choice;
+}
+
+}  // namespace
+
 RunReport report_header(const std::string& command_line, compiled::Device device) {
   RunReport report;
   report.tool_version = TWINPATH_VERSION_STRING;
@@ -203,6 +224,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     o.junit = "out/latest.xml";
   }
   TP_ASSIGN_OR_RETURN(const compiled::Device device, compiled::parse_device(o.device));
+  TP_ASSIGN_OR_RETURN(const CudaChoice cuda, cuda_choice_option(o, device));
   DumpPolicy dump = DumpPolicy::kNone;
   if (o.dump == "failing")
     dump = DumpPolicy::kFailing;
@@ -235,6 +257,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   }
 
   RunReport report = report_header(command_line, device);
+  if (device == compiled::Device::kCuda) report.backend = cuda.text();
   if (shard.total > 1)
     report.shard = std::to_string(shard.index) + "/" + std::to_string(shard.total);
   if (!o.resume.empty()) {
@@ -246,6 +269,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   RunOptions options;
   TP_ASSIGN_OR_RETURN(options.memory_budget, memory_budget_option(o.mem));
   options.device = device;
+  options.cuda = cuda;
   options.dump = dump;
   options.search = o.search;
   if (o.contract) options.contract = contract_checker();

@@ -19,16 +19,19 @@ Expected<int> tradeoff_command(const TradeoffCommandOptions& o, const std::strin
   TradeoffOptions t;
   t.model = o.model;
   t.pipeline = o.pipeline;
-  t.vae = o.vae;
-  t.refiner = o.refiner;
-  t.steps = o.steps;
-  t.guidance = o.guidance_scale;
   t.policies = o.policies;
   t.repeats = o.repeats;
   TP_ASSIGN_OR_RETURN(t.memory_budget, memory_budget_option(o.mem));
   TP_ASSIGN_OR_RETURN(t.device, compiled::parse_device(o.device));
-  if (!is_pipeline_name(o.pipeline))
+  if (!o.pipeline.empty() && !is_pipeline_name(o.pipeline))
     return Error("--pipeline " + o.pipeline + " is unknown; use " + pipeline_choices());
+  for (const auto& [key, value] : o.family)
+    if (!value.empty() && o.pipeline.empty())
+      return Error("--" + pipeline_option_flag(key) +
+                   " is a pipeline's option: add --pipeline with the pipeline it is for");
+  if (!o.pipeline.empty()) {
+    TP_ASSIGN_OR_RETURN(t.options, family_flag_values(o.family, o.pipeline));
+  }
   t.resolutions.clear();
   for (const std::string& r : split_list(o.resolutions, ',')) {
     Case c;

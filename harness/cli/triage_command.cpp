@@ -38,11 +38,7 @@ Expected<Case> triage_case(const TriageOptions& o, const Model& model) {
   c.tiling = o.tiling == "on";
   c.keep_fp32 = split_list(o.keep_fp32, ',');
   c.inject = split_list(o.inject, ',');
-  c.steps = o.steps;
-  c.guidance = o.guidance_scale;
-  c.split = o.denoising_split;
-  c.vae = o.vae;
-  c.refiner = o.refiner;
+  TP_ASSIGN_OR_RETURN(c.options, family_flag_values(o.family, o.pipeline));
   // Round-trip through the parser: the triage case is exactly what its repro line runs.
   return parse_case(c.id());
 }

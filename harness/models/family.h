@@ -5,10 +5,12 @@
 // `triage` and `tradeoff` find it through the registry.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/core/executor.h"
@@ -45,25 +47,25 @@ struct TilingOptions {
   int64_t sample_stride = 0;
 };
 
+// The values of a run's pipeline options (PipelineOption): key -> value as written, in canonical
+// form (PipelineOption::parse's), defaults left out.
+using OptionValues = std::vector<std::pair<std::string, std::string>>;
+// The value of `key` in `values`, or "" when it is not given.
+std::string given_option(const OptionValues& values, const std::string& key);
+
 struct PipelineOptions {
   TilingOptions tiling;
   // A chained pipeline (see Handoff) also returns the first graph's outputs, "<graph>.<name>",
   // read after the second graph ran.
   bool stage_outputs = false;
-  // Denoising pipelines: scheduler steps, and classifier-free guidance (off at <= 1, as
-  // diffusers). SDXL's defaults.
-  int steps = 50;
-  double guidance_scale = 5.0;
-  // Text-to-image pipelines: the VAE that decodes the denoised latents (not owned).
-  const Model* vae = nullptr;
-  // Base + refiner: the refiner UNet (not owned), and where the schedule is split between them
-  // (the base's denoising_end, the refiner's denoising_start; diffusers' example's 0.8).
-  const Model* refiner = nullptr;
-  double denoising_split = 0.8;
-};
+  // The family's options as given (PipelineOption; a missing one is its default), and the other
+  // models the pipeline reads, by the key of the option that names them (not owned).
+  OptionValues values;
+  std::vector<std::pair<std::string, const Model*>> models;
 
-// The part of a base + refiner run the refiner's calls belong to (GraphExecutor::set_part).
-inline constexpr const char* kRefinerPart = "refiner/";
+  // The model named by option `key`, or null.
+  const Model* model(const std::string& key) const;
+};
 
 // A graph a pipeline runs, with the input shape it runs at; or, when `from` names an output,
 // on the previous stage's output of that name.
@@ -71,6 +73,14 @@ struct Stage {
   Graph graph;
   Shape input;
   std::string from;
+};
+
+// The rows and columns of a tiled output that lie in a blend band between tiles (where two tiles
+// are mixed); all false when the input does not tile. Seam metrics compare these elements apart
+// from the tile interiors.
+struct SeamBands {
+  std::vector<bool> rows, cols;
+  bool at(int64_t y, int64_t x) const { return rows[std::size_t(y)] || cols[std::size_t(x)]; }
 };
 
 // A pipeline that runs two graphs chained: `second` reads `first`'s output `output`. Each graph
@@ -90,6 +100,67 @@ struct InputRequest {
   bool image = false;  // input=image
   double sigma = 1;    // input=normal*SIGMA
 };
+
+// One option of a family's pipelines, declared beside its code: in a case line as KEY=VALUE, on
+// exec, triage and tradeoff as --FLAG VALUE. Its default lives here and nowhere else.
+struct PipelineOption {
+  std::string key;            // "steps"
+  std::string flag;           // "steps": --steps
+  std::string syntax;         // "steps=N"
+  std::string default_value;  // canonical text ("50"); "" when the option has none
+  std::string help;           // one line
+  // The value's canonical text, or what is wrong with it and what to write.
+  std::function<Expected<std::string>(std::string_view value)> parse;
+  // The value names another model (a built-in config or a diffusers folder) the runner loads.
+  bool names_model = false;
+};
+
+// What a pipeline's output is.
+enum class Produces { kLatents, kImage, kNoisePrediction };
+
+// A denoising loop: the output of its scheduler step's graph that holds the latents after each
+// step (its trajectory).
+struct Denoising {
+  std::string trajectory = "latents";
+};
+
+// Another model a pipeline reads beside its own: the option that names it, whether it is
+// needed, what it does (for the error when it is missing), and the part of the call scopes its
+// graph calls run under (GraphExecutor::set_part), or "" when its graphs' names tell them apart.
+struct OtherModel {
+  std::string option;  // "vae"
+  bool required = true;
+  std::string purpose;  // "decodes the latents with a VAE"
+  std::string part;     // "refiner/"
+};
+
+// A pipeline, as data: runner, cases, CLI help, tradeoff and reports ask this, never its name.
+struct PipelineDescriptor {
+  std::string name;  // "vae.decode"
+  std::string help;  // one line
+  // diffusers' argument and output names; the primary input (what res= sizes) first.
+  std::vector<std::string> inputs, outputs;
+  Produces produces = Produces::kImage;
+  std::optional<Denoising> denoising;
+  // A denoiser's scheduler: the timesteps it was trained on (a timestep input is below it); 0
+  // when the pipeline reads no timestep.
+  int train_timesteps = 0;
+  std::optional<Handoff> handoff;    // a chained pipeline's two graphs
+  std::vector<std::string> options;  // the keys of the family's options it takes
+  std::vector<OtherModel> models;    // other models, each named by one of `options`
+  bool tiles = false;                // tiling=on runs it tiled (the family's tiling hooks)
+  // What a tradeoff measures it on: "image" (a real-image-like picture; a decoder, its latents)
+  // or "normal" (seeded noise).
+  std::string tradeoff_input = "normal";
+  // The pipeline a tradeoff measures when none is named (the family's first one without it).
+  bool tradeoff_default = false;
+  bool image_output() const { return produces == Produces::kImage; }
+  bool takes(const std::string& option) const;
+};
+// A descriptor with its names and what it produces; the other fields are set after it.
+PipelineDescriptor describe_pipeline(std::string name, std::string help,
+                                     std::vector<std::string> inputs,
+                                     std::vector<std::string> outputs, Produces produces);
 
 class Family {
  public:
@@ -112,9 +183,16 @@ class Family {
   virtual std::vector<Graph> graphs(const ModelConfig& config) const = 0;
   virtual std::vector<ParamSpec> param_specs(const ModelConfig& config) const;
 
-  // Pipeline names ("vae.decode", ...), each with one line of help.
-  virtual std::vector<std::pair<std::string, std::string>> pipelines() const = 0;
-  bool runs(const std::string& pipeline) const;
+  // The pipelines, as data (one table per family, made once), and the options they take.
+  virtual const std::vector<PipelineDescriptor>& pipelines() const = 0;
+  virtual const std::vector<PipelineOption>& options() const;
+  // The pipeline named `name`, or null when the family does not run it.
+  const PipelineDescriptor* pipeline(const std::string& name) const;
+  bool runs(const std::string& name) const { return pipeline(name) != nullptr; }
+  // The declared option `key`, or null.
+  const PipelineOption* option(const std::string& key) const;
+  // The pipeline a tradeoff measures when none is named.
+  const PipelineDescriptor& tradeoff_pipeline() const;
   // The input a case of `pipeline` at `height`x`width` image pixels runs on (batch 1); an
   // error when the size has none (e.g. not a multiple of a decoder's upscale).
   virtual Expected<Shape> input_shape(const ModelConfig& config, const std::string& pipeline,
@@ -156,21 +234,31 @@ class Family {
   // The graphs `pipeline` runs at `input`, in order (to compile them ahead of a run).
   virtual Expected<std::vector<Stage>> stages(const Model& model, const std::string& pipeline,
                                               const Shape& input) const = 0;
-  // For a chained pipeline, how its graphs join.
-  virtual std::optional<Handoff> handoff(const std::string& /*pipeline*/) const { return {}; }
-  // Whether the pipeline's output is an image in [-1, 1] (8-bit PSNR applies).
-  virtual bool image_output(const std::string& pipeline) const = 0;
   // Whether errors made in `graph` reach a pipeline's output damped by the normalizations and
   // residual sums of the blocks after them (a denoiser's), for the output tolerance.
   virtual bool damps_errors(const std::string& /*graph*/) const { return false; }
-  // Whether `pipeline` reads a refiner UNet (PipelineOptions::refiner).
-  virtual bool takes_refiner(const std::string& /*pipeline*/) const { return false; }
-  // How many tensors `pipeline` returns (the default: its last stage's graph outputs).
-  virtual std::size_t output_count(const Model& model, const std::string& pipeline) const;
-  // Whether tiling=on means anything for this family.
-  virtual bool tiles() const { return false; }
-  // Whether `pipeline` is a denoising loop (it takes steps and a guidance scale).
-  virtual bool denoises(const std::string& /*pipeline*/) const { return false; }
+  // Tiling, for a family whose pipelines tile (PipelineDescriptor::tiles; the others keep these
+  // defaults).
+  // "" when a tiled stage's recorded decision (GraphExecutor::record_tiling) is what the
+  // config's rule says at `options`; else what the rule says and what was done.
+  virtual std::string check_tiling_decision(const ModelConfig& /*config*/,
+                                            const TilingOptions& /*options*/,
+                                            const TilingDecision& /*decision*/) const {
+    return "";
+  }
+  // The blend bands of `pipeline`'s output for an input of shape `input`.
+  virtual Expected<SeamBands> seam_bands(const ModelConfig& config, const TilingOptions& options,
+                                         const std::string& pipeline, const Shape& input) const;
+  // The resolutions (height, width, in pixels) around every tiling boundary of `pipeline` at
+  // `options`: the sizes res=tiling stands for.
+  virtual Expected<std::vector<std::pair<int64_t, int64_t>>> tiling_points(
+      const ModelConfig& config, const std::string& pipeline, const TilingOptions& options) const;
+  // The share of a height x width image one tile covers at `options` (1 when it does not tile):
+  // what a tiled run holds at once, for the memory estimate.
+  virtual double tile_share(const ModelConfig& /*config*/, const TilingOptions& /*options*/,
+                            int64_t /*height*/, int64_t /*width*/) const {
+    return 1;
+  }
   // Where the `call`-th run (from 0) of graph `graph` in one run of `pipeline` puts its
   // checkpoints: a prefix of their names ("step3/"), distinct for every call of a graph. The
   // default leaves a graph's first call unprefixed and names later ones "call1/", "call2/".
@@ -208,16 +296,36 @@ Expected<std::string> builtin_config_text(const std::string& name);
 // Every pipeline name any family runs, and whether `name` is one.
 std::vector<std::string> pipeline_names();
 bool is_pipeline_name(const std::string& name);
-// Whether a family runs `name` as a denoising loop.
-bool is_denoising_pipeline(const std::string& name);
+// The descriptor of `name` (the first family's that runs it), or null.
+const PipelineDescriptor* find_pipeline(const std::string& name);
 // "PIPELINE  help" lines for every pipeline of every family.
 std::string pipelines_help();
+// The pipelines (over every family) that `pred` holds for, as "a, b or c".
+std::string pipelines_where(const std::function<bool(const PipelineDescriptor&)>& pred,
+                            const std::string& last_joiner = " or ");
 // An error when `model`'s family does not run `pipeline`, naming the ones it does.
 Status check_family_runs(const Model& model, const std::string& pipeline);
-// The other models a pipeline reads, named by `vae_flag` / `refiner_flag` ("--vae" or "vae="):
-// an error for one it would ignore (a VAE for a pipeline that returns latents, a refiner for a
-// pipeline without one). Missing ones are the pipeline's own error.
-Status check_other_models(const std::string& pipeline, bool vae, bool refiner,
-                          const std::string& vae_flag, const std::string& refiner_flag);
+
+// Every option any family declares, once per key, in registry order (the command line's flags,
+// `twinpath cases options`).
+std::vector<const PipelineOption*> all_pipeline_options();
+// The option `key` as the families that run `pipeline` declare it, or null when none of them
+// takes it for `pipeline`.
+const PipelineOption* pipeline_option(const std::string& pipeline, const std::string& key);
+// Checks and sets option `key` for `pipeline` (replacing an earlier value; a default is left
+// out). `spelled` is how the user wrote the key ("steps=" or "--steps") for the error, which
+// says which pipelines take the option when this one does not.
+Status set_pipeline_option(OptionValues& values, const std::string& pipeline,
+                           const std::string& key, std::string_view value,
+                           const std::string& spelled);
+// `values` in the order the family that runs `pipeline` declares its options (a case id's).
+OptionValues ordered_options(const std::string& pipeline, const OptionValues& values);
+// An error naming the first other model `pipeline` needs that `given` lacks, and how to add it.
+Status check_required_models(const std::string& pipeline, const OptionValues& given);
+
+// The value of option `key` for a run: as given, else `family`'s default for it.
+std::string option_text(const Family& family, const PipelineOptions& options,
+                        const std::string& key);
+double option_number(const Family& family, const PipelineOptions& options, const std::string& key);
 
 }  // namespace tp

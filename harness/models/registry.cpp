@@ -43,10 +43,65 @@ std::vector<ParamSpec> Family::param_specs(const ModelConfig& config) const {
   return specs;
 }
 
-bool Family::runs(const std::string& pipeline) const {
-  for (const auto& [name, help] : pipelines())
-    if (name == pipeline) return true;
-  return false;
+const std::vector<PipelineOption>& Family::options() const {
+  static const std::vector<PipelineOption> kNone;
+  return kNone;
+}
+
+const PipelineDescriptor* Family::pipeline(const std::string& name) const {
+  for (const PipelineDescriptor& d : pipelines())
+    if (d.name == name) return &d;
+  return nullptr;
+}
+
+const PipelineOption* Family::option(const std::string& key) const {
+  for (const PipelineOption& o : options())
+    if (o.key == key) return &o;
+  return nullptr;
+}
+
+Expected<SeamBands> Family::seam_bands(const ModelConfig&, const TilingOptions&, const std::string&,
+                                       const Shape&) const {
+  return Error(class_name() + " has no tiling rule");
+}
+
+Expected<std::vector<std::pair<int64_t, int64_t>>> Family::tiling_points(
+    const ModelConfig&, const std::string&, const TilingOptions&) const {
+  return Error(class_name() + " has no tiling rule");
+}
+
+const PipelineDescriptor& Family::tradeoff_pipeline() const {
+  for (const PipelineDescriptor& d : pipelines())
+    if (d.tradeoff_default) return d;
+  return pipelines().front();
+}
+
+PipelineDescriptor describe_pipeline(std::string name, std::string help,
+                                     std::vector<std::string> inputs,
+                                     std::vector<std::string> outputs, Produces produces) {
+  PipelineDescriptor d;
+  d.name = std::move(name);
+  d.help = std::move(help);
+  d.inputs = std::move(inputs);
+  d.outputs = std::move(outputs);
+  d.produces = produces;
+  return d;
+}
+
+bool PipelineDescriptor::takes(const std::string& option) const {
+  return std::find(options.begin(), options.end(), option) != options.end();
+}
+
+std::string given_option(const OptionValues& values, const std::string& key) {
+  for (const auto& [k, v] : values)
+    if (k == key) return v;
+  return "";
+}
+
+const Model* PipelineOptions::model(const std::string& key) const {
+  for (const auto& [k, m] : models)
+    if (k == key) return m;
+  return nullptr;
 }
 
 Expected<NamedTensors> Family::select_inputs(const std::string& pipeline,
@@ -177,29 +232,26 @@ Expected<std::string> builtin_config_text(const std::string& name) {
 std::vector<std::string> pipeline_names() {
   std::vector<std::string> names;
   for (const Family* f : families())
-    for (const auto& [name, help] : f->pipelines())
-      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    for (const PipelineDescriptor& d : f->pipelines())
+      if (std::find(names.begin(), names.end(), d.name) == names.end()) names.push_back(d.name);
   return names;
 }
 
-bool is_pipeline_name(const std::string& name) {
-  const std::vector<std::string> names = pipeline_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
+bool is_pipeline_name(const std::string& name) { return find_pipeline(name) != nullptr; }
 
-bool is_denoising_pipeline(const std::string& name) {
+const PipelineDescriptor* find_pipeline(const std::string& name) {
   for (const Family* f : families())
-    if (f->runs(name) && f->denoises(name)) return true;
-  return false;
+    if (const PipelineDescriptor* d = f->pipeline(name)) return d;
+  return nullptr;
 }
 
 std::string pipelines_help() {
   std::vector<std::pair<std::string, std::string>> lines;
   for (const Family* f : families())
-    for (auto& line : f->pipelines())
+    for (const PipelineDescriptor& d : f->pipelines())
       if (std::none_of(lines.begin(), lines.end(),
-                       [&](const auto& l) { return l.first == line.first; }))
-        lines.push_back(std::move(line));
+                       [&](const auto& l) { return l.first == d.name; }))
+        lines.emplace_back(d.name, d.help);
   std::size_t width = 0;
   for (const auto& l : lines) width = std::max(width, l.first.size());
   std::string s;
@@ -208,36 +260,98 @@ std::string pipelines_help() {
   return s;
 }
 
+std::string pipelines_where(const std::function<bool(const PipelineDescriptor&)>& pred,
+                            const std::string& last_joiner) {
+  std::vector<std::string> names;
+  for (const std::string& name : pipeline_names())
+    if (pred(*find_pipeline(name))) names.push_back(name);
+  std::string s;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == names.size() ? last_joiner : ", ") + names[i];
+  return s;
+}
+
 Status check_family_runs(const Model& model, const std::string& pipeline) {
   const Family& f = model.family();
   if (f.runs(pipeline)) return Status();
   std::vector<std::string> names;
-  for (const auto& [name, help] : f.pipelines()) names.push_back(name);
+  for (const PipelineDescriptor& d : f.pipelines()) names.push_back(d.name);
   return Error("model " + model.dir + " is a " + f.class_name() + ", which runs " + joined(names) +
                ", not " + pipeline);
 }
 
-Status check_other_models(const std::string& pipeline, bool vae, bool refiner,
-                          const std::string& vae_flag, const std::string& refiner_flag) {
-  bool decodes = false, refines = false;
+std::vector<const PipelineOption*> all_pipeline_options() {
+  std::vector<const PipelineOption*> all;
   for (const Family* f : families())
-    if (f->runs(pipeline)) {
-      decodes = decodes || (f->denoises(pipeline) && f->image_output(pipeline));
-      refines = refines || f->takes_refiner(pipeline);
-    }
-  if (vae && !decodes)
-    return Error(vae_flag + " names the VAE that decodes a text-to-image pipeline's latents; " +
-                 pipeline +
-                 " runs no VAE beside its model (sdxl.txt2img and sdxl.base+refiner do): drop it");
-  if (refiner && !refines)
-    return Error(refiner_flag + " names the refiner of sdxl.base+refiner; " + pipeline +
-                 " runs no refiner: drop it");
+    for (const PipelineOption& o : f->options())
+      if (std::none_of(all.begin(), all.end(), [&](const auto* a) { return a->key == o.key; }))
+        all.push_back(&o);
+  return all;
+}
+
+const PipelineOption* pipeline_option(const std::string& pipeline, const std::string& key) {
+  for (const Family* f : families())
+    if (const PipelineDescriptor* d = f->pipeline(pipeline); d && d->takes(key))
+      if (const PipelineOption* o = f->option(key)) return o;
+  return nullptr;
+}
+
+Status set_pipeline_option(OptionValues& values, const std::string& pipeline,
+                           const std::string& key, std::string_view value,
+                           const std::string& spelled) {
+  const PipelineOption* o = pipeline_option(pipeline, key);
+  if (!o) {
+    const std::string owners =
+        pipelines_where([&](const PipelineDescriptor& d) { return d.takes(key); }, " and ");
+    if (owners.empty()) return Error(spelled + " is not an option of any pipeline");
+    const PipelineOption* any = nullptr;
+    for (const PipelineOption* a : all_pipeline_options())
+      if (a->key == key) any = a;
+    return Error(spelled + " is an option of " + owners + " (" + (any ? any->help : "") + "); " +
+                 pipeline + " does not take it: drop it");
+  }
+  TP_ASSIGN_OR_RETURN(std::string canonical, o->parse(value));
+  values.erase(
+      std::remove_if(values.begin(), values.end(), [&](const auto& kv) { return kv.first == key; }),
+      values.end());
+  if (canonical != o->default_value) values.emplace_back(key, std::move(canonical));
   return Status();
 }
 
-std::size_t Family::output_count(const Model& model, const std::string& pipeline) const {
-  auto s = stages(model, pipeline, {});
-  return s.ok() && !s->empty() ? s->back().graph.outputs.size() : 1;
+OptionValues ordered_options(const std::string& pipeline, const OptionValues& values) {
+  OptionValues out;
+  for (const Family* f : families())
+    if (f->runs(pipeline))
+      for (const PipelineOption& o : f->options())
+        for (const auto& kv : values)
+          if (kv.first == o.key &&
+              std::none_of(out.begin(), out.end(), [&](const auto& x) { return x.first == o.key; }))
+            out.push_back(kv);
+  return out;
+}
+
+Status check_required_models(const std::string& pipeline, const OptionValues& given) {
+  const PipelineDescriptor* d = find_pipeline(pipeline);
+  if (!d) return Status();
+  for (const OtherModel& m : d->models) {
+    if (!m.required || !given_option(given, m.option).empty()) continue;
+    const PipelineOption* o = pipeline_option(pipeline, m.option);
+    const std::string flag = "--" + (o ? o->flag : m.option);
+    return Error(pipeline + " " + m.purpose + ": add " + m.option + "=MODEL to the case (" + flag +
+                 " on exec, triage and tradeoff); " + (o ? o->help : ""));
+  }
+  return Status();
+}
+
+std::string option_text(const Family& family, const PipelineOptions& options,
+                        const std::string& key) {
+  if (std::string v = given_option(options.values, key); !v.empty()) return v;
+  const PipelineOption* o = family.option(key);
+  return o ? o->default_value : "";
+}
+
+double option_number(const Family& family, const PipelineOptions& options, const std::string& key) {
+  return std::strtod(option_text(family, options, key).c_str(), nullptr);
 }
 
 }  // namespace tp

@@ -139,9 +139,13 @@ Expected<ActivationTriage> triage_activations(const std::string& dump_path, cons
   TP_ASSIGN_OR_RETURN(const Tensor primary,
                       family.select_input(t.pipeline, pipeline_inputs, dump_path));
   TP_ASSIGN_OR_RETURN(std::vector<Stage> stages, family.stages(model, t.pipeline, primary.shape()));
-  if (stages.size() != 1)
+  if (stages.size() != 1) {
+    std::string single;  // the family's pipelines of one graph call
+    for (const PipelineDescriptor& d : family.pipelines())
+      if (!d.handoff && !d.denoising) single += (single.empty() ? "" : ", ") + d.name;
     return Error("triage --activations compares one graph; " + t.pipeline + " runs " +
-                 std::to_string(stages.size()) + " (dump vae.decode, vae.encode or unet.step)");
+                 std::to_string(stages.size()) + " (dump one of " + single + ")");
+  }
   const Graph& g = stages[0].graph;
   TP_ASSIGN_OR_RETURN(t.estimated_bytes,
                       check_dump_memory(dump_path, model, g, pipeline_inputs, dump_elements,

@@ -173,6 +173,34 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
   return shared;
 }
 
+// The other models the case's pipeline reads, by the options that name them; an error for one
+// it needs that the case does not name.
+Status load_other_models(PreparedCase& p, ModelCache& models) {
+  TP_RETURN_IF_ERROR(check_required_models(p.pipeline, p.c.options));
+  for (const OtherModel& other : p.descriptor().models) {
+    const std::string name = given_option(p.c.options, other.option);
+    if (name.empty()) continue;
+    auto m = models.get(name);
+    if (!m.ok()) return Error(other.option + "=" + name + ": " + m.error().message());
+    OtherCaseModel o{other.option, *m, other.part, {}};
+    for (const Graph& g : (*m)->family().graphs(*(*m)->config)) o.graphs.push_back(g.name);
+    p.others.push_back(std::move(o));
+  }
+  return Status();
+}
+
+namespace {
+
+// The case's kernels= and graphs= over the run's.
+CudaChoice cuda_choice(const Case& c, const RunOptions& o) {
+  CudaChoice choice = o.cuda;
+  if (c.kernels) choice.kernels = *c.kernels;
+  if (c.graphs) choice.graphs = *c.graphs;
+  return choice;
+}
+
+}  // namespace
+
 // The case made concrete; `refusal` says which outcome a failure is (ERROR or SKIPPED). A policy
 // the compiled path refuses is recorded, not refused here: run_case checks it against expectations.
 Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCache& models,
@@ -184,37 +212,16 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   p.pipeline = c.pipeline;
   TP_ASSIGN_OR_RETURN(p.model, models.get(c.model));
   TP_RETURN_IF_ERROR(check_family_runs(*p.model, p.pipeline));
-  if (c.tiling && !p.model->family().tiles())
-    return Error("tiling=on: " + p.model->family().class_name() + " has no tiling rule");
+  if (c.tiling && !p.model->family().pipeline(p.pipeline)->tiles)
+    return Error("tiling=on: " + p.model->family().class_name() + " does not tile " + p.pipeline);
   if (!c.boost_layer.empty() || c.tie_weights) {
     Model m = *p.model;
     if (c.tie_weights) make_weights_tie_prone(m);
     if (!c.boost_layer.empty()) TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
     p.model = std::make_shared<const Model>(std::move(m));
   }
-  for (auto [name, slot] : {std::pair{&c.vae, &p.vae}, std::pair{&c.refiner, &p.refiner}})
-    if (!name->empty()) {
-      auto m = models.get(*name);
-      if (!m.ok())
-        return Error((slot == &p.vae ? "vae=" : "refiner=") + *name + ": " + m.error().message());
-      *slot = *m;
-    }
-  if (p.vae)
-    for (const Graph& g : p.vae->family().graphs(*p.vae->config)) p.vae_graphs.push_back(g.name);
-  std::vector<const Model*> models_of_case{p.model.get()};
-  for (const auto& m : {p.vae, p.refiner})
-    if (m) models_of_case.push_back(m.get());
-  TP_RETURN_IF_ERROR(check_keep_globs(c.keep_fp32, models_of_case));
-  if (!p.refiner && p.pipeline == "sdxl.base+refiner")
-    return Error(p.pipeline +
-                 " hands the base's latents to a refiner: add refiner=MODEL to the case "
-                 "(tradeoff: --refiner), the built-in tiny-unet-xl-refiner or sdxl-refiner or a "
-                 "diffusers UNet folder");
-  if (!p.vae && p.model->family().denoises(p.pipeline) &&
-      p.model->family().image_output(p.pipeline))
-    return Error(p.pipeline +
-                 " decodes the latents with a VAE: add vae=MODEL to the case (tradeoff: --vae), a "
-                 "built-in such as tiny-kl or sdxl-kl or a diffusers VAE folder");
+  TP_RETURN_IF_ERROR(load_other_models(p, models));
+  TP_RETURN_IF_ERROR(check_keep_globs(c.keep_fp32, p.models()));
   if (!c.warm.empty()) {
     TP_ASSIGN_OR_RETURN(p.warm, models.get(c.warm));
     TP_RETURN_IF_ERROR(check_family_runs(*p.warm, p.pipeline));
@@ -235,12 +242,26 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
     p.session.policy.base = c.policy;
   else
     p.policy_refusal = policy.error().message();
+  p.cuda = cuda_choice(c, o);
   if (o.device == compiled::Device::kCuda) {
     refusal = Outcome::kSkipped;
-    TP_ASSIGN_OR_RETURN(auto backend, compiled::make_backend(o.device));
+    TP_ASSIGN_OR_RETURN(auto backend, compiled::make_backend(o.device, p.cuda));
+  } else if (c.kernels || c.graphs) {
+    refusal = Outcome::kSkipped;
+    return Error(
+        "kernels= and graphs= choose how the CUDA backend runs; this run is on the CPU "
+        "emulation: add --device cuda");
   }
   refusal = Outcome::kError;
   return p;
+}
+
+std::string case_repro(const Case& c, compiled::Device device, const CudaChoice& cuda) {
+  if (device != compiled::Device::kCuda) return repro_command(c);
+  Case shown = c;
+  shown.kernels = cuda.kernels;
+  shown.graphs = cuda.graphs;
+  return "twinpath run --device cuda --case '" + shown.id() + "'";
 }
 
 // The N-dimensional ops (transformer blocks, the UNet's) accumulate in f32 only: acc=f16, which
@@ -280,7 +301,7 @@ CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& m
   CaseResult r;
   r.id = c.id();
   r.seed = c.seed();
-  r.repro = repro_command(c);
+  r.repro = case_repro(c, o.device, cuda_choice(c, o));
   r.device = compiled::device_report_name(o.device);
   auto finish = [&](Outcome outcome, std::string reason) {
     r.outcome = outcome;

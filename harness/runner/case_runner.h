@@ -20,6 +20,8 @@ enum class DumpPolicy : uint8_t { kNone, kFailing, kAll };
 
 struct RunOptions {
   compiled::Device device = compiled::Device::kCpu;
+  // How the CUDA backend runs plans, where a case does not say (kernels=, graphs=).
+  CudaChoice cuda;
   DumpPolicy dump = DumpPolicy::kNone;
   bool local_error = true;  // run every group alone on the reference's inputs
   bool search = false;      // precision search when the case fails (triage)

@@ -76,7 +76,7 @@ std::vector<Shape> call_shapes(const compiled::Plan& plan, const std::map<int, T
 
 ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
                      const std::map<int, Tensor>& values, const std::vector<Shape>& shapes,
-                     DType reference) {
+                     DType reference, int train_timesteps) {
   ValuePath path;
   path.reference = reference;
   for (int o : grp.ops)
@@ -99,8 +99,8 @@ ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
     const Op& op = plan.graph->ops[std::size_t(o)];
     if (op.kind != OpKind::kTimestepEmbedding) continue;
     auto t = values.find(op.inputs[0]);
-    // Without the timesteps' values, SDXL's largest (999).
-    double largest = t == values.end() ? 1000 : 0;
+    // Without the timesteps' values, the scheduler's largest.
+    double largest = t == values.end() ? double(train_timesteps) : 0;
     if (t != values.end()) {
       const Tensor f = t->second.to(DType::kF32);
       for (int64_t i = 0; i < f.numel(); ++i)
@@ -306,7 +306,8 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     const bool damped = p.model_of(graph).family().damps_errors(graph);
     const std::vector<Shape> shapes = call_shapes(*plan, *values);
     for (const compiled::Group& grp : plan->groups) {
-      all.push_back(group_path(*plan, grp, *values, shapes, p.reference));
+      all.push_back(
+          group_path(*plan, grp, *values, shapes, p.reference, p.descriptor().train_timesteps));
       all.back().damped = damped;
     }
   }
@@ -321,8 +322,9 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     const std::map<int, Tensor>& want = ref.values.at(g.key());
     auto [shapes, fresh] = shapes_by_call.try_emplace(g.key());
     if (fresh) shapes->second = call_shapes(plan, want);
-    const Tolerance tol = local_tolerance(class_of(plan, grp),
-                                          group_path(plan, grp, want, shapes->second, p.reference));
+    const Tolerance tol = local_tolerance(
+        class_of(plan, grp),
+        group_path(plan, grp, want, shapes->second, p.reference, p.descriptor().train_timesteps));
     std::vector<Tensor> alone;
     if (local) {
       std::map<int, Tensor> inputs;
@@ -369,9 +371,9 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
         continue;
       }
       rec.accumulated = std::move(m).value();
-      if (step >= 0)  // the scheduler step's latents: a point of the loop's trajectory
+      if (step >= 0 && p.descriptor().denoising)  // a point of the loop's trajectory
         for (const auto& [name, id] : plan.graph->outputs)
-          if (id == v && name == "latents")
+          if (id == v && name == p.descriptor().denoising->trajectory)
             trajectories[part].push_back({step, e.checkpoints.size()});  // pushed below
       if (rec.accumulated.non_finite_new > 0) {
         rec.passed = false;

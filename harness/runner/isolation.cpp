@@ -77,7 +77,7 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
         compare_runs(run, *isolated, "", "after warm=" + p.c.warm + " in the same session");
     if (!why.empty()) return why;
   }
-  if (const std::optional<Handoff> chain = p.model->family().handoff(p.pipeline)) {
+  if (const std::optional<Handoff>& chain = p.descriptor().handoff) {
     // The first graph alone, then the second alone on its output, each in a session of its own.
     PreparedCase first = p;
     first.pipeline = chain->first_pipeline;
@@ -100,8 +100,8 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
 }
 
 std::string check_interleaved(const PreparedCase& p, CompiledRun& run) {
-  const std::optional<Handoff> chain = p.model->family().handoff(p.pipeline);
-  if (!chain) return "interleave=on needs a chained pipeline (vae.roundtrip)";
+  const std::optional<Handoff>& chain = p.descriptor().handoff;
+  if (!chain) return "interleave=on needs a chained pipeline; " + p.pipeline + " is not one";
   const std::string &first = chain->first_pipeline, &second = chain->second_pipeline;
   // Each call in a session of its own.
   auto alone = [&](const std::string& stage, const Tensor& input) -> Expected<Tensor> {
@@ -172,8 +172,8 @@ std::string check_plan_reload(const PreparedCase& p) {
   if (!made.ok()) return made.error().message();
   compiled::Session& loaded = **made;
   std::vector<compiled::PlanModel> models;
-  for (const Model* m : {p.model.get(), p.refiner.get(), p.vae.get()})
-    if (m) models.push_back({m->family().graphs(*m->config), &m->weights, m->dir});
+  for (const Model* m : p.models())
+    models.push_back({m->family().graphs(*m->config), &m->weights, m->dir});
   if (Status s = compiled::load_plans(loaded, models, file); !s.ok())
     return "loading the saved plans failed: " + s.error().message();
   auto again = run_model(*p.model, p.pipeline, p.inputs(), loaded, p.options());

@@ -9,8 +9,6 @@
 #include "harness/core/format.h"
 #include "harness/core/memory.h"
 #include "harness/core/shapes.h"
-#include "harness/models/vae/tiling.h"
-#include "harness/models/vae/vae_config.h"
 #include "harness/runner/shape_executor.h"
 
 namespace tp {
@@ -122,13 +120,8 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
                sw = double(full.end()[-1]) / double(recorded.end()[-1]);
   // Tiled, the compiled path runs one tile at a time and captures nothing: its values scale down
   // to a tile's share.
-  double tile_share = 1;
-  if (p.tiling.enabled)
-    if (const auto* vae = dynamic_cast<const VaeConfig*>(m.config.get()))
-      if (auto g = tile_geometry(*vae, p.tiling); g.ok()) {
-        const double image = double(p.c.height) * double(p.c.width);
-        tile_share = std::min(1.0, double(g->sample_min) * double(g->sample_min) / image);
-      }
+  const double tile_share =
+      p.tiling.enabled ? family.tile_share(*m.config, p.tiling, p.c.height, p.c.width) : 1.0;
   int64_t values = 0, live = 0, io = 0, columns = 0;
   for (Call& call : calls) {
     for (auto& [name, shape] : call.inputs)
@@ -146,11 +139,11 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
   const double act = double(dtype_size(p.c.policy.activation));
   // Extra compiled runs held beside the first: a chained pipeline's isolated first and second
   // graphs, a warm= case's isolated run.
-  const int extra_runs = (family.handoff(p.pipeline) ? 1 : 0) + (p.warm ? 1 : 0);
+  const int extra_runs = (p.descriptor().handoff ? 1 : 0) + (p.warm ? 1 : 0);
 
   MemoryEstimate e;
-  for (const Model* model : {p.model.get(), p.vae.get(), p.refiner.get(), p.warm.get()})
-    e.weights += weight_bytes(model);
+  for (const Model* model : p.models()) e.weights += weight_bytes(model);
+  e.weights += weight_bytes(p.warm.get());
   // The compiled path's prepared copies, in the weight dtype.
   e.weights += e.weights / 4 * int64_t(dtype_size(p.c.policy.weight));
   const double elements = double(values) / 4, live_elements = double(live) / 4;
@@ -198,7 +191,7 @@ std::string memory_refusal(const PreparedCase& p, const MemoryEstimate& e, int64
                            const std::string& budget_source) {
   if (budget <= 0 || e.bytes <= budget) return "";
   std::string fix = "use a smaller res=";
-  if (p.model->family().tiles() && !p.tiling.enabled) fix = "add tiling=on, or " + fix;
+  if (p.descriptor().tiles && !p.tiling.enabled) fix = "add tiling=on, or " + fix;
   return "res=" + std::to_string(p.c.height) + "x" + std::to_string(p.c.width) + " needs about " +
          e.text() + ", over the memory budget of " + format_bytes(budget) + " (" + budget_source +
          "): refused before allocating; " + fix + ", or give it more with --mem SIZE or mem=SIZE";

@@ -77,7 +77,7 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p,
   r.seconds = seconds_since(start);
   // A chained pipeline's first-graph outputs, as the compiled side reports them (run_compiled
   // with capture).
-  const std::optional<Handoff> handoff = p.model->family().handoff(p.pipeline);
+  const std::optional<Handoff>& handoff = p.descriptor().handoff;
   if (handoff && !p.tiling.enabled)
     if (auto values = r.values.find(handoff->first); values != r.values.end())
       for (const Graph& g : p.model->family().graphs(*p.model->config))
@@ -90,7 +90,8 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p,
 
 Expected<std::unique_ptr<compiled::Session>> new_compiled_session(
     const PreparedCase& p, compiled::SessionOptions options) {
-  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Backend> backend, compiled::make_backend(p.device));
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Backend> backend,
+                      compiled::make_backend(p.device, p.cuda));
   return std::make_unique<compiled::Session>(std::move(options), std::move(backend));
 }
 
@@ -225,7 +226,7 @@ std::map<int, Tensor> compiled_group_inputs(const PreparedCase& p, const Compile
     // The graph's input: the pipeline input, or in a chained pipeline (a roundtrip) the second
     // graph's input, which the first graph's plan stored.
     const Tensor* handoff = nullptr;
-    const std::optional<Handoff> chain = p.model->family().handoff(p.pipeline);
+    const std::optional<Handoff>& chain = p.descriptor().handoff;
     if (chain && plan.graph->name == chain->second)
       for (const GroupCapture& c : run.groups)
         if (c.plan->graph->name == chain->first)

@@ -17,44 +17,60 @@
 
 namespace tp {
 
+// Another model a case's pipeline reads (PipelineDescriptor::models): the VAE of a text-to-image
+// pipeline, the refiner of base + refiner.
+struct OtherCaseModel {
+  std::string option;  // the case option that names it ("vae")
+  std::shared_ptr<const Model> model;
+  std::string part;                 // the call-scope part its calls run under, or ""
+  std::vector<std::string> graphs;  // its graphs' names (telling its calls apart when no part)
+};
+
 struct PreparedCase {
   Case c;
-  std::shared_ptr<const Model> model;    // boosted when the case says so
-  std::shared_ptr<const Model> warm;     // run first in the same session (case option warm=)
-  std::shared_ptr<const Model> vae;      // the VAE a text-to-image pipeline decodes with (vae=)
-  std::shared_ptr<const Model> refiner;  // sdxl.base+refiner's (refiner=)
-  std::vector<std::string> vae_graphs;   // the VAE's graph names (model_of), set with `vae`
-  std::string pipeline;                  // one the model's family runs
-  Tensor input;                          // the primary input (what res= sizes), f32
+  std::shared_ptr<const Model> model;  // boosted when the case says so
+  std::shared_ptr<const Model> warm;   // run first in the same session (case option warm=)
+  std::vector<OtherCaseModel> others;  // the other models the pipeline reads
+  std::string pipeline;                // one the model's family runs
+  Tensor input;                        // the primary input (what res= sizes), f32
   std::string input_name = "input";
   NamedTensors other_inputs;  // the pipeline's other inputs (a UNet's timestep, context ...)
   TilingOptions tiling;
   DType reference = DType::kF32;
   compiled::SessionOptions session;
   compiled::Device device = compiled::Device::kCpu;
+  CudaChoice cuda;  // the case's kernels= and graphs=, else the run's
   std::string
       policy_refusal;  // the compiled path's policy parser refused the dtypes (field report 3)
 
-  // How the pipeline runs: tiling, steps and guidance; a chained pipeline's first-graph outputs
-  // too with `stage_outputs`.
+  // The pipeline's descriptor (prepare_case checked that the family runs it).
+  const PipelineDescriptor& descriptor() const { return *model->family().pipeline(pipeline); }
+  // How the pipeline runs: tiling, the family's options and other models; a chained pipeline's
+  // first-graph outputs too with `stage_outputs`.
   PipelineOptions options(bool stage_outputs = false) const {
     PipelineOptions o;
     o.tiling = tiling;
     o.stage_outputs = stage_outputs;
-    o.steps = c.steps;
-    o.guidance_scale = c.guidance;
-    o.vae = vae.get();
-    o.refiner = refiner.get();
-    o.denoising_split = c.split;
+    o.values = c.options;
+    for (const OtherCaseModel& m : others) o.models.emplace_back(m.option, m.model.get());
     return o;
   }
-  // The model whose weights a call of `graph` in `scope` runs on: the VAE's graphs are the
-  // VAE's, the refiner's part is the refiner's.
+  // The model whose weights a call of `graph` in `scope` runs on: another model's when `graph`
+  // is one of its graphs (the VAE's, in any part), else when the call is in its part (the
+  // refiner's); else the case's model.
   const Model& model_of(const std::string& graph, const std::string& scope = "") const {
-    if (vae && std::find(vae_graphs.begin(), vae_graphs.end(), graph) != vae_graphs.end())
-      return *vae;
-    if (refiner && scope.rfind(kRefinerPart, 0) == 0) return *refiner;
+    for (const OtherCaseModel& m : others)
+      if (m.part.empty() && std::find(m.graphs.begin(), m.graphs.end(), graph) != m.graphs.end())
+        return *m.model;
+    for (const OtherCaseModel& m : others)
+      if (!m.part.empty() && scope.rfind(m.part, 0) == 0) return *m.model;
     return *model;
+  }
+  // Every model the case runs: its own, then the others.
+  std::vector<const Model*> models() const {
+    std::vector<const Model*> all{model.get()};
+    for (const OtherCaseModel& m : others) all.push_back(m.model.get());
+    return all;
   }
   // Every input, as the family's run() takes them.
   NamedTensors inputs() const {
@@ -69,7 +85,11 @@ struct PreparedCase {
 Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCache& models,
                                     Outcome& refusal);
 
-// A stream= case (harness/run/stream.cpp): `r` comes with its id, seed, repro and device.
+// The line that reruns `c` as it ran: on CUDA with the device, the kernel set and graphs
+// (`cuda`) written out, so a failure on one kernel set reproduces from it.
+std::string case_repro(const Case& c, compiled::Device device, const CudaChoice& cuda);
+
+// A stream= case (harness/runner/stream.cpp): `r` comes with its id, seed, repro and device.
 CaseResult run_stream_case(const Case& c, const RunOptions& o, ModelCache& models, CaseResult r);
 
 // Whether the compiled path should run the case's dtype combination (harness/run/support.cpp).

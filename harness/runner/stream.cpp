@@ -101,7 +101,7 @@ Status run_steps(const Case& c, const std::vector<PreparedCase>& steps, CaseResu
       rec.name += "@" + step.resolution;
       r.checkpoints.push_back(rec);
     }
-    if (e.failed) v.fail(at + e.reason + " (alone: " + repro_command(p.c) + ")");
+    if (e.failed) v.fail(at + e.reason + " (alone: " + case_repro(p.c, p.device, p.cuda) + ")");
     if (exact) {
       auto want = run_model(*p.model, p.pipeline, p.inputs(), *exact, p.options());
       if (!want.ok()) return Error(at + "the exact-shape run: " + want.error().message());

@@ -2,7 +2,6 @@
 // (field report 4: a threshold taken from the stride tiles inputs that fit one tile), and the
 // tiled output against the untiled reference with the blend bands measured apart from the tile
 // interiors: seams are where tiling changes the picture, so they are reported, not judged.
-#include "harness/models/vae/tiling.h"
 #include "harness/runner/runs.h"
 
 namespace tp {
@@ -22,40 +21,21 @@ Tensor gather(const Tensor& t, const SeamBands& bands, bool seams) {
   return out;
 }
 
-std::string stage_name(bool decode) { return decode ? "decode" : "encode"; }
-
 }  // namespace
 
 TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run) {
   TilingCheck check;
-  // Tiling rules are the VAE families' (prepare_case refuses tiling=on on a family without).
-  const auto* vae = dynamic_cast<const VaeConfig*>(p.model->config.get());
-  auto pipeline = parse_pipeline(p.pipeline);
-  if (!vae || !pipeline.ok()) {
-    check.failure = "tiling: " + p.model->family().class_name() + " has no tiling rule";
-    return check;
-  }
-  auto geometry = tile_geometry(*vae, p.tiling);
-  if (!geometry.ok()) {
-    check.failure = geometry.error().message();
-    return check;
-  }
-  // The case's own stages are the session's last decisions (a warm= model ran first).
+  // Tiling rules are the families' (prepare_case refuses tiling=on on a family without).
+  const Family& family = p.model->family();
+  const ModelConfig& config = *p.model->config;
+  // The case's own stages are the session's last decisions (a warm= model ran first): a chained
+  // pipeline records one per graph.
   const std::vector<TilingDecision>& all = run.session->tiling();
-  const std::size_t stages = *pipeline == Pipeline::kRoundtrip ? 2 : 1;
-  for (std::size_t i = all.size() < stages ? 0 : all.size() - stages; i < all.size(); ++i) {
-    const TilingDecision& d = all[i];
-    const bool rule =
-        tiling_engages(*geometry, d.decode ? Pipeline::kDecode : Pipeline::kEncode, d.input);
-    if (d.engaged == rule || !check.failure.empty()) continue;
-    const int64_t limit = d.decode ? geometry->latent_min : geometry->sample_min;
-    check.failure = "tiling: the compiled path " +
-                    std::string(d.engaged ? "tiled" : "did not tile") + " the " +
-                    stage_name(d.decode) + " input " + shape_string(d.input) +
-                    ", but the config's rule (tile only above the " + std::to_string(limit) +
-                    (d.decode ? " latent" : " px") + " tile min in height or width) says it " +
-                    (rule ? "must tile" : "fits one tile") + " (" + d.text() + ")";
-  }
+  const std::size_t stages = p.descriptor().handoff ? 2 : 1;
+  for (std::size_t i = all.size() < stages ? 0 : all.size() - stages; i < all.size(); ++i)
+    if (check.failure.empty())
+      if (std::string why = family.check_tiling_decision(config, p.tiling, all[i]); !why.empty())
+        check.failure = "tiling: " + why;
   // Seam bands vs interiors: the tiled compiled output against the untiled reference.
   PreparedCase untiled = p;
   untiled.tiling.enabled = false;
@@ -64,14 +44,18 @@ TilingCheck check_tiling(const PreparedCase& p, const CompiledRun& run) {
     if (check.failure.empty()) check.failure = "untiled reference: " + ref.error().message();
     return check;
   }
-  const SeamBands bands = seam_bands(*geometry, *pipeline, p.input.shape());
+  auto bands = family.seam_bands(config, p.tiling, p.pipeline, p.input.shape());
+  if (!bands.ok()) {
+    if (check.failure.empty()) check.failure = "tiling: " + bands.error().message();
+    return check;
+  }
   const auto& [name, got] = run.outputs.front();
   const Tensor* want = find_tensor(ref->outputs, name);
-  if (!want || want->shape() != got.shape() || int64_t(bands.rows.size()) != got.dim(2) ||
-      int64_t(bands.cols.size()) != got.dim(3))
+  if (!want || want->shape() != got.shape() || int64_t(bands->rows.size()) != got.dim(2) ||
+      int64_t(bands->cols.size()) != got.dim(3))
     return check;
   for (bool seams : {true, false}) {
-    const Tensor g = gather(got, bands, seams), r = gather(*want, bands, seams);
+    const Tensor g = gather(got, *bands, seams), r = gather(*want, *bands, seams);
     if (g.numel() == 0) continue;
     auto m = compare_tensors(g, r, got.dtype());
     if (!m.ok()) continue;

@@ -18,20 +18,16 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-Case base_case(const TradeoffOptions& o, int64_t h, int64_t w) {
+Case base_case(const TradeoffOptions& o, const PipelineDescriptor& d, int64_t h, int64_t w) {
   Case c;
-  c.pipeline = o.pipeline;
+  c.pipeline = d.name;
   c.model = o.model;
   c.height = h;
   c.width = w;
   c.policy = LayerPolicy{DType::kF32, DType::kF32,
                          DType::kF32};  // the input's seed: the same for every policy
-  // A VAE's input is a picture (a decoder's: its latents); a denoiser's, seeded noise.
-  c.input = o.pipeline.rfind("vae.", 0) == 0 ? "image" : "normal";
-  c.vae = o.vae;
-  c.refiner = o.refiner;
-  c.steps = o.steps;
-  c.guidance = o.guidance;
+  c.input = d.tradeoff_input;           // a VAE's: a picture (a decoder's: its latents)
+  c.options = o.options;
   return c;
 }
 
@@ -86,8 +82,7 @@ Status measure_peer(const PreparedCase& p, const TradeoffPeer& peer, const Refer
   point.rel_l2 = m.rel_l2;
   point.max_abs = m.max_abs;
   point.non_finite = m.non_finite_new;
-  point.psnr_db =
-      !p.model->family().image_output(p.pipeline) ? 0 : psnr_8bit(out.front().second, *want);
+  point.psnr_db = !p.descriptor().image_output() ? 0 : psnr_8bit(out.front().second, *want);
   return Status();
 }
 
@@ -126,9 +121,8 @@ void score(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run,
     point.worst_layers.push_back(ranked[i].second + " (" + format_number(ranked[i].first) +
                                  "x tol)");
   const Tensor* want = find_tensor(ref.outputs, run.outputs.front().first);
-  point.psnr_db = !p.model->family().image_output(p.pipeline) || !want
-                      ? 0
-                      : psnr_8bit(run.outputs.front().second, *want);
+  point.psnr_db =
+      !p.descriptor().image_output() || !want ? 0 : psnr_8bit(run.outputs.front().second, *want);
 }
 
 }  // namespace
@@ -167,21 +161,26 @@ double psnr_8bit(const Tensor& got, const Tensor& want) {
 Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
   Tradeoff t;
   t.model = o.model;
-  t.pipeline = o.pipeline;
   t.device = compiled::device_report_name(o.device);
   t.repeats = o.repeats;
   if (o.repeats < 1) return Error("--repeats must be at least 1");
   const std::vector<std::string> policies =
       o.policies.empty() ? default_tradeoff_policies() : o.policies;
   ModelCache models;
+  TP_ASSIGN_OR_RETURN(std::shared_ptr<const Model> measured, models.get(o.model));
+  if (!o.pipeline.empty()) TP_RETURN_IF_ERROR(check_family_runs(*measured, o.pipeline));
+  const PipelineDescriptor& pipeline = o.pipeline.empty()
+                                           ? measured->family().tradeoff_pipeline()
+                                           : *measured->family().pipeline(o.pipeline);
+  t.pipeline = pipeline.name;
+  t.image_output = pipeline.image_output();
   RunOptions ro;
   ro.device = o.device;
   ro.memory_budget = o.memory_budget;
   std::size_t total = policies.size() * o.resolutions.size();
   std::vector<TradeoffPeer> peers;
   if (o.make_peers) {
-    TP_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, models.get(o.model));
-    TP_ASSIGN_OR_RETURN(peers, o.make_peers(*model));
+    TP_ASSIGN_OR_RETURN(peers, o.make_peers(*measured));
     total += peers.size() * o.resolutions.size();
   }
   auto report = [&](const PolicyPoint& point) {
@@ -200,7 +199,8 @@ Expected<Tradeoff> measure_tradeoff(const TradeoffOptions& o) {
     TradeoffResolution res;
     res.resolution = resolution_text(h, w);
     Outcome refusal = Outcome::kError;
-    TP_ASSIGN_OR_RETURN(PreparedCase base, prepare_case(base_case(o, h, w), ro, models, refusal));
+    TP_ASSIGN_OR_RETURN(PreparedCase base,
+                        prepare_case(base_case(o, pipeline, h, w), ro, models, refusal));
     // Every policy's plans first (compiling allocates nothing), so one reference run captures
     // every value any of them reads or stores.
     std::vector<PreparedCase> prepared;

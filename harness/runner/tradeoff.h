@@ -26,12 +26,10 @@ struct TradeoffPeer {
 
 struct TradeoffOptions {
   std::string model = "tiny-kl";  // built-in name or diffusers folder
-  std::string pipeline = "vae.decode";
-  // Text-to-image pipelines: the VAE and the refiner (model names or folders), the steps and
-  // the guidance scale, as a case's vae=, refiner=, steps=, guidance=.
-  std::string vae, refiner;
-  int steps = 50;
-  double guidance = 5;
+  std::string pipeline;           // "": the family's (PipelineDescriptor::tradeoff_default)
+  // The pipeline's family options as a case's (steps=, vae=, ...), checked by
+  // set_pipeline_option.
+  OptionValues options;
   std::vector<std::string> policies;  // empty: default_tradeoff_policies()
   std::vector<std::pair<int64_t, int64_t>> resolutions{{256, 256}};
   int repeats = 3;  // timed runs after the warm-up (the captured run); the median is reported

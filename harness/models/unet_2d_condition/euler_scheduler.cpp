@@ -16,7 +16,7 @@ Graph scheduler_graph(GraphBuilder& b) {
 }  // namespace
 
 EulerSchedule euler_schedule(int steps) {
-  constexpr int kTrain = 1000;
+  constexpr int kTrain = kTrainTimesteps;
   // torch.linspace(0.00085 ** 0.5, 0.012 ** 0.5, 1000, dtype=float32): Python's double roots
   // rounded to float32, a float32 step, from the start for the first half and from the end for
   // the second; squared in float32. alphas_cumprod: torch.cumprod on the CPU accumulates in

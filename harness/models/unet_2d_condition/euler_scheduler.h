@@ -11,6 +11,9 @@
 
 namespace tp {
 
+// The timesteps SDXL's scheduler was trained on (num_train_timesteps).
+inline constexpr int kTrainTimesteps = 1000;
+
 struct EulerSchedule {
   std::vector<float> timesteps;  // n, descending
   std::vector<float> sigmas;     // n + 1, the last 0

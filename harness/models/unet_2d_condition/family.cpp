@@ -27,8 +27,60 @@ std::vector<std::string> input_names(const UnetConfig& c) {
   return names;
 }
 
+// unet.step, and SDXL's pipelines around the UNet: its denoising loop, text-to-image with a
+// VAE, the refiner's loop, and base + refiner. Inputs and outputs by diffusers' names.
+std::vector<PipelineDescriptor> sdxl_pipelines() {
+  const std::vector<std::string> prompt{"latents", "prompt_embeds", "pooled_prompt_embeds",
+                                        "negative_prompt_embeds", "negative_pooled_prompt_embeds"};
+  const OtherModel vae{"vae", true, "decodes the latents with a VAE", ""};
+  const OtherModel refiner{"refiner", true, "hands the base's latents to a refiner", kRefinerPart};
+  PipelineDescriptor step =
+      describe_pipeline("unet.step",
+                        "one denoiser call: sample, timestep, encoder_hidden_states [, "
+                        "text_embeds, time_ids] -> sample",
+                        {"sample", "timestep", "encoder_hidden_states", "text_embeds", "time_ids"},
+                        {"sample"}, Produces::kNoisePrediction);
+  PipelineDescriptor denoise =
+      describe_pipeline("sdxl.denoise",
+                        "SDXL's Euler loop with guidance: latents, prompt_embeds, "
+                        "pooled_prompt_embeds [, negative_*] -> latents",
+                        prompt, {"latents"}, Produces::kLatents);
+  denoise.options = {"steps", "guidance"};
+  PipelineDescriptor txt2img =
+      describe_pipeline("sdxl.txt2img",
+                        "sdxl.denoise, then the VAE's decode (vae=MODEL, --vae DIR) of "
+                        "latents / scaling_factor -> sample",
+                        prompt, {"sample"}, Produces::kImage);
+  txt2img.options = {"vae", "steps", "guidance"};
+  txt2img.models = {vae};
+  PipelineDescriptor refine =
+      describe_pipeline("sdxl.refine",
+                        "the refiner's loop from the base's latents at denoising_start "
+                        "(split=F): latents, prompt_embeds, pooled_prompt_embeds [, "
+                        "negative_*] -> latents",
+                        prompt, {"latents"}, Produces::kLatents);
+  refine.options = {"split", "steps", "guidance"};
+  PipelineDescriptor both =
+      describe_pipeline("sdxl.base+refiner",
+                        "the base to denoising_end, the refiner (refiner=MODEL) from there, one "
+                        "VAE (vae=MODEL) shared by both -> sample, base.sample, base.latents",
+                        prompt, {"sample", "base.sample", "base.latents"}, Produces::kImage);
+  both.options = {"vae", "refiner", "split", "steps", "guidance"};
+  both.models = {vae, refiner};
+  for (PipelineDescriptor* d : {&denoise, &txt2img, &refine, &both}) d->denoising = Denoising{};
+  for (PipelineDescriptor* d : {&step, &denoise, &txt2img, &refine, &both})
+    d->train_timesteps = kTrainTimesteps;
+  return {step, denoise, txt2img, refine, both};
+}
+
 class UnetFamily : public Family {
  public:
+  // Whether `name` is one of the denoising loops.
+  bool denoises(const std::string& name) const {
+    const PipelineDescriptor* d = pipeline(name);
+    return d && d->denoising;
+  }
+
   std::string class_name() const override { return "UNet2DConditionModel"; }
 
   Expected<std::shared_ptr<const ModelConfig>> parse_config(
@@ -61,23 +113,11 @@ class UnetFamily : public Family {
     return all;
   }
 
-  std::vector<std::pair<std::string, std::string>> pipelines() const override {
-    return {{"unet.step",
-             "one denoiser call: sample, timestep, encoder_hidden_states [, text_embeds, "
-             "time_ids] -> sample"},
-            {"sdxl.denoise",
-             "SDXL's Euler loop with guidance: latents, prompt_embeds, pooled_prompt_embeds "
-             "[, negative_*] -> latents"},
-            {"sdxl.txt2img",
-             "sdxl.denoise, then the VAE's decode (vae=MODEL, --vae DIR) of latents / "
-             "scaling_factor -> sample"},
-            {"sdxl.refine",
-             "the refiner's loop from the base's latents at denoising_start (split=F): latents, "
-             "prompt_embeds, pooled_prompt_embeds [, negative_*] -> latents"},
-            {"sdxl.base+refiner",
-             "the base to denoising_end, the refiner (refiner=MODEL) from there, one VAE "
-             "(vae=MODEL) shared by both -> sample, base.sample, base.latents"}};
+  const std::vector<PipelineDescriptor>& pipelines() const override {
+    static const std::vector<PipelineDescriptor> kPipelines = sdxl_pipelines();
+    return kPipelines;
   }
+  const std::vector<PipelineOption>& options() const override { return sdxl_options(); }
 
   Expected<Shape> input_shape(const ModelConfig& config, const std::string&, int64_t height,
                               int64_t width) const override {
@@ -208,11 +248,12 @@ class UnetFamily : public Family {
                              const NamedTensors& inputs, GraphExecutor& executor,
                              const PipelineOptions& options) const override {
     const UnetConfig& c = unet(*model.config);
-    if (pipeline == "sdxl.denoise") return run_sdxl_denoise(model, c, inputs, executor, options);
-    if (pipeline == "sdxl.txt2img") return run_sdxl_txt2img(model, c, inputs, executor, options);
-    if (pipeline == "sdxl.refine") return run_sdxl_refine(model, c, inputs, executor, options);
+    const SdxlOptions loop = sdxl_loop_options(*this, options);
+    if (pipeline == "sdxl.denoise") return run_sdxl_denoise(model, c, inputs, executor, loop);
+    if (pipeline == "sdxl.txt2img") return run_sdxl_txt2img(model, c, inputs, executor, loop);
+    if (pipeline == "sdxl.refine") return run_sdxl_refine(model, c, inputs, executor, loop);
     if (pipeline == "sdxl.base+refiner")
-      return run_sdxl_base_refiner(model, c, inputs, executor, options);
+      return run_sdxl_base_refiner(model, c, inputs, executor, loop);
     TP_ASSIGN_OR_RETURN(NamedTensors named, bind(c, pipeline, inputs));
     return executor.run(build_unet_graph(c), model.weights, named);
   }
@@ -223,24 +264,10 @@ class UnetFamily : public Family {
       return Error(pipeline + " compiles its plans as its loop runs them (no stages ahead yet)");
     return std::vector<Stage>{{build_unet_graph(unet(*model.config)), input, ""}};
   }
-  bool image_output(const std::string& pipeline) const override {
-    return pipeline == "sdxl.txt2img" || pipeline == "sdxl.base+refiner";
-  }
   // The UNet's blocks end in GroupNorm/LayerNorm-fed residual sums: each group's rounding error
   // reaches the output damped (measured: docs/tolerances.md). The scheduler's graphs hand their
   // rounding straight on.
   bool damps_errors(const std::string& graph) const override { return graph == "unet"; }
-  bool takes_refiner(const std::string& pipeline) const override {
-    return pipeline == "sdxl.base+refiner";
-  }
-  // sdxl.base+refiner returns the refined image and the base's image and latents.
-  std::size_t output_count(const Model& model, const std::string& pipeline) const override {
-    if (pipeline == "sdxl.base+refiner") return 3;
-    return denoises(pipeline) ? 1 : Family::output_count(model, pipeline);
-  }
-  bool denoises(const std::string& pipeline) const override {
-    return pipeline.rfind("sdxl.", 0) == 0;
-  }
   // The denoising loop's calls by step, as diffusers counts them (from 0): the UNet and the
   // scheduler's per-step graphs of step 3 under "step3/".
   std::string call_scope(const std::string& pipeline, const std::string& graph,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/models/option_parsers.h"
 #include "harness/models/unet_2d_condition/euler_scheduler.h"
 
 namespace tp {
@@ -59,7 +60,7 @@ struct Conditioning {
 // base's). The image is the latents x `scale` pixels.
 Expected<Conditioning> conditioning(const UnetConfig& c, const std::string& pipeline,
                                     const NamedTensors& inputs, const Tensor& latents,
-                                    const PipelineOptions& options, bool aesthetic, int64_t columns,
+                                    const SdxlOptions& options, bool aesthetic, int64_t columns,
                                     int64_t scale) {
   Conditioning k;
   k.guided = options.guidance_scale > 1;
@@ -114,7 +115,7 @@ Expected<Conditioning> conditioning(const UnetConfig& c, const std::string& pipe
 // Steps [first, last) of `schedule` on `x` (the scheduler's latents), as the pipelines' loop.
 Expected<Tensor> denoise_steps(const Model& model, const UnetConfig& c, Tensor x,
                                const Conditioning& k, const EulerSchedule& schedule, int first,
-                               int last, GraphExecutor& executor, const PipelineOptions& options) {
+                               int last, GraphExecutor& executor, const SdxlOptions& options) {
   // The scheduler's graphs read no parameters; they run with the model's weights all the same,
   // so their plans carry the model's identity (a plan file holds them with the UNet's).
   const Weights& weights = model.weights;
@@ -146,7 +147,7 @@ Expected<Tensor> denoise_steps(const Model& model, const UnetConfig& c, Tensor x
 }
 
 Status check_loop(const UnetConfig& c, const std::string& pipeline, const Tensor& latents,
-                  const PipelineOptions& options) {
+                  const SdxlOptions& options) {
   if (!c.text_time)
     return Error(pipeline + " runs SDXL UNets (addition_embed_type text_time); this UNet has none");
   if (options.steps < 1 || options.steps > 1000)
@@ -160,8 +161,7 @@ Status check_loop(const UnetConfig& c, const std::string& pipeline, const Tensor
 // The base's loop from noise: latents * init_noise_sigma, then steps [0, last).
 Expected<Tensor> base_loop(const Model& model, const UnetConfig& c, const std::string& pipeline,
                            const NamedTensors& inputs, GraphExecutor& executor,
-                           const PipelineOptions& options, const EulerSchedule& schedule,
-                           int last) {
+                           const SdxlOptions& options, const EulerSchedule& schedule, int last) {
   TP_ASSIGN_OR_RETURN(Tensor latents, named(inputs, "latents", pipeline, "the initial noise"));
   TP_RETURN_IF_ERROR(check_loop(c, pipeline, latents, options));
   TP_ASSIGN_OR_RETURN(Conditioning k,
@@ -179,7 +179,7 @@ Expected<Tensor> base_loop(const Model& model, const UnetConfig& c, const std::s
 // there is no VAE, as for SDXL's).
 Expected<Tensor> refiner_loop(const Model& model, const UnetConfig& c, const std::string& pipeline,
                               const NamedTensors& inputs, const Tensor& latents,
-                              GraphExecutor& executor, const PipelineOptions& options,
+                              GraphExecutor& executor, const SdxlOptions& options,
                               const EulerSchedule& schedule, int first, int64_t columns) {
   TP_RETURN_IF_ERROR(check_loop(c, pipeline, latents, options));
   const int64_t scale =
@@ -201,15 +201,16 @@ Status check_fraction(const std::string& pipeline, double f) {
 
 // Divides by the VAE's scaling_factor and decodes (StableDiffusionXLPipeline's last stage).
 Expected<NamedTensors> decode(const Model& vae, const Tensor& latents, GraphExecutor& executor,
-                              const PipelineOptions& options) {
+                              const SdxlOptions& options) {
   TP_RETURN_IF_ERROR(vae.family().check_input(vae, "vae.decode", latents));
   TP_ASSIGN_OR_RETURN(
       NamedTensors unscaled,
       executor.run(build_unscale_latents_graph(), vae.weights,
                    {{"latents", latents},
                     {"scaling_factor", scalar(float(*vae.config->scaling_factor()))}}));
-  PipelineOptions plain = options;
-  plain.vae = plain.refiner = nullptr;
+  PipelineOptions plain = options.run;
+  plain.values.clear();
+  plain.models.clear();
   return run_model(vae, "vae.decode", only(unscaled), executor, plain);
 }
 
@@ -223,6 +224,44 @@ Status check_vae(const std::string& pipeline, const Model* vae) {
 }
 
 }  // namespace
+
+const std::vector<PipelineOption>& sdxl_options() {
+  static const std::vector<PipelineOption> kOptions = {
+      {"vae", "vae", "vae=MODEL", "",
+       "the VAE that decodes the latents: a built-in (tiny-kl, sdxl-kl) or a diffusers VAE "
+       "folder (diffusers' vae/)",
+       model_option(), true},
+      {"refiner", "refiner", "refiner=MODEL", "",
+       "the refiner UNet: a built-in (tiny-unet-xl-refiner, sdxl-refiner) or a diffusers UNet "
+       "folder (the refiner's unet/)",
+       model_option(), true},
+      {"split", "denoising-split", "split=F", "0.8",
+       "the fraction of the schedule before the refiner (the base's denoising_end, the "
+       "refiner's denoising_start; default 0.8)",
+       number_option([](double f) { return f > 0 && f < 1; },
+                     "expected split=F with F between 0 and 1, e.g. split=0.8"),
+       false},
+      {"steps", "steps", "steps=N", "50", "scheduler steps, 1 to 1000 (default 50, as diffusers)",
+       whole_number_option("steps=N", 1, 1000), false},
+      {"guidance", "guidance-scale", "guidance=SCALE", "5",
+       "classifier-free guidance scale (default 5; off at <= 1, as diffusers)",
+       number_option([](double g) { return g >= 0; },
+                     "expected guidance=SCALE, a number >= 0 (<= 1 turns guidance off)"),
+       false},
+  };
+  return kOptions;
+}
+
+SdxlOptions sdxl_loop_options(const Family& family, const PipelineOptions& options) {
+  SdxlOptions o;
+  o.steps = int(option_number(family, options, "steps"));
+  o.guidance_scale = option_number(family, options, "guidance");
+  o.denoising_split = option_number(family, options, "split");
+  o.vae = options.model("vae");
+  o.refiner = options.model("refiner");
+  o.run = options;
+  return o;
+}
 
 int split_step(const EulerSchedule& schedule, double fraction) {
   const int cutoff = int(std::lround(1000 - fraction * 1000));
@@ -242,7 +281,7 @@ Graph build_unscale_latents_graph() {
 
 Expected<NamedTensors> run_sdxl_denoise(const Model& model, const UnetConfig& c,
                                         const NamedTensors& inputs, GraphExecutor& executor,
-                                        const PipelineOptions& options) {
+                                        const SdxlOptions& options) {
   const EulerSchedule schedule = euler_schedule(options.steps);
   TP_ASSIGN_OR_RETURN(Tensor x, base_loop(model, c, "sdxl.denoise", inputs, executor, options,
                                           schedule, int(schedule.timesteps.size())));
@@ -251,7 +290,7 @@ Expected<NamedTensors> run_sdxl_denoise(const Model& model, const UnetConfig& c,
 
 Expected<NamedTensors> run_sdxl_txt2img(const Model& model, const UnetConfig& c,
                                         const NamedTensors& inputs, GraphExecutor& executor,
-                                        const PipelineOptions& options) {
+                                        const SdxlOptions& options) {
   TP_RETURN_IF_ERROR(check_vae("sdxl.txt2img", options.vae));
   const EulerSchedule schedule = euler_schedule(options.steps);
   TP_ASSIGN_OR_RETURN(Tensor x, base_loop(model, c, "sdxl.txt2img", inputs, executor, options,
@@ -261,7 +300,7 @@ Expected<NamedTensors> run_sdxl_txt2img(const Model& model, const UnetConfig& c,
 
 Expected<NamedTensors> run_sdxl_refine(const Model& model, const UnetConfig& c,
                                        const NamedTensors& inputs, GraphExecutor& executor,
-                                       const PipelineOptions& options) {
+                                       const SdxlOptions& options) {
   TP_RETURN_IF_ERROR(check_fraction("sdxl.refine", options.denoising_split));
   TP_ASSIGN_OR_RETURN(Tensor latents,
                       named(inputs, "latents", "sdxl.refine", "the base's latents"));
@@ -274,7 +313,7 @@ Expected<NamedTensors> run_sdxl_refine(const Model& model, const UnetConfig& c,
 
 Expected<NamedTensors> run_sdxl_base_refiner(const Model& model, const UnetConfig& c,
                                              const NamedTensors& inputs, GraphExecutor& executor,
-                                             const PipelineOptions& options) {
+                                             const SdxlOptions& options) {
   const std::string pipeline = "sdxl.base+refiner";
   TP_RETURN_IF_ERROR(check_vae(pipeline, options.vae));
   TP_RETURN_IF_ERROR(check_fraction(pipeline, options.denoising_split));

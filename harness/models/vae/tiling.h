@@ -30,11 +30,7 @@ bool tiling_engages(const TileGeometry& g, Pipeline stage, const Shape& input);
 // The rows and columns of a pipeline's output that lie in a blend band between tiles (where
 // diffusers' blend_v / blend_h ramps, or AutoencoderTiny's masks, mix two tiles); a roundtrip's
 // bands are its encode bands (scaled to pixels) and its decode bands. All false when the input
-// does not tile. Seam metrics compare these elements apart from the tile interiors.
-struct SeamBands {
-  std::vector<bool> rows, cols;
-  bool at(int64_t y, int64_t x) const { return rows[std::size_t(y)] || cols[std::size_t(x)]; }
-};
+// does not tile (SeamBands, family.h).
 SeamBands seam_bands(const TileGeometry& g, Pipeline pipeline, const Shape& input);
 
 // vae.encode / vae.decode / vae.roundtrip tiled per `options` (enabled), every tile kept, each

@@ -46,11 +46,37 @@ std::vector<ParamSpec> VaeFamily::param_specs(const ModelConfig& config) const {
   return model_param_specs(dynamic_cast<const VaeConfig&>(config));
 }
 
-std::vector<std::pair<std::string, std::string>> VaeFamily::pipelines() const {
-  return {{"vae.encode", "image [B,C,H,W] in [-1,1] -> latents (KL: mean, logvar)"},
-          {"vae.decode", "latents [B,L,H/f,W/f] -> image"},
-          {"vae.roundtrip", "image -> encoder -> decoder (co-resident) -> image"}};
+namespace {
+
+// encode, decode and roundtrip, with diffusers' names for their inputs and outputs (the KL
+// encoder's posterior is its mean and logvar; the Tiny encoder's output is its latents).
+std::vector<PipelineDescriptor> vae_pipelines(VaeConfig::Kind kind) {
+  const bool kl = kind == VaeConfig::Kind::kKl;
+  const std::vector<std::string> latents =
+      kl ? std::vector<std::string>{"mean", "logvar"} : std::vector<std::string>{"latents"};
+  PipelineDescriptor encode =
+      describe_pipeline("vae.encode", "image [B,C,H,W] in [-1,1] -> latents (KL: mean, logvar)",
+                        {"sample"}, latents, Produces::kLatents);
+  PipelineDescriptor decode = describe_pipeline("vae.decode", "latents [B,L,H/f,W/f] -> image",
+                                                {"latents"}, {"sample"}, Produces::kImage);
+  PipelineDescriptor roundtrip =
+      describe_pipeline("vae.roundtrip", "image -> encoder -> decoder (co-resident) -> image",
+                        {"sample"}, {"sample"}, Produces::kImage);
+  roundtrip.handoff = Handoff{"vae.encoder", latents.front(), "vae.decoder",
+                              "encoder.",    "vae.encode",    "vae.decode"};
+  for (PipelineDescriptor* d : {&encode, &decode, &roundtrip}) {
+    d->tradeoff_input = "image";
+    d->tiles = true;
+  }
+  decode.tradeoff_default = true;
+  return {encode, decode, roundtrip};
 }
+
+}  // namespace
+
+VaeFamily::VaeFamily(VaeConfig::Kind kind,
+                     std::vector<std::pair<std::string, std::string>> builtins)
+    : kind_(kind), builtins_(std::move(builtins)), pipelines_(vae_pipelines(kind)) {}
 
 Expected<Shape> VaeFamily::input_shape(const ModelConfig& config, const std::string& pipeline,
                                        int64_t height, int64_t width) const {
@@ -127,17 +153,8 @@ Expected<std::vector<Stage>> VaeFamily::stages(const Model& model, const std::st
   if (p == Pipeline::kDecode) return std::vector<Stage>{{build_decoder_graph(c), input, ""}};
   std::vector<Stage> stages{{build_encoder_graph(c), input, ""}};
   if (p == Pipeline::kRoundtrip)
-    stages.push_back({build_decoder_graph(c), {}, handoff(pipeline)->output});
+    stages.push_back({build_decoder_graph(c), {}, this->pipeline(pipeline)->handoff->output});
   return stages;
 }
-
-std::optional<Handoff> VaeFamily::handoff(const std::string& pipeline) const {
-  if (pipeline != "vae.roundtrip") return {};
-  return Handoff{"vae.encoder", kind_ == VaeConfig::Kind::kKl ? "mean" : "latents",
-                 "vae.decoder", "encoder.",
-                 "vae.encode",  "vae.decode"};
-}
-
-bool VaeFamily::image_output(const std::string& pipeline) const { return pipeline != "vae.encode"; }
 
 }  // namespace tp

@@ -13,8 +13,7 @@ namespace tp {
 
 class VaeFamily : public Family {
  public:
-  VaeFamily(VaeConfig::Kind kind, std::vector<std::pair<std::string, std::string>> builtins)
-      : kind_(kind), builtins_(std::move(builtins)) {}
+  VaeFamily(VaeConfig::Kind kind, std::vector<std::pair<std::string, std::string>> builtins);
 
   std::string class_name() const override;
   bool claims(const nlohmann::json& config) const override;
@@ -24,7 +23,7 @@ class VaeFamily : public Family {
   std::string builtin_text(const std::string& name) const override;
   std::vector<Graph> graphs(const ModelConfig& config) const override;
   std::vector<ParamSpec> param_specs(const ModelConfig& config) const override;
-  std::vector<std::pair<std::string, std::string>> pipelines() const override;
+  const std::vector<PipelineDescriptor>& pipelines() const override { return pipelines_; }
   Expected<Shape> input_shape(const ModelConfig& config, const std::string& pipeline,
                               int64_t height, int64_t width) const override;
   int64_t input_scale(const ModelConfig& config, const std::string& pipeline) const override;
@@ -39,13 +38,21 @@ class VaeFamily : public Family {
                              const PipelineOptions& options) const override;
   Expected<std::vector<Stage>> stages(const Model& model, const std::string& pipeline,
                                       const Shape& input) const override;
-  std::optional<Handoff> handoff(const std::string& pipeline) const override;
-  bool image_output(const std::string& pipeline) const override;
-  bool tiles() const override { return true; }
+  // Tiling (vae_tiling_rule.cpp): diffusers' rule for AutoencoderKL and AutoencoderTiny.
+  std::string check_tiling_decision(const ModelConfig& config, const TilingOptions& options,
+                                    const TilingDecision& decision) const override;
+  Expected<SeamBands> seam_bands(const ModelConfig& config, const TilingOptions& options,
+                                 const std::string& pipeline, const Shape& input) const override;
+  Expected<std::vector<std::pair<int64_t, int64_t>>> tiling_points(
+      const ModelConfig& config, const std::string& pipeline,
+      const TilingOptions& options) const override;
+  double tile_share(const ModelConfig& config, const TilingOptions& options, int64_t height,
+                    int64_t width) const override;
 
  private:
   VaeConfig::Kind kind_;
   std::vector<std::pair<std::string, std::string>> builtins_;  // name, config.json
+  std::vector<PipelineDescriptor> pipelines_;
 };
 
 }  // namespace tp
