@@ -1,13 +1,17 @@
-// twinpath: runs diffusion-VAE pipelines on independent paths and compares them.
+// twinpath: runs diffusion pipelines on independent paths and compares them.
 // main() parses flags and picks the exit code: 0 success, 1 a case failed, 2 usage or input
 // error, 3 a twinpath bug.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "compiled/faults.h"
 #include "harness/cli/commands.h"
@@ -35,269 +39,339 @@ void wait_passively_between_parallel_regions(int argc, char** argv) {
   ::execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
 }
 
-}  // namespace
+// A subcommand and what it does once parsed (the command line in hand): an exit code.
+struct Command {
+  CLI::App* app;
+  std::function<int(const std::string& command_line)> action;
+};
 
-int main(int argc, char** argv) {
-  wait_passively_between_parallel_regions(argc, argv);
-  CLI::App app{"twinpath: numerical validation and differential testing of diffusion-model VAEs"};
-  app.set_version_flag(
-      "--version", std::string("twinpath ") + TWINPATH_VERSION + " (" + TWINPATH_GIT_COMMIT + ")");
-  app.require_subcommand(1);
+int exit_code(const tp::Expected<int>& code) { return code.ok() ? *code : report(code.error()); }
 
+// model init: a model folder with seeded weights.
+void add_model_commands(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* model = app.add_subcommand("model", "Make model folders (diffusers layout)");
   model->require_subcommand(1);
   CLI::App* init = model->add_subcommand("init", "Write a model folder with seeded random weights");
-  std::string config, out_dir;
-  uint64_t seed = 0;
+  struct InitOptions {
+    std::string config, out_dir, scale_layer;
+    uint64_t seed = 0;
+  };
+  auto o = std::make_shared<InitOptions>();
   std::string builtins;
   for (const std::string& name : tp::builtin_config_names()) builtins += name + " | ";
-  init->add_option("--config", config, builtins + "path/to/config.json")->required();
-  init->add_option("--seed", seed, "seed for the weights (same seed, same weights)")
+  init->add_option("--config", o->config, builtins + "path/to/config.json")->required();
+  init->add_option("--seed", o->seed, "seed for the weights (same seed, same weights)")
       ->capture_default_str();
-  std::string scale_layer;
   init->add_option(
-      "--scale-layer", scale_layer,
+      "--scale-layer", o->scale_layer,
       "LAYER*FACTOR: multiply one layer's weights (e.g. to overflow f16 as the SDXL VAE does)");
-  init->add_option("--out", out_dir,
+  init->add_option("--out", o->out_dir,
                    "folder to write config.json and diffusion_pytorch_model.safetensors")
       ->required();
 
+  commands.push_back({init, [o](const std::string&) {
+                        return report(
+                            tp::model_init_command(o->config, o->seed, o->out_dir, o->scale_layer));
+                      }});
+}
+
+// exec: one pipeline on one path.
+void add_exec_command(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* exec = app.add_subcommand("exec", "Run one pipeline on one path and write its output");
-  tp::ExecOptions ex;
-  exec->add_option("--model", ex.model_dir, "diffusers model folder")->required();
-  const std::string pipelines = tp::pipeline_choices();
-  exec->add_option("--pipeline", ex.pipeline, pipelines)->required();
-  exec->add_option("--path", ex.path,
+  auto ex = std::make_shared<tp::ExecOptions>();
+  exec->add_option("--model", ex->model_dir, "diffusers model folder")->required();
+  exec->add_option("--pipeline", ex->pipeline, tp::pipeline_choices())->required();
+  exec->add_option("--path", ex->path,
                    "reference | reference:fp64 | torch | torch:fp64 | compiled:cpu | compiled:cuda")
       ->capture_default_str();
   exec->add_option(
-          "--policy", ex.compiled.policy,
+          "--policy", ex->compiled.policy,
           "compiled path dtype policy: w=f32|f16|bf16|f8e4m3|f8e5m2,a=f32|f16|bf16,acc=f32|f16"
           "[,scale=channel|tensor][,sat=satfinite|nonsat][,clip=Q]")
       ->capture_default_str();
-  exec->add_option("--keep-fp32", ex.compiled.keep_fp32,
+  exec->add_option("--keep-fp32", ex->compiled.keep_fp32,
                    "module globs kept in fp32, comma-separated (e.g. 'decoder.up_blocks.3.*')");
   std::string faults_help = "deliberate faults in the compiled path, comma-separated:";
   for (const tp::compiled::FaultInfo& f : tp::compiled::all_faults())
     faults_help += std::string("\n  ") + f.name + ": " + f.description;
-  exec->add_option("--inject", ex.compiled.inject, faults_help);
-  exec->add_option("--tiling", ex.tiling,
+  exec->add_option("--inject", ex->compiled.inject, faults_help);
+  exec->add_option("--tiling", ex->tiling,
                    "on | off: diffusers' tiled encode/decode (enable_tiling)")
       ->capture_default_str();
-  exec->add_option("--tile-min", ex.tile_min,
+  exec->add_option("--tile-min", ex->tile_min,
                    "tile size in image pixels (default: the config's sample_size; 512 for Tiny)");
-  exec->add_option("--tile-stride", ex.tile_stride,
+  exec->add_option("--tile-stride", ex->tile_stride,
                    "pixels between tiles (default: from diffusers' overlap factor)");
-  tp::add_family_flags(*exec, ex.family);
-  exec->add_flag("--validate-plan", ex.compiled.validate_plans,
+  tp::add_family_flags(*exec, ex->family);
+  exec->add_flag("--validate-plan", ex->compiled.validate_plans,
                  "check every compiled plan before it runs (liveness, arena overlaps, dtypes); "
                  "twinpath run always does");
-  exec->add_option("--save-plan", ex.compiled.save_plan,
+  exec->add_option("--save-plan", ex->compiled.save_plan,
                    "write the compiled plans to this file after the run");
   exec->add_option(
-      "--load-plan", ex.compiled.load_plan,
+      "--load-plan", ex->compiled.load_plan,
       "use the plans in this file (made by --save-plan with the same model and options)");
   exec->add_option(
-          "--shape-policy", ex.compiled.shape_policy,
+          "--shape-policy", ex->compiled.shape_policy,
           "exact | bucket:N (plans sized to the image rounded up to a multiple of N pixels)")
       ->capture_default_str();
-  exec->add_option("--input", ex.input, "input .safetensors or .npy (image in [-1,1] or latent)")
+  exec->add_option("--input", ex->input, "input .safetensors or .npy (image in [-1,1] or latent)")
       ->required();
-  exec->add_option("--output", ex.output, "output .safetensors (or .npy for one tensor)")
+  exec->add_option("--output", ex->output, "output .safetensors (or .npy for one tensor)")
       ->required();
 
+  commands.push_back({exec, [ex](const std::string&) { return report(tp::exec_command(*ex)); }});
+}
+
+// run: cases on both paths, compared and reported.
+void add_run_command(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* run = app.add_subcommand(
       "run", "Run cases on the reference and compiled paths, compare, and report");
-  tp::RunCommandOptions ro;
+  auto ro = std::make_shared<tp::RunCommandOptions>();
   run->add_option(
-      "--case", ro.cases,
+      "--case", ro->cases,
       "a case line (repeatable): PIPELINE key=value ... (`twinpath cases options` lists them)");
-  run->add_option("--suite", ro.suite,
+  run->add_option("--suite", ro->suite,
                   "ci (default) | nightly | field-reports | FILE of case lines and sweeps");
-  run->add_option("--filter", ro.filter, "run only cases whose id matches this regular expression");
-  run->add_option("--model", ro.model,
+  run->add_option("--filter", ro->filter,
+                  "run only cases whose id matches this regular expression");
+  run->add_option("--model", ro->model,
                   "run every case on this model (built-in name or diffusers folder)");
-  run->add_option("--device", ro.device, "cpu (the compiled path's emulated kernels) | cuda")
+  run->add_option("--device", ro->device, "cpu (the compiled path's emulated kernels) | cuda")
       ->capture_default_str();
-  run->add_option("--kernels", ro.kernels,
+  run->add_option("--kernels", ro->kernels,
                   "per-op | fused: the CUDA kernel set where a case has no kernels= (default: "
                   "TWINPATH_CUDA_KERNELS, else per-op)");
-  run->add_option("--cuda-graphs", ro.cuda_graphs,
+  run->add_option("--cuda-graphs", ro->cuda_graphs,
                   "on | off: replay each plan as a CUDA graph where a case has no graphs= "
                   "(default: TWINPATH_CUDA_GRAPHS=1 on, else off)");
-  run->add_option("--inject", ro.inject,
+  run->add_option("--inject", ro->inject,
                   "faults added to every case, comma-separated (see `exec --help`)");
-  run->add_option("--reseed", ro.reseed,
+  run->add_option("--reseed", ro->reseed,
                   "give every case seed=N: the same cases on other seeded inputs");
-  run->add_option("--shard", ro.shard,
+  run->add_option("--shard", ro->shard,
                   "K/N: run every N-th case from the K-th (0 <= K < N); default from "
                   "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
-  run->add_option("--jobs", ro.jobs,
+  run->add_option("--jobs", ro->jobs,
                   "cases run concurrently, the threads divided among them: a number, or auto "
                   "(one per thread when every case is on a built-in tiny model on the CPU, else 1)")
       ->capture_default_str();
-  run->add_option("--report", ro.report, "write the HDF5 report here (atomically)");
-  run->add_option("--resume", ro.resume,
+  run->add_option("--report", ro->report, "write the HDF5 report here (atomically)");
+  run->add_option("--resume", ro->resume,
                   "REPORT.h5 of a run stopped by SIGINT/SIGTERM: run only the cases it did not "
                   "(pass the run's other options again) and write the complete report (to "
                   "--report, else over REPORT.h5)");
-  run->add_option("--junit", ro.junit, "write JUnit XML here (atomically)");
-  run->add_option("--baseline", ro.baseline,
+  run->add_option("--junit", ro->junit, "write JUnit XML here (atomically)");
+  run->add_option("--baseline", ro->baseline,
                   "an earlier report or a baseline file (report baseline): flag error growth, new "
                   "non-finite values, worse outcomes and changed plans against it");
-  run->add_option("--growth", ro.growth, "with --baseline: the error growth ratio flagged")
+  run->add_option("--growth", ro->growth, "with --baseline: the error growth ratio flagged")
       ->capture_default_str();
-  run->add_option("--dump", ro.dump, "none | failing | all: store checkpoint tensors in the report")
+  run->add_option("--dump", ro->dump,
+                  "none | failing | all: store checkpoint tensors in the report")
       ->capture_default_str();
-  run->add_flag("--search", ro.search,
+  run->add_flag("--search", ro->search,
                 "for failing cases, search the smallest --keep-fp32 list that passes");
-  run->add_flag("!--no-contract", ro.contract,
+  run->add_flag("!--no-contract", ro->contract,
                 "skip the check of every group against the numerics contract (LibTorch's "
                 "contract mode)");
   run->add_option(
-      "--mem", ro.mem,
+      "--mem", ro->mem,
       "the memory a case may use, e.g. 16GiB (a case's mem= overrides it); a case estimated past "
       "it is refused before it allocates. Default: the available memory less 10%");
-  run->add_flag("--json", ro.json, "print one JSON object on stdout (progress goes to stderr)");
+  run->add_flag("--json", ro->json, "print one JSON object on stdout (progress goes to stderr)");
 
+  commands.push_back(
+      {run, [ro](const std::string& line) { return exit_code(tp::run_command(*ro, line)); }});
+}
+
+// cases list, cases options.
+void add_cases_commands(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* cases_cmd = app.add_subcommand("cases", "Suites and their expanded cases");
   cases_cmd->require_subcommand(1);
   CLI::App* list = cases_cmd->add_subcommand(
       "list", "Print the expanded case lines of a suite (one id per line)");
-  tp::RunCommandOptions lo;
-  list->add_option("--suite", lo.suite, "ci (default) | nightly | field-reports | FILE");
-  list->add_option("--filter", lo.filter, "only ids matching this regular expression");
+  auto lo = std::make_shared<tp::RunCommandOptions>();
+  list->add_option("--suite", lo->suite, "ci (default) | nightly | field-reports | FILE");
+  list->add_option("--filter", lo->filter, "only ids matching this regular expression");
   CLI::App* options = cases_cmd->add_subcommand(
       "options", "Print every option a case line takes, in id order, with its syntax");
 
+  commands.push_back(
+      {list, [lo](const std::string&) { return exit_code(tp::cases_list_command(*lo)); }});
+  commands.push_back({options, [](const std::string&) {
+                        std::cout << tp::case_options_help();
+                        return 0;
+                      }});
+}
+
+// plan show.
+void add_plan_commands(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* plan_cmd = app.add_subcommand("plan", "The compiled plans of a case");
   plan_cmd->require_subcommand(1);
   CLI::App* plan_show = plan_cmd->add_subcommand(
       "show", "Print a case's plans, group by group, with each group's numerics contract");
-  std::string plan_case_line;
-  bool plan_json = false;
-  plan_show->add_option("--case", plan_case_line, "the case line")->required();
-  plan_show->add_flag("--json", plan_json, "print JSON");
+  auto line = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  plan_show->add_option("--case", *line, "the case line")->required();
+  plan_show->add_flag("--json", *json, "print JSON");
 
+  commands.push_back({plan_show, [line, json](const std::string&) {
+                        return exit_code(tp::plan_show_command(*line, *json));
+                      }});
+}
+
+// triage, and replay of the repro it writes.
+void add_triage_commands(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* triage = app.add_subcommand(
       "triage", "Find where a user's NaN comes from, why, and which layers to keep in fp32");
-  tp::TriageOptions to;
-  triage->add_option("--model", to.model_dir, "the user's diffusers model folder")->required();
-  triage->add_option("--pipeline", to.pipeline, pipelines + " (not with --activations)");
-  triage->add_option("--input", to.input,
+  auto to = std::make_shared<tp::TriageOptions>();
+  triage->add_option("--model", to->model_dir, "the user's diffusers model folder")->required();
+  triage->add_option("--pipeline", to->pipeline,
+                     tp::pipeline_choices() + " (not with --activations)");
+  triage->add_option("--input", to->input,
                      "the user's input: .png, .safetensors or .npy (not with --activations)");
-  triage->add_option("--activations", to.activations,
+  triage->add_option("--activations", to->activations,
                      "a dump of the user's own stack (tools/dump_activations.py): compare each "
                      "module's output with the reference, name the first that went non-finite");
-  triage->add_option("--policy", to.policy, "the user's dtype policy (as exec --policy)")
+  triage->add_option("--policy", to->policy, "the user's dtype policy (as exec --policy)")
       ->capture_default_str();
-  triage->add_option("--keep-fp32", to.keep_fp32, "module globs the user already keeps in fp32");
-  triage->add_option("--inject", to.inject, "deliberate faults (to rehearse a triage)");
-  triage->add_option("--tiling", to.tiling, "on | off")->capture_default_str();
-  triage->add_option("--device", to.device, "cpu | cuda: where the compiled path runs")
+  triage->add_option("--keep-fp32", to->keep_fp32, "module globs the user already keeps in fp32");
+  triage->add_option("--inject", to->inject, "deliberate faults (to rehearse a triage)");
+  triage->add_option("--tiling", to->tiling, "on | off")->capture_default_str();
+  triage->add_option("--device", to->device, "cpu | cuda: where the compiled path runs")
       ->capture_default_str();
-  tp::add_family_flags(*triage, to.family);
-  triage->add_option("--report", to.report, "also write an HDF5 report");
-  triage->add_option("--mem", to.mem,
+  tp::add_family_flags(*triage, to->family);
+  triage->add_option("--report", to->report, "also write an HDF5 report");
+  triage->add_option("--mem", to->mem,
                      "the memory the triage may use, e.g. 16GiB; default: the available memory "
                      "less 10%");
-  triage->add_option("--repro", to.repro,
+  triage->add_option("--repro", to->repro,
                      "where to write the origin group's minimal repro (for `twinpath replay`); "
                      "default: beside --report "
                      "as NAME-repro.safetensors, else out/twinpath-repro.safetensors");
   triage->add_flag(
-      "--json", to.json,
+      "--json", to->json,
       "print one JSON object: outcome, origin.layer/op/cause/index/reference_value, keep_fp32");
 
+  commands.push_back(
+      {triage, [to](const std::string&) { return exit_code(tp::triage_command(*to)); }});
   CLI::App* replay = app.add_subcommand(
       "replay", "Run the minimal repro `triage` wrote: the origin group alone, op by op");
-  std::string replay_file, replay_device = "cpu";
-  replay->add_option("file", replay_file, "the repro .safetensors")->required();
-  replay->add_option("--device", replay_device, "cpu | cuda")->capture_default_str();
+  auto file = std::make_shared<std::string>();
+  auto device = std::make_shared<std::string>("cpu");
+  replay->add_option("file", *file, "the repro .safetensors")->required();
+  replay->add_option("--device", *device, "cpu | cuda")->capture_default_str();
 
+  commands.push_back({replay, [file, device](const std::string&) {
+                        return exit_code(tp::replay_command(*file, *device));
+                      }});
+}
+
+// tradeoff: error and speed per policy and resolution.
+void add_tradeoff_command(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* tradeoff = app.add_subcommand(
       "tradeoff", "Error and speed per dtype policy and resolution: report.h5 and report.html");
-  tp::TradeoffCommandOptions tr;
+  auto tr = std::make_shared<tp::TradeoffCommandOptions>();
   tradeoff
-      ->add_option("--model", tr.model,
+      ->add_option("--model", tr->model,
                    "built-in name (tiny-kl, sd-kl, ...) or diffusers model folder")
       ->required();
-  tradeoff->add_option("--pipeline", tr.pipeline,
-                       pipelines + " (default: the model family's, e.g. a VAE's decode)");
   tradeoff->add_option(
-      "--policy", tr.policies,
+      "--pipeline", tr->pipeline,
+      tp::pipeline_choices() + " (default: the model family's, e.g. a VAE's decode)");
+  tradeoff->add_option(
+      "--policy", tr->policies,
       "a dtype policy (repeatable), e.g. 'w=f16,a=f16,acc=f32'; default: every supported one");
-  tradeoff->add_option("--res", tr.resolutions, "image resolutions, comma-separated HEIGHTxWIDTH")
+  tradeoff->add_option("--res", tr->resolutions, "image resolutions, comma-separated HEIGHTxWIDTH")
       ->capture_default_str();
   tradeoff
-      ->add_option("--repeats", tr.repeats,
+      ->add_option("--repeats", tr->repeats,
                    "timed runs per point after one warm-up (the median is reported)")
       ->capture_default_str();
-  tradeoff->add_option("--device", tr.device, "cpu (the emulated kernels) | cuda")
+  tradeoff->add_option("--device", tr->device, "cpu (the emulated kernels) | cuda")
       ->capture_default_str();
-  tradeoff->add_option("--out", tr.out, "folder for report.h5 and report.html")->required();
-  tradeoff->add_option("--mem", tr.mem,
+  tradeoff->add_option("--out", tr->out, "folder for report.h5 and report.html")->required();
+  tradeoff->add_option("--mem", tr->mem,
                        "the memory each resolution may use, e.g. 16GiB; one estimated past it is "
                        "refused before it allocates (default: available memory less 10%)");
-  tp::add_family_flags(*tradeoff, tr.family);
+  tp::add_family_flags(*tradeoff, tr->family);
 
+  commands.push_back({tradeoff, [tr](const std::string& line) {
+                        return exit_code(tp::tradeoff_command(*tr, line));
+                      }});
+}
+
+// report show, diff, baseline, merge (the reports and the core only).
+void add_report_commands(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* report_cmd = app.add_subcommand("report", "Read, compare and join HDF5 reports");
   report_cmd->require_subcommand(1);
   CLI::App* show = report_cmd->add_subcommand("show", "Print a report's cases and summary");
-  std::string show_file;
-  bool show_json = false;
-  show->add_option("file", show_file, "report .h5")->required();
-  show->add_flag("--json", show_json, "print one JSON object");
+  auto show_file = std::make_shared<std::string>();
+  auto show_json = std::make_shared<bool>(false);
+  show->add_option("file", *show_file, "report .h5")->required();
+  show->add_flag("--json", *show_json, "print one JSON object");
+  commands.push_back({show, [show_file, show_json](const std::string&) {
+                        return exit_code(tp::report_show_command(*show_file, *show_json));
+                      }});
   CLI::App* diff = report_cmd->add_subcommand(
       "diff", "Flag error growth, new non-finite values and worse outcomes from BASE to NEW");
-  std::string diff_base, diff_new;
-  double diff_growth = 2;
-  diff->add_option("base", diff_base, "the baseline report (or baseline file)")->required();
-  diff->add_option("new", diff_new, "the report to review")->required();
-  diff->add_option("--growth", diff_growth, "flag rel L2 that grew by more than this factor")
+  struct DiffOptions {
+    std::string base, after;
+    double growth = 2;
+  };
+  auto d = std::make_shared<DiffOptions>();
+  diff->add_option("base", d->base, "the baseline report (or baseline file)")->required();
+  diff->add_option("new", d->after, "the report to review")->required();
+  diff->add_option("--growth", d->growth, "flag rel L2 that grew by more than this factor")
       ->capture_default_str();
+  commands.push_back({diff, [d](const std::string&) {
+                        return exit_code(tp::report_diff_command(d->base, d->after, d->growth));
+                      }});
   CLI::App* baseline_cmd = report_cmd->add_subcommand(
       "baseline",
       "Write a report's summary (outcomes, plan facts, per-checkpoint error) as a baseline file "
       "for run --baseline");
-  std::string baseline_report, baseline_out;
-  baseline_cmd->add_option("report", baseline_report, "an HDF5 report")->required();
-  baseline_cmd->add_option("--out", baseline_out, "the baseline file")->required();
+  auto baseline = std::make_shared<std::pair<std::string, std::string>>();  // report, out
+  baseline_cmd->add_option("report", baseline->first, "an HDF5 report")->required();
+  baseline_cmd->add_option("--out", baseline->second, "the baseline file")->required();
+  commands.push_back({baseline_cmd, [baseline](const std::string&) {
+                        return exit_code(
+                            tp::report_baseline_command(baseline->first, baseline->second));
+                      }});
   CLI::App* merge = report_cmd->add_subcommand("merge", "Join shard reports into one");
-  std::vector<std::string> merge_inputs;
-  std::string merge_out;
-  merge->add_option("inputs", merge_inputs, "shard reports")->required();
-  merge->add_option("--out", merge_out, "the merged report")->required();
+  auto merged = std::make_shared<std::pair<std::vector<std::string>, std::string>>();
+  merge->add_option("inputs", merged->first, "shard reports")->required();
+  merge->add_option("--out", merged->second, "the merged report")->required();
+  commands.push_back({merge, [merged](const std::string&) {
+                        return exit_code(tp::report_merge_command(merged->first, merged->second));
+                      }});
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  wait_passively_between_parallel_regions(argc, argv);
+  CLI::App app{"twinpath: numerical validation and differential testing of diffusion pipelines"};
+  app.set_version_flag(
+      "--version", std::string("twinpath ") + TWINPATH_VERSION + " (" + TWINPATH_GIT_COMMIT + ")");
+  app.require_subcommand(1);
+  std::vector<Command> commands;
+  for (auto add :
+       {add_model_commands, add_exec_command, add_run_command, add_cases_commands,
+        add_plan_commands, add_triage_commands, add_tradeoff_command, add_report_commands})
+    add(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  std::string line = "twinpath";
+  for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
   try {
-    if (init->parsed()) return report(tp::model_init_command(config, seed, out_dir, scale_layer));
-    if (exec->parsed()) return report(tp::exec_command(ex));
-    auto exit_code = [](const tp::Expected<int>& code) {
-      return code.ok() ? *code : report(code.error());
-    };
-    if (triage->parsed()) return exit_code(tp::triage_command(to));
-    if (list->parsed()) return exit_code(tp::cases_list_command(lo));
-    if (plan_show->parsed()) return exit_code(tp::plan_show_command(plan_case_line, plan_json));
-    if (options->parsed()) {
-      std::cout << tp::case_options_help();
-      return 0;
-    }
-    if (replay->parsed()) return exit_code(tp::replay_command(replay_file, replay_device));
-    if (show->parsed()) return exit_code(tp::report_show_command(show_file, show_json));
-    if (diff->parsed()) return exit_code(tp::report_diff_command(diff_base, diff_new, diff_growth));
-    if (merge->parsed()) return exit_code(tp::report_merge_command(merge_inputs, merge_out));
-    if (baseline_cmd->parsed())
-      return exit_code(tp::report_baseline_command(baseline_report, baseline_out));
-    std::string line = "twinpath";
-    for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
-    if (run->parsed()) return exit_code(tp::run_command(ro, line));
-    if (tradeoff->parsed()) return exit_code(tp::tradeoff_command(tr, line));
+    for (const Command& c : commands)
+      if (c.app->parsed()) return c.action(line);
   } catch (const tp::InternalError& e) {
     std::cerr << "twinpath: internal error (a bug; please report it): " << e.what() << "\n";
     return 3;

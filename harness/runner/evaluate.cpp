@@ -279,17 +279,16 @@ void step_drift(const std::map<std::string, std::vector<StepPoint>>& trajectorie
   }
 }
 
-}  // namespace
+// Records the first failed check as the reason.
+void fail(Evaluation& e, const std::string& why) {
+  if (!e.failed) e.reason = why;
+  e.failed = true;
+}
 
-Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local,
-                    const ContractChecker& contract) {
-  Evaluation e;
-  auto fail = [&](const std::string& why) {
-    if (!e.failed) e.reason = why;
-    e.failed = true;
-  };
-  // The output's tolerance: every group of the largest plan per graph (tiles share a graph;
-  // a base and a refiner UNet do not).
+// Every group of the largest plan per graph (tiles share a graph; a base and a refiner UNet do
+// not), for the output's tolerance.
+std::vector<ValuePath> output_paths(const PreparedCase& p, const ReferenceRun& ref,
+                                    const CompiledRun& run) {
   std::map<uint64_t, const compiled::Plan*> largest;
   for (const compiled::Plan* plan : run.session->plans()) {
     const compiled::Plan*& l = largest[plan->graph_hash];
@@ -311,32 +310,84 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
       all.back().damped = damped;
     }
   }
+  return all;
+}
 
-  std::map<std::string, std::vector<StepPoint>> trajectories;  // by loop (base, refiner)
-  std::map<std::string, std::vector<Shape>> shapes_by_call;
-  for (const GroupCapture& g : run.groups) {
+// One captured group of a compiled run, judged: its stored outputs against the reference's
+// values (accumulated error), the group run alone on the reference's inputs (local error) and
+// the numerics contract.
+class GroupJudge {
+ public:
+  GroupJudge(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local,
+             const ContractChecker& contract, Evaluation& e)
+      : p_(p), ref_(ref), run_(run), local_(local), contract_(contract), e_(e) {}
+
+  void check(const GroupCapture& g) {
     const compiled::Plan& plan = *g.plan;
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
-    std::string part;
-    const int step = scope_step(g.scope, part);
-    const std::map<int, Tensor>& want = ref.values.at(g.key());
-    auto [shapes, fresh] = shapes_by_call.try_emplace(g.key());
+    const std::map<int, Tensor>& want = ref_.values.at(g.key());
+    auto [shapes, fresh] = shapes_by_call_.try_emplace(g.key());
     if (fresh) shapes->second = call_shapes(plan, want);
     const Tolerance tol = local_tolerance(
         class_of(plan, grp),
-        group_path(plan, grp, want, shapes->second, p.reference, p.descriptor().train_timesteps));
-    std::vector<Tensor> alone;
-    if (local) {
-      std::map<int, Tensor> inputs;
-      for (int v : grp.inputs) inputs[v] = want.at(v);
-      auto r = run.session->run_group(plan, g.group, plan_input_shape(ref, g), inputs);
-      if (!r.ok())
-        fail(g.scope + grp.checkpoints[0] +
-             ": running the group alone failed: " + r.error().message());
-      else
-        alone = std::move(r).value();
+        group_path(plan, grp, want, shapes->second, p_.reference, p_.descriptor().train_timesteps));
+    const std::vector<Tensor> alone = run_alone(g, want);
+    const std::vector<ContractInterval> admitted = admitted_by_contract(g);
+    std::string part;
+    const int step = scope_step(g.scope, part);
+    for (std::size_t i = 0; i < grp.outputs.size(); ++i) {
+      CheckpointRecord rec = record(g, i, tol);
+      const int v = grp.outputs[i];
+      const DType stored = plan.buffers.at(v).dtype;
+      auto m = compare_tensors(g.stored[i].second, want.at(v), stored);
+      if (!m.ok()) {
+        rec.passed = false;
+        fail(e_, rec.name + ": " + m.error().message());
+        e_.checkpoints.push_back(std::move(rec));
+        continue;
+      }
+      rec.accumulated = std::move(m).value();
+      if (step >= 0 && is_trajectory(plan, v))
+        trajectories_[part].push_back({step, e_.checkpoints.size()});  // pushed below
+      if (rec.accumulated.non_finite_new > 0) {
+        rec.passed = false;
+        e_.non_finite = true;
+        fail(e_, rec.name + ": " + std::to_string(rec.accumulated.non_finite_new) +
+                     " non-finite values where the reference is finite");
+      }
+      if (i < alone.size()) judge_local(rec, alone[i], want.at(v), stored, tol);
+      if (i < admitted.size()) judge_contract(rec, g.stored[i].second, admitted[i], stored);
+      e_.checkpoints.push_back(std::move(rec));
     }
-    std::vector<ContractInterval> admitted;
+  }
+
+  // The loops' trajectories, each in step order.
+  std::map<std::string, std::vector<StepPoint>>& trajectories() {
+    for (auto& [part, points] : trajectories_)
+      std::sort(points.begin(), points.end(),
+                [](const StepPoint& a, const StepPoint& b) { return a.step < b.step; });
+    return trajectories_;
+  }
+
+ private:
+  // The group alone on the reference's inputs (local error), or nothing.
+  std::vector<Tensor> run_alone(const GroupCapture& g, const std::map<int, Tensor>& want) {
+    if (!local_) return {};
+    const compiled::Group& grp = g.plan->groups[std::size_t(g.group)];
+    std::map<int, Tensor> inputs;
+    for (int v : grp.inputs) inputs[v] = want.at(v);
+    auto r = run_.session->run_group(*g.plan, g.group, plan_input_shape(ref_, g), inputs);
+    if (r.ok()) return std::move(r).value();
+    fail(e_,
+         g.scope + grp.checkpoints[0] + ": running the group alone failed: " + r.error().message());
+    return {};
+  }
+
+  // What the contract admits for each stored output, or nothing (no checker, or a group too
+  // large for it).
+  std::vector<ContractInterval> admitted_by_contract(const GroupCapture& g) {
+    const compiled::Plan& plan = *g.plan;
+    const compiled::Group& grp = plan.groups[std::size_t(g.group)];
     // The group's size from its buffers (capacity shapes, an upper bound) before its inputs are
     // copied out of the capture.
     int64_t elements = 0;
@@ -344,78 +395,72 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
       if (auto b = plan.buffers.find(v); b != plan.buffers.end())
         elements += shape_numel(b->second.shape);
     for (const auto& [name, t] : g.stored) elements += t.numel();
-    if (contract && elements <= kContractMaxElements) {
-      auto c =
-          contract(*plan.graph, compiled::group_contract(plan, g.group),
-                   p.model_of(plan.graph->name, g.scope).weights, compiled_group_inputs(p, run, g));
-      if (!c.ok())
-        fail(g.scope + grp.checkpoints[0] + ": the contract check failed: " + c.error().message());
-      else
-        admitted = std::move(c).value();
-    }
-    for (std::size_t i = 0; i < grp.outputs.size(); ++i) {
-      const int v = grp.outputs[i];
-      CheckpointRecord rec;
-      rec.name = g.scope + grp.checkpoints[i];
-      rec.graph = plan.graph->name;
-      rec.group = g.group;
-      rec.op_class = op_class_name(class_of(plan, grp));
-      const DType stored = plan.buffers.at(v).dtype;
-      rec.dtype = dtype_name(stored);
-      set_tolerance(rec, tol);
-      auto m = compare_tensors(g.stored[i].second, want.at(v), stored);
-      if (!m.ok()) {
-        rec.passed = false;
-        fail(rec.name + ": " + m.error().message());
-        e.checkpoints.push_back(std::move(rec));
-        continue;
-      }
-      rec.accumulated = std::move(m).value();
-      if (step >= 0 && p.descriptor().denoising)  // a point of the loop's trajectory
-        for (const auto& [name, id] : plan.graph->outputs)
-          if (id == v && name == p.descriptor().denoising->trajectory)
-            trajectories[part].push_back({step, e.checkpoints.size()});  // pushed below
-      if (rec.accumulated.non_finite_new > 0) {
-        rec.passed = false;
-        e.non_finite = true;
-        fail(rec.name + ": " + std::to_string(rec.accumulated.non_finite_new) +
-             " non-finite values where the reference is finite");
-      }
-      if (i < alone.size()) {
-        auto lm = compare_tensors(alone[i], want.at(v), stored);
-        if (lm.ok()) {
-          rec.has_local = true;
-          rec.local = std::move(lm).value();
-          const std::string why = judge(rec.local, tol);
-          if (!why.empty()) {
-            rec.passed = false;
-            fail(rec.name + ": local error (the layer alone on the reference's inputs): " + why);
-          }
-        }
-      }
-      if (i < admitted.size()) {
-        auto cm = check_contract(g.stored[i].second, admitted[i]);
-        if (!cm.ok()) {
-          fail(rec.name + ": " + cm.error().message());
-        } else {
-          rec.contract = std::move(cm).value();
-          if (rec.contract.violations > 0) {
-            rec.passed = false;
-            fail(rec.name + ": " + contract_breach(rec.contract, stored));
-          }
-        }
-      }
-      e.checkpoints.push_back(std::move(rec));
-    }
+    if (!contract_ || elements > kContractMaxElements) return {};
+    auto c = contract_(*plan.graph, compiled::group_contract(plan, g.group),
+                       p_.model_of(plan.graph->name, g.scope).weights,
+                       compiled_group_inputs(p_, run_, g));
+    if (c.ok()) return std::move(c).value();
+    fail(e_, g.scope + grp.checkpoints[0] + ": the contract check failed: " + c.error().message());
+    return {};
   }
 
-  for (auto& [part, points] : trajectories)
-    std::sort(points.begin(), points.end(),
-              [](const StepPoint& a, const StepPoint& b) { return a.step < b.step; });
-  step_drift(trajectories, e);
+  CheckpointRecord record(const GroupCapture& g, std::size_t i, const Tolerance& tol) const {
+    const compiled::Plan& plan = *g.plan;
+    const compiled::Group& grp = plan.groups[std::size_t(g.group)];
+    CheckpointRecord rec;
+    rec.name = g.scope + grp.checkpoints[i];
+    rec.graph = plan.graph->name;
+    rec.group = g.group;
+    rec.op_class = op_class_name(class_of(plan, grp));
+    rec.dtype = dtype_name(plan.buffers.at(grp.outputs[i]).dtype);
+    set_tolerance(rec, tol);
+    return rec;
+  }
 
-  const Tolerance out_tol = output_tolerance(all);
-  if (local) step_local_errors(p, ref, run, out_tol, e);
+  // Whether value `v` is the output a denoising loop's trajectory is made of.
+  bool is_trajectory(const compiled::Plan& plan, int v) const {
+    if (!p_.descriptor().denoising) return false;
+    for (const auto& [name, id] : plan.graph->outputs)
+      if (id == v && name == p_.descriptor().denoising->trajectory) return true;
+    return false;
+  }
+
+  void judge_local(CheckpointRecord& rec, const Tensor& alone, const Tensor& want, DType stored,
+                   const Tolerance& tol) {
+    auto lm = compare_tensors(alone, want, stored);
+    if (!lm.ok()) return;
+    rec.has_local = true;
+    rec.local = std::move(lm).value();
+    const std::string why = judge(rec.local, tol);
+    if (why.empty()) return;
+    rec.passed = false;
+    fail(e_, rec.name + ": local error (the layer alone on the reference's inputs): " + why);
+  }
+
+  void judge_contract(CheckpointRecord& rec, const Tensor& got, const ContractInterval& admitted,
+                      DType stored) {
+    auto cm = check_contract(got, admitted);
+    if (!cm.ok()) return fail(e_, rec.name + ": " + cm.error().message());
+    rec.contract = std::move(cm).value();
+    if (rec.contract.violations == 0) return;
+    rec.passed = false;
+    fail(e_, rec.name + ": " + contract_breach(rec.contract, stored));
+  }
+
+  const PreparedCase& p_;
+  const ReferenceRun& ref_;
+  CompiledRun& run_;
+  bool local_;
+  const ContractChecker& contract_;
+  Evaluation& e_;
+  std::map<std::string, std::vector<StepPoint>> trajectories_;  // by loop (base, refiner)
+  std::map<std::string, std::vector<Shape>> shapes_by_call_;
+};
+
+// The pipeline's outputs against the reference's, with the output tolerance; a constant
+// reference output makes the case mistrusted.
+void judge_outputs(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run,
+                   const Tolerance& out_tol, Evaluation& e) {
   for (const auto& [name, got] : run.outputs) {
     CheckpointRecord rec;
     rec.name = "output:" + name;
@@ -424,16 +469,11 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     rec.dtype = dtype_name(got.dtype());
     set_tolerance(rec, out_tol);
     const Tensor* want = find_tensor(ref.outputs, name);
-    if (!want) {
-      rec.passed = false;
-      fail("output " + name + ": the reference has no such output");
-      e.checkpoints.push_back(std::move(rec));
-      continue;
-    }
-    auto m = compare_tensors(got, *want, got.dtype());
+    auto m = want ? compare_tensors(got, *want, got.dtype())
+                  : Expected<Metrics>(Error("the reference has no such output"));
     if (!m.ok()) {
       rec.passed = false;
-      fail("output " + name + ": " + m.error().message());
+      fail(e, "output " + name + ": " + m.error().message());
       e.checkpoints.push_back(std::move(rec));
       continue;
     }
@@ -442,7 +482,7 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     const std::string why = judge(rec.accumulated, out_tol);
     if (!why.empty()) {
       rec.passed = false;
-      fail("output " + name + ": " + why);
+      fail(e, "output " + name + ": " + why);
     }
     double value = 0;
     if (constant(*want, value) && !e.mistrusted) {
@@ -453,6 +493,20 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
     }
     e.checkpoints.push_back(std::move(rec));
   }
+}
+
+}  // namespace
+
+Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run, bool local,
+                    const ContractChecker& contract) {
+  Evaluation e;
+  const std::vector<ValuePath> all = output_paths(p, ref, run);
+  GroupJudge groups(p, ref, run, local, contract, e);
+  for (const GroupCapture& g : run.groups) groups.check(g);
+  step_drift(groups.trajectories(), e);
+  const Tolerance out_tol = output_tolerance(all);
+  if (local) step_local_errors(p, ref, run, out_tol, e);
+  judge_outputs(p, ref, run, out_tol, e);
   return e;
 }
 

@@ -92,7 +92,7 @@ std::string case_repro(const Case& c, compiled::Device device, const CudaChoice&
 // A stream= case (harness/runner/stream.cpp): `r` comes with its id, seed, repro and device.
 CaseResult run_stream_case(const Case& c, const RunOptions& o, ModelCache& models, CaseResult r);
 
-// Whether the compiled path should run the case's dtype combination (harness/run/support.cpp).
+// Whether the compiled path should run the case's dtype combination (harness/runner/support.cpp).
 bool expected_supported(const Case& c);
 // The same, also counting a policy without kernels as runnable when keep= holds every weighted
 // layer of `m` in fp32.
