@@ -3,8 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/json_config.h"
-#include "harness/models/autoencoder_kl/family.h"
-#include "harness/models/autoencoder_tiny/family.h"
 
 namespace tp {
 namespace {
@@ -151,7 +149,8 @@ Expected<VaeConfig> parse_vae_config(const json& j, const std::string& source) {
 }
 
 const Family& VaeConfig::family() const {
-  return kind == Kind::kKl ? autoencoder_kl_family() : autoencoder_tiny_family();
+  TP_CHECK(owner != nullptr, "a VaeConfig parsed outside its family has no family");
+  return *owner;
 }
 
 const VaeConfig& vae_config(const Model& model) {

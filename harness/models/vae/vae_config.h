@@ -61,6 +61,8 @@ struct VaeConfig : ModelConfig {
   std::optional<double> scaling_factor() const override {
     return kind == Kind::kKl ? kl.scaling_factor : tiny.scaling_factor;
   }
+  // The family that parsed it (VaeFamily::parse_config), so this folder names neither family.
+  const Family* owner = nullptr;
   const Family& family() const override;
 };
 

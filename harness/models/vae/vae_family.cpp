@@ -23,6 +23,9 @@ bool VaeFamily::claims(const nlohmann::json& config) const {
 Expected<std::shared_ptr<const ModelConfig>> VaeFamily::parse_config(
     const nlohmann::json& config, const std::string& source) const {
   TP_ASSIGN_OR_RETURN(VaeConfig c, parse_vae_config(config, source));
+  if (c.class_name() != class_name())
+    return Error(source + ": _class_name '" + c.class_name() + "' is not " + class_name());
+  c.owner = this;
   return std::shared_ptr<const ModelConfig>(std::make_shared<VaeConfig>(std::move(c)));
 }
 
