@@ -375,7 +375,8 @@ std::string case_options_help() {
     for (const PipelineOption& o : f->options()) {
       const std::string takes = pipelines_where(
           [&](const PipelineDescriptor& d) { return f->runs(d.name) && d.takes(o.key); }, ", ");
-      s += line(o.syntax, o.help + " [" + takes + "]");
+      const std::string fallback = o.default_value.empty() ? "" : "; default " + o.default_value;
+      s += line(o.syntax, o.help + fallback + " [" + takes + "]");
     }
   }
   return s;

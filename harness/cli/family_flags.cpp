@@ -8,7 +8,8 @@ void add_family_flags(CLI::App& command, FamilyFlags& flags) {
   for (const PipelineOption* o : all_pipeline_options()) {
     const std::string takes = pipelines_where(
         [&](const PipelineDescriptor& d) { return pipeline_option(d.name, o->key) == o; }, ", ");
-    const std::string help = takes + ": " + o->help + " (a case's " + o->syntax + ")";
+    std::string help = takes + ": " + o->help + " (a case's " + o->syntax + ")";
+    if (!o->default_value.empty()) help += "; default " + o->default_value;
     command.add_option("--" + o->flag, flags[o->key], help);
   }
 }

@@ -109,10 +109,9 @@ struct PipelineOption {
   std::string syntax;         // "steps=N"
   std::string default_value;  // canonical text ("50"); "" when the option has none
   std::string help;           // one line
-  // The value's canonical text, or what is wrong with it and what to write.
+  // The value's canonical text, or what is wrong with it and what to write. (An option that
+  // names another model is one a descriptor's OtherModel points at.)
   std::function<Expected<std::string>(std::string_view value)> parse;
-  // The value names another model (a built-in config or a diffusers folder) the runner loads.
-  bool names_model = false;
 };
 
 // What a pipeline's output is.

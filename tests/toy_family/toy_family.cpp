@@ -160,8 +160,7 @@ class ToyFamily : public Family {
          [](std::string_view v) -> Expected<std::string> {
            if (v != "1" && v != "2" && v != "4") return Error("expected gain=1, gain=2 or gain=4");
            return std::string(v);
-         },
-         false}};
+         }}};
     return kOptions;
   }
   std::string check_tiling_decision(const ModelConfig&, const TilingOptions&,

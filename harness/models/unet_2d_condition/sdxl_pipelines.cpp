@@ -230,24 +230,22 @@ const std::vector<PipelineOption>& sdxl_options() {
       {"vae", "vae", "vae=MODEL", "",
        "the VAE that decodes the latents: a built-in (tiny-kl, sdxl-kl) or a diffusers VAE "
        "folder (diffusers' vae/)",
-       model_option(), true},
+       model_option()},
       {"refiner", "refiner", "refiner=MODEL", "",
        "the refiner UNet: a built-in (tiny-unet-xl-refiner, sdxl-refiner) or a diffusers UNet "
        "folder (the refiner's unet/)",
-       model_option(), true},
+       model_option()},
       {"split", "denoising-split", "split=F", "0.8",
        "the fraction of the schedule before the refiner (the base's denoising_end, the "
-       "refiner's denoising_start; default 0.8)",
+       "refiner's denoising_start)",
        number_option([](double f) { return f > 0 && f < 1; },
-                     "expected split=F with F between 0 and 1, e.g. split=0.8"),
-       false},
-      {"steps", "steps", "steps=N", "50", "scheduler steps, 1 to 1000 (default 50, as diffusers)",
-       whole_number_option("steps=N", 1, 1000), false},
+                     "expected split=F with F between 0 and 1, e.g. split=0.8")},
+      {"steps", "steps", "steps=N", "50", "scheduler steps, 1 to 1000",
+       whole_number_option("steps=N", 1, 1000)},
       {"guidance", "guidance-scale", "guidance=SCALE", "5",
-       "classifier-free guidance scale (default 5; off at <= 1, as diffusers)",
+       "classifier-free guidance scale, off at <= 1 as in diffusers",
        number_option([](double g) { return g >= 0; },
-                     "expected guidance=SCALE, a number >= 0 (<= 1 turns guidance off)"),
-       false},
+                     "expected guidance=SCALE, a number >= 0 (<= 1 turns guidance off)")},
   };
   return kOptions;
 }

@@ -9,8 +9,7 @@
 namespace tp {
 
 // The SDXL pipelines' options, as a case line and exec, triage and tradeoff take them: vae=,
-// refiner=, split=, steps=, guidance= (their defaults are diffusers': 50 steps, guidance 5, the
-// refiner's example split 0.8).
+// refiner=, split=, steps=, guidance=, with diffusers' defaults (the one place they are written).
 const std::vector<PipelineOption>& sdxl_options();
 
 // A run's values of them (PipelineOptions' as given, else the defaults above).
