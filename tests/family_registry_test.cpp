@@ -5,10 +5,12 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "cases/tiling_points.h"
 #include "harness/cli/commands.h"
 #include "harness/models/model.h"
+#include "harness/runner/runs.h"
 #include "reports/h5_report.h"
 #include "tests/toy_family/toy_family.h"
 
@@ -150,6 +152,43 @@ TEST_F(FamilyRegistry, AFamilysOptionAndTilingRuleReachTheWholeHarness) {
   EXPECT_TRUE(named(report->cases[2], "seam:sample") && named(report->cases[2], "interior:sample"));
   EXPECT_FALSE(named(report->cases[3], "seam:sample"));
   EXPECT_TRUE(named(report->cases[3], "interior:sample"));
+}
+
+// A descriptor is data the harness trusts: every built-in pipeline, run on the reference, returns
+// exactly the outputs its descriptor names, in order.
+TEST_F(FamilyRegistry, EveryDescriptorNamesTheOutputsItsPipelineReturns) {
+  const std::vector<std::string> lines = {
+      "vae.encode model=tiny-kl res=32x32",
+      "vae.decode model=tiny-kl res=32x32",
+      "vae.roundtrip model=tiny-kl res=32x32",
+      "vae.encode model=tiny-taesd res=32x32",
+      "vae.roundtrip model=tiny-taesd res=32x32",
+      "unet.step model=tiny-unet-xl res=64x64",
+      "sdxl.denoise model=tiny-unet-xl res=64x64 steps=1",
+      "sdxl.txt2img model=tiny-unet-xl vae=tiny-kl res=64x64 steps=1",
+      "sdxl.refine model=tiny-unet-xl-refiner res=64x64 steps=2",
+      "sdxl.base+refiner model=tiny-unet-xl refiner=tiny-unet-xl-refiner vae=tiny-kl res=64x64 "
+      "steps=2",
+      "toy.forward model=tiny-toy res=8x8",
+      "toy.tokens model=tiny-toy res=4x4"};
+  ModelCache models;
+  RunOptions o;
+  o.check_memory = false;
+  std::set<std::string> covered;
+  for (const std::string& line : lines) {
+    auto c = parse_case(line);
+    ASSERT_TRUE(c.ok()) << line << ": " << c.error().message();
+    Outcome refusal = Outcome::kError;
+    auto p = prepare_case(*c, o, models, refusal);
+    ASSERT_TRUE(p.ok()) << line << ": " << p.error().message();
+    auto ran = run_reference(*p, {});
+    ASSERT_TRUE(ran.ok()) << line << ": " << ran.error().message();
+    std::vector<std::string> names;
+    for (const auto& [name, t] : ran->outputs) names.push_back(name);
+    EXPECT_EQ(names, p->descriptor().outputs) << line;
+    covered.insert(p->descriptor().name);
+  }
+  for (const std::string& name : pipeline_names()) EXPECT_TRUE(covered.count(name)) << name;
 }
 
 TEST_F(FamilyRegistry, TheRegistryFindsEveryFamily) {
