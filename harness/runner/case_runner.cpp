@@ -173,6 +173,8 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
   return shared;
 }
 
+namespace {
+
 // The other models the case's pipeline reads, by the options that name them; an error for one
 // it needs that the case does not name.
 Status load_other_models(PreparedCase& p, ModelCache& models) {
@@ -188,8 +190,6 @@ Status load_other_models(PreparedCase& p, ModelCache& models) {
   }
   return Status();
 }
-
-namespace {
 
 // The case's kernels= and graphs= over the run's.
 CudaChoice cuda_choice(const Case& c, const RunOptions& o) {
