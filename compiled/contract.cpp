@@ -15,9 +15,8 @@ GroupContract group_contract(const Plan& plan, int index) {
   c.ops = grp.ops;
   for (int o : grp.ops) {
     const Op& op = g.ops[std::size_t(o)];
-    c.label += (c.label.empty() ? "" : "+") + std::string(op_kind_name(op.kind));
-    const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear ||
-                        op.kind == OpKind::kConv || op.kind == OpKind::kLinearLast;
+    c.label += (c.label.empty() ? "" : "+") + op_label(op);
+    const bool matrix = is_matrix_op(op.kind);
     for (const std::string* key : {&op.weight, &op.bias}) {
       if (key->empty()) continue;
       const bool m = matrix && key == &op.weight;

@@ -32,7 +32,7 @@ class GroupRun {
     const FaultSet& f = faults_;
     for (int o : grp.ops) {
       const Op& op = g_.ops[std::size_t(o)];
-      if (op.kind >= OpKind::kConv) {
+      if (runs_nd(op)) {
         std::vector<const Tensor*> in;
         for (int v : op.inputs) in.push_back(&value(v));
         local_[op.output] = em::nd_op<float>(
@@ -48,24 +48,24 @@ class GroupRun {
         for (int v : reads) to_channels_last(v);
       Tensor out;
       switch (op.kind) {
-        case OpKind::kUpsampleNearest2x:
+        case OpKind::kInterpolateNearest:       // upsamples_2x() (runs_nd() is false)
           if (grp.upsample_prologue) continue;  // the conv reads through it
           out = em::upsample_nearest2x(value(op.inputs[0]));
           break;
-        case OpKind::kConv2d: {
+        case OpKind::kConv: {  // conv2d_window() takes it (runs_nd() is false)
           const bool up = grp.upsample_prologue;
           const int src = up ? g_.ops[std::size_t(grp.ops[0])].inputs[0] : op.inputs[0];
           const em::Upsample mode = !up ? em::Upsample::kNone
                                     : f.has(Fault::kUpsampleOffByOne)
                                         ? em::Upsample::kNearest2xOffByOne
                                         : em::Upsample::kNearest2x;
-          out = em::conv2d(value(src), param(op.weight), param_or_null(op.bias), op.attrs, mode,
-                           pol.accumulation);
+          out = em::conv2d(value(src), param(op.weight), param_or_null(op.bias), *conv2d_window(op),
+                           mode, pol.accumulation);
           break;
         }
         case OpKind::kLinear:
-          out = em::conv2d(value(op.inputs[0]), param(op.weight), param_or_null(op.bias), OpAttrs{},
-                           em::Upsample::kNone, pol.accumulation);
+          out = em::conv2d(value(op.inputs[0]), param(op.weight), param_or_null(op.bias),
+                           Conv2dWindow{}, em::Upsample::kNone, pol.accumulation);
           break;
         case OpKind::kGroupNorm:
           out = em::group_norm(value(op.inputs[0]), param(op.weight), param(op.bias),
@@ -79,10 +79,12 @@ class GroupRun {
                               op.attrs.scale, f.has(Fault::kSoftmaxNoMax), pol.activation,
                               pol.attention_operands());
           break;
-        case OpKind::kAdd:
-          out = em::add(value(op.inputs[0]), value(op.inputs[1]));
+        case OpKind::kBinary: {  // an add: of one shape in any layout, or broadcast row-major
+          const std::vector<const Tensor*> in{&value(op.inputs[0]), &value(op.inputs[1])};
+          out = em::nd_op<float>(op, in, nullptr, shapes_[std::size_t(op.output)], f);
           break;
-        case OpKind::kSliceChannels:
+        }
+        case OpKind::kSlice:  // slices_channels() (runs_nd() is false)
           out = em::slice_channels(value(op.inputs[0]), op.attrs.begin, op.attrs.end);
           break;
         default:
@@ -109,9 +111,8 @@ class GroupRun {
 
  private:
   static bool channels_matter(OpKind k) {
-    return k == OpKind::kConv2d || k == OpKind::kLinear || k == OpKind::kGroupNorm ||
-           k == OpKind::kAttention || k == OpKind::kUpsampleNearest2x ||
-           k == OpKind::kSliceChannels;
+    return k == OpKind::kConv || k == OpKind::kLinear || k == OpKind::kGroupNorm ||
+           k == OpKind::kAttention || k == OpKind::kInterpolateNearest || k == OpKind::kSlice;
   }
   // An fp32 [B,C,*spatial] tensor as channels-last (`to_last`) or back, at logical shape
   // `shape`. Only GroupNorm takes other ranks than 4 (video [B,C,T,H,W]): its channels-last copy

@@ -32,18 +32,17 @@ std::optional<ConvEpilogue> match_conv_epilogue(const Plan& plan, const Group& g
   ConvEpilogue m;
   std::size_t i = 0;
   if (group.upsample_prologue) {
-    if (ops[std::size_t(group.ops[0])].kind != OpKind::kUpsampleNearest2x) return std::nullopt;
+    if (!upsamples_2x(ops[std::size_t(group.ops[0])])) return std::nullopt;
     m.upsample = group.ops[i++];
   }
-  if (i >= group.ops.size() || ops[std::size_t(group.ops[i])].kind != OpKind::kConv2d)
-    return std::nullopt;
+  if (i >= group.ops.size() || !conv2d_window(ops[std::size_t(group.ops[i])])) return std::nullopt;
   m.conv = group.ops[i++];
   const Op& conv = ops[std::size_t(m.conv)];
   m.input = m.upsample >= 0 ? ops[std::size_t(m.upsample)].inputs[0] : conv.inputs[0];
   if (m.upsample >= 0 && conv.inputs[0] != ops[std::size_t(m.upsample)].output) return std::nullopt;
   if (i < group.ops.size()) {
     const Op& add = ops[std::size_t(group.ops[i])];
-    if (add.kind != OpKind::kAdd || add.inputs.size() != 2) return std::nullopt;
+    if (add.kind != OpKind::kBinary || add.attrs.binary != BinaryOp::kAdd) return std::nullopt;
     const bool first = add.inputs[0] == conv.output, second = add.inputs[1] == conv.output;
     if (first == second) return std::nullopt;  // not fed by the conv, or the conv twice
     m.add = group.ops[i++];
@@ -69,11 +68,12 @@ ConvProblem conv_problem(const Plan& plan, const ConvEpilogue& m, const Shape& i
   p.wo = output[3];
   p.r = w.size() == 4 ? w[2] : 1;
   p.s = w.size() == 4 ? w[3] : 1;
-  p.stride = op.attrs.stride;
-  p.pad_top = op.attrs.pad_top;
-  p.pad_left = op.attrs.pad_left;
-  p.pad_bottom = op.attrs.pad_bottom;
-  p.pad_right = op.attrs.pad_right;
+  const Conv2dWindow window = *conv2d_window(op);
+  p.stride = window.stride;
+  p.pad_top = window.pad_top;
+  p.pad_left = window.pad_left;
+  p.pad_bottom = window.pad_bottom;
+  p.pad_right = window.pad_right;
   return p;
 }
 

@@ -13,7 +13,8 @@
 
 namespace tp::compiled {
 
-constexpr int kPlanFormatVersion = 2;  // 2: each plan states its numerics contract
+// 2: each plan states its numerics contract; 3: one op set (convs, adds, slices, upsamples)
+constexpr int kPlanFormatVersion = 3;
 
 // A plan file's text around its JSON body: the format line and the body's checksum.
 std::string plan_file_text(const std::string& body);

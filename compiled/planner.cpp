@@ -8,10 +8,10 @@
 namespace tp::compiled {
 namespace {
 
-bool is_pointwise(OpKind k) {
+bool is_pointwise(const Op& op) {
+  const OpKind k = op.kind;
   return k == OpKind::kSilu || k == OpKind::kRelu || k == OpKind::kTanhClamp ||
-         k == OpKind::kAffine || k == OpKind::kClamp || k == OpKind::kAdd ||
-         k == OpKind::kSliceChannels;
+         k == OpKind::kAffine || k == OpKind::kClamp || slices_channels(op);
 }
 
 struct GraphIndex {
@@ -122,21 +122,35 @@ bool is_norm_before_projection(const Graph& g, const GraphIndex& ix, int op) {
   });
 }
 
-// An N-d op that may end a group: unary GELU, a reshape (row-major: the same elements), and a
-// broadcast binary whose other operand is already computed (a graph input, or the output of a
-// group formed earlier or of this one), so groups only ever read earlier groups.
-bool is_nd_epilogue(const Graph& g, const GraphIndex& ix, const std::vector<int>& assigned,
-                    int group, int value, int reader) {
+// Whether value `v` is computed when group `group` runs: a graph input, the output of a group
+// formed earlier or of this one, or (`conv_first`) the output of a conv in no group yet whose
+// inputs are: the schedule runs that conv first (diffusers' ResNet computes conv_shortcut after
+// conv2, then adds them).
+bool computed_by(const Graph& g, const GraphIndex& ix, const std::vector<int>& assigned, int group,
+                 int v, bool conv_first) {
+  const int p = ix.producer[std::size_t(v)];
+  if (p < 0) return true;
+  const int home = assigned[std::size_t(p)];
+  if (home >= 0) return home <= group;
+  const Op& producer = g.ops[std::size_t(p)];
+  if (!conv_first || producer.kind != OpKind::kConv) return false;
+  return std::all_of(producer.inputs.begin(), producer.inputs.end(),
+                     [&](int in) { return computed_by(g, ix, assigned, group, in, false); });
+}
+
+// An op that may end a group besides the pointwise ones: unary GELU, a reshape (row-major: the
+// same elements), and a binary whose other operand is computed by then (an add's may come from
+// a conv that runs first), so groups only ever read earlier groups.
+bool is_epilogue(const Graph& g, const GraphIndex& ix, const std::vector<int>& assigned, int group,
+                 int value, int reader) {
   const Op& op = g.ops[std::size_t(reader)];
   if (op.kind == OpKind::kGelu) return true;
   if (op.kind == OpKind::kReshape) return op.inputs.size() == 1;
   if (op.kind != OpKind::kBinary) return false;
-  for (int v : op.inputs) {
-    if (v == value) continue;
-    const int p = ix.producer[std::size_t(v)];
-    if (p >= 0 && (assigned[std::size_t(p)] < 0 || assigned[std::size_t(p)] > group)) return false;
-  }
-  return true;
+  const bool add = op.attrs.binary == BinaryOp::kAdd;
+  return std::all_of(op.inputs.begin(), op.inputs.end(), [&](int v) {
+    return v == value || computed_by(g, ix, assigned, group, v, add);
+  });
 }
 
 // Appends the pointwise ops that follow `value` while it has no other reader: the epilogue.
@@ -147,8 +161,8 @@ void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vecto
     if (readers.empty()) return;
     bool all_slices = true;
     for (int r : readers)
-      all_slices = all_slices && g.ops[std::size_t(r)].kind == OpKind::kSliceChannels &&
-                   assigned[std::size_t(r)] < 0;
+      all_slices =
+          all_slices && slices_channels(g.ops[std::size_t(r)]) && assigned[std::size_t(r)] < 0;
     if (readers.size() > 1 && all_slices) {  // the DiagonalGaussian tail: mean, logvar (+ clamp)
       for (int r : readers) {
         assigned[std::size_t(r)] = group;
@@ -162,7 +176,7 @@ void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vecto
     const int r = readers[0];
     const Op& op = g.ops[std::size_t(r)];
     if (assigned[std::size_t(r)] >= 0 ||
-        !(is_pointwise(op.kind) || is_nd_epilogue(g, ix, assigned, group, value, r)))
+        !(is_pointwise(op) || is_epilogue(g, ix, assigned, group, value, r)))
       return;
     assigned[std::size_t(r)] = group;
     ops.push_back(r);
@@ -170,19 +184,14 @@ void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vecto
   }
 }
 
-bool is_matrix(OpKind k) {
-  return k == OpKind::kConv2d || k == OpKind::kLinear || k == OpKind::kConv ||
-         k == OpKind::kLinearLast;
-}
-
-GroupKind kind_of(OpKind k) {
-  if (k >= OpKind::kConv) return GroupKind::kTensor;
-  switch (k) {
-    case OpKind::kConv2d:
+GroupKind kind_of(const Op& op) {
+  if (runs_nd(op)) return GroupKind::kTensor;
+  switch (op.kind) {
+    case OpKind::kConv:  // a conv on the image kernels (conv2d_window)
       return GroupKind::kConv;
     case OpKind::kGroupNorm:
       return GroupKind::kGroupNorm;
-    case OpKind::kUpsampleNearest2x:
+    case OpKind::kInterpolateNearest:  // upsamples_2x()
       return GroupKind::kUpsample;
     case OpKind::kLinear:  // a linear outside an attention block runs as a 1x1 conv
       return GroupKind::kConv;
@@ -241,16 +250,15 @@ std::vector<Group> partition_into_groups(const Graph& g) {
     }
     const int id = int(groups.size());
     Group grp;
-    grp.kind = kind_of(op.kind);
+    grp.kind = kind_of(op);
     int head = op.output;
     const std::vector<int>& readers = ix.of(op.output);
     std::vector<int> pattern = match_attention(g, ix, int(i));
     if (pattern.empty()) pattern = match_nd_attention(g, ix, assigned, int(i));
     const std::vector<int> geglu =
         pattern.empty() ? match_geglu(g, ix, int(i)) : std::vector<int>{};
-    if (op.kind == OpKind::kUpsampleNearest2x && readers.size() == 1 &&
-        !ix.graph_output[std::size_t(op.output)] &&
-        g.ops[std::size_t(readers[0])].kind == OpKind::kConv2d) {
+    if (upsamples_2x(op) && readers.size() == 1 && !ix.graph_output[std::size_t(op.output)] &&
+        conv2d_window(g.ops[std::size_t(readers[0])])) {
       grp.kind = GroupKind::kConv;
       grp.upsample_prologue = true;
       grp.ops = {int(i), readers[0]};
@@ -319,12 +327,12 @@ Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
   for (const Group& grp : plan.groups)
     for (int o : grp.ops) {
       const Op& op = g.ops[std::size_t(o)];
-      if (is_matrix(op.kind)) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
-      if (op.kind >= OpKind::kConv && grp.policy.accumulation != DType::kF32)
+      if (is_matrix_op(op.kind)) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
+      if (runs_nd(op) && grp.policy.accumulation != DType::kF32)
         return Error(op.name + ": weights in " + dtype_name(grp.policy.weight) +
                      " with activations in " + dtype_name(grp.policy.activation) +
                      " cannot accumulate in " + dtype_name(grp.policy.accumulation) + " in " +
-                     op_kind_name(op.kind) +
+                     op_label(op) +
                      " (the N-dimensional ops accumulate in f32 only); use acc=f32, or keep the "
                      "layer in fp32 with --keep-fp32 '" +
                      op.name + "'");
@@ -332,7 +340,7 @@ Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
   for (const Group& grp : plan.groups)
     for (int o : grp.ops) {
       const Op& op = g.ops[std::size_t(o)];
-      const bool matrix = is_matrix(op.kind);
+      const bool matrix = is_matrix_op(op.kind);
       for (const std::string* key : {&op.weight, &op.bias})
         if (!key->empty())
           plan.params[*key] = store.get(weights, plan.weights_identity, *key, grp.policy,
@@ -385,6 +393,15 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
   plan->device = r.device;
   plan->groups = partition_into_groups(g);
   TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes, infer_shapes(g, r.capacity_shape, r.other_inputs));
+  if (!plan->row_major)  // channels-last: an add's operands must share their layout
+    for (const Op& op : g.ops)
+      if (op.kind == OpKind::kBinary &&
+          shapes[std::size_t(op.inputs[0])] != shapes[std::size_t(op.inputs[1])])
+        return Error(g.name + ": " + op.name + " broadcasts " +
+                     shape_string(shapes[std::size_t(op.inputs[0])]) + " and " +
+                     shape_string(shapes[std::size_t(op.inputs[1])]) +
+                     " in a graph of image ops, which runs channels-last; the family's graph "
+                     "builder must reshape the operand to the other's shape");
 
   const LayerPolicy fp32{DType::kF32, DType::kF32, DType::kF32, r.policy.base.scale,
                          r.policy.base.saturation};

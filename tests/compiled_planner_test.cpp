@@ -251,7 +251,7 @@ TEST_F(PlannerTest, FusedKernelSetTakesConvAndNormGroupsWithTheirRoundingPoints)
     if (conv) {
       ++convs;
       const Op& op = dec.ops[std::size_t(conv->conv)];
-      EXPECT_EQ(op.kind, OpKind::kConv2d);
+      EXPECT_TRUE(conv2d_window(op)) << op.name;
       EXPECT_EQ(conv->upsample >= 0, grp.upsample_prologue);
       EXPECT_EQ(conv->input, dec.ops[std::size_t(grp.ops[0])].inputs[0]);
       if (conv->add >= 0) {
@@ -475,6 +475,52 @@ TEST_F(PlannerTest, AttentionOperandsInTheActivationDtypeAreAPolicyWithAContract
       }
     EXPECT_EQ(attention_rows, rounded ? 1 : 0) << "one attention group in tiny-kl's decoder";
   }
+}
+
+// The image ops are N-d kinds whose attributes pick the image kernels: a graph of them plans
+// channels-last, a residual add whose shortcut conv comes after conv2 (diffusers' order) fuses
+// into conv2's group, and a broadcasting add there is refused with the fix.
+TEST(PlannerNd, ImageOpsPlanChannelsLastAndFuseTheShortcutResidual) {
+  auto block = [](bool broadcast) {
+    GraphBuilder b("resnet");
+    const int x = b.input("sample");
+    const int h = b.conv2d_same("conv2", x, 4, 8, 3);
+    const int shortcut = b.conv2d_same("conv_shortcut", x, 4, 8, 1);
+    const int other = broadcast ? b.input("shift") : shortcut;
+    const int sum = b.slice_channels("half", b.add("add", other, h), 0, 4);
+    b.output("y", b.upsample_nearest2x("up", sum));
+    return b.finish();
+  };
+  const Graph g = block(false);
+  for (const Op& op : g.ops) EXPECT_FALSE(runs_nd(op)) << op.name;
+  EXPECT_EQ(op_label(g.ops[0]), "conv2d");
+  Weights w;
+  for (const ParamSpec& p : g.params) w.emplace(p.key, Tensor(DType::kF32, p.shape));
+  WeightStore store;
+  PlanRequest r{
+      &g, &w, 1, {1, 4, 4, 4}, {*parse_layer_policy("w=f16,a=f16,acc=f32"), {}}, {}, "cpu-emulated",
+      {}};
+  auto plan = compile_plan(r, store);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  EXPECT_FALSE((*plan)->row_major);
+  bool fused = false;
+  for (const Group& grp : (*plan)->groups) {
+    std::vector<std::string> names;
+    for (int o : grp.ops) names.push_back(g.ops[std::size_t(o)].name);
+    fused = fused || names == std::vector<std::string>{"conv2", "add", "half"};
+  }
+  EXPECT_TRUE(fused) << "conv2, the residual add and the slice in one group";
+  const Graph wide = block(true);
+  Weights ww;
+  for (const ParamSpec& p : wide.params) ww.emplace(p.key, Tensor(DType::kF32, p.shape));
+  r.graph = &wide;
+  r.weights = &ww;
+  r.other_inputs = {{1, 8, 1, 1}};
+  auto refused = compile_plan(r, store);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("add broadcasts [1, 8, 1, 1] and [1, 8, 4, 4]"),
+            std::string::npos)
+      << refused.error().message();
 }
 
 // A plan of N-d ops is row-major; ops outside the fused patterns run one per group with their

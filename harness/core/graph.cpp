@@ -6,8 +6,6 @@ namespace tp {
 
 const char* op_kind_name(OpKind kind) {
   switch (kind) {
-    case OpKind::kConv2d:
-      return "conv2d";
     case OpKind::kGroupNorm:
       return "group_norm";
     case OpKind::kSilu:
@@ -16,18 +14,12 @@ const char* op_kind_name(OpKind kind) {
       return "relu";
     case OpKind::kTanhClamp:
       return "tanh_clamp";
-    case OpKind::kUpsampleNearest2x:
-      return "upsample_nearest2x";
     case OpKind::kLinear:
       return "linear";
     case OpKind::kAttention:
       return "attention";
-    case OpKind::kAdd:
-      return "add";
     case OpKind::kAffine:
       return "affine";
-    case OpKind::kSliceChannels:
-      return "slice_channels";
     case OpKind::kClamp:
       return "clamp";
     case OpKind::kConv:
@@ -88,11 +80,9 @@ uint64_t Graph::hash() const {
     for (int i : op.inputs) f.pod(int32_t(i));
     f.pod(int32_t(op.output));
     const OpAttrs& a = op.attrs;
-    for (int v :
-         {a.stride, a.pad_top, a.pad_bottom, a.pad_left, a.pad_right, a.groups, a.begin, a.end})
-      f.pod(int32_t(v));
+    for (int v : {a.groups, a.begin, a.end}) f.pod(int32_t(v));
     for (double v : {a.eps, a.scale, a.shift, a.lo, a.hi}) f.pod(v);
-    if (op.kind >= OpKind::kConv) {  // the N-d attributes (left out before: VAE hashes unchanged)
+    if (op.kind >= OpKind::kConv) {  // the N-d attributes
       for (const std::vector<int>* list : {&a.strides, &a.dilations, &a.pads_lo, &a.pads_hi}) {
         f.pod(uint32_t(list->size()));
         for (int v : *list) f.pod(int32_t(v));
@@ -117,9 +107,47 @@ uint64_t Graph::hash() const {
   return f.h;
 }
 
+std::optional<Conv2dWindow> conv2d_window(const Op& op) {
+  if (op.kind != OpKind::kConv) return std::nullopt;
+  return conv2d_window(op.attrs);
+}
+
+std::optional<Conv2dWindow> conv2d_window(const OpAttrs& a) {
+  if (a.strides.size() != 2 || a.strides[0] != a.strides[1] ||
+      a.dilations != std::vector<int>{1, 1} || a.conv_groups != 1 ||
+      a.pad_mode != PadMode::kZeros || a.pads_lo.size() != 2 || a.pads_hi.size() != 2)
+    return std::nullopt;
+  return Conv2dWindow{a.strides[0], a.pads_lo[0], a.pads_hi[0], a.pads_lo[1], a.pads_hi[1]};
+}
+
+bool slices_channels(const Op& op) { return op.kind == OpKind::kSlice && op.attrs.axis == 1; }
+
+bool upsamples_2x(const Op& op) {
+  return op.kind == OpKind::kInterpolateNearest && op.inputs.size() == 1 && op.attrs.scale == 2;
+}
+
+bool runs_nd(const Op& op) {
+  const bool add = op.kind == OpKind::kBinary && op.attrs.binary == BinaryOp::kAdd;
+  return op.kind >= OpKind::kConv && !conv2d_window(op) && !add && !slices_channels(op) &&
+         !upsamples_2x(op);
+}
+
+bool is_matrix_op(OpKind k) {
+  return k == OpKind::kConv || k == OpKind::kLinear || k == OpKind::kLinearLast;
+}
+
+std::string op_label(const Op& op) {
+  if (op.kind == OpKind::kConv) return "conv" + std::to_string(op.attrs.strides.size()) + "d";
+  if (op.kind == OpKind::kBinary) {
+    static const char* const names[] = {"add", "sub", "mul", "div"};
+    return names[int(op.attrs.binary)];
+  }
+  return op_kind_name(op.kind);
+}
+
 bool Graph::has_nd_ops() const {
   for (const Op& op : ops)
-    if (op.kind >= OpKind::kConv) return true;
+    if (runs_nd(op)) return true;
   return false;
 }
 
@@ -159,15 +187,8 @@ int GraphBuilder::emit(Op op) {
 
 int GraphBuilder::conv2d(const std::string& name, int x, int cin, int cout, int kernel, int stride,
                          int pad_top, int pad_bottom, int pad_left, int pad_right, bool bias) {
-  Op op{name, OpKind::kConv2d, {x}, -1, {}, name + ".weight", bias ? name + ".bias" : ""};
-  op.attrs.stride = stride;
-  op.attrs.pad_top = pad_top;
-  op.attrs.pad_bottom = pad_bottom;
-  op.attrs.pad_left = pad_left;
-  op.attrs.pad_right = pad_right;
-  param(op.weight, {cout, cin, kernel, kernel});
-  if (bias) param(op.bias, {cout});
-  return emit(std::move(op));
+  return conv(name, x, cin, cout, {kernel, kernel}, {stride, stride}, {1, 1}, {pad_top, pad_left},
+              {pad_bottom, pad_right}, PadMode::kZeros, 1, bias);
 }
 
 int GraphBuilder::conv2d_same(const std::string& name, int x, int cin, int cout, int kernel,
@@ -289,6 +310,12 @@ int GraphBuilder::interpolate_nearest(const std::string& name, int x, int like) 
   return emit(Op{name, OpKind::kInterpolateNearest, {x, like}, -1, {}, "", ""});
 }
 
+int GraphBuilder::upsample_nearest2x(const std::string& name, int x) {
+  Op op{name, OpKind::kInterpolateNearest, {x}, -1, {}, "", ""};
+  op.attrs.scale = 2;
+  return emit(std::move(op));
+}
+
 int GraphBuilder::permute(const std::string& name, int x, const std::vector<int64_t>& order) {
   Op op{name, OpKind::kPermute, {x}, -1, {}, "", ""};
   op.attrs.dims = order;
@@ -319,14 +346,11 @@ int GraphBuilder::unary(const std::string& name, OpKind kind, int x, OpAttrs att
 }
 
 int GraphBuilder::add(const std::string& name, int a, int b) {
-  return emit(Op{name, OpKind::kAdd, {a, b}, -1, {}, "", ""});
+  return binary(name, BinaryOp::kAdd, a, b);
 }
 
 int GraphBuilder::slice_channels(const std::string& name, int x, int begin, int end) {
-  OpAttrs a;
-  a.begin = begin;
-  a.end = end;
-  return emit(Op{name, OpKind::kSliceChannels, {x}, -1, a, "", ""});
+  return slice(name, x, 1, begin, end);
 }
 
 int GraphBuilder::clamp(const std::string& name, int x, double lo, double hi) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,18 +16,14 @@
 namespace tp {
 
 enum class OpKind : uint8_t {
-  kConv2d,     // in[0]: x [B,Cin,H,W]; weight [Cout,Cin,k,k]; bias [Cout]?
   kGroupNorm,  // affine, biased variance; weight/bias [C]
   kSilu,       // x * sigmoid(x)
   kRelu,
-  kTanhClamp,          // tanh(x / scale) * scale  (AutoencoderTiny's latent clamp)
-  kUpsampleNearest2x,  // out[y][x] = in[y/2][x/2]
-  kLinear,             // over the channel dim of [B,C,H,W], tokens = H*W; weight [Cout,Cin]
-  kAttention,          // in: q, k, v [B,C,H,W]; softmax(q^T k * scale) v, one head of dim C
-  kAdd,                // in[0] + in[1]
-  kAffine,             // x * scale + shift
-  kSliceChannels,      // channels [begin, end)
-  kClamp,              // min(max(x, lo), hi)
+  kTanhClamp,  // tanh(x / scale) * scale  (AutoencoderTiny's latent clamp)
+  kLinear,     // over the channel dim of [B,C,H,W], tokens = H*W; weight [Cout,Cin]
+  kAttention,  // in: q, k, v [B,C,H,W]; softmax(q^T k * scale) v, one head of dim C
+  kAffine,     // x * scale + shift
+  kClamp,      // min(max(x, lo), hi)
   // N-dimensional ops (the kinds above assume [B,C,H,W] and one head). Shapes in comments:
   // S = 1 to 3 spatial dims, L = tokens, D = features.
   kConv,                // x [B,Cin,*S]; weight [Cout,Cin/groups,*K]; bias [Cout]?; per-axis
@@ -47,7 +44,8 @@ enum class OpKind : uint8_t {
   kBinary,              // in[0] (op) in[1] with numpy broadcasting: add, sub, mul, div
   kTimestepEmbedding,   // timesteps [...] -> [..., dim]: diffusers' sinusoid, always computed in
                         // float32 (cos first when flip_sin_to_cos; freq_shift in `shift`)
-  kInterpolateNearest,  // x [B,C,*S] to in[1]'s trailing spatial sizes, PyTorch's "nearest"
+  kInterpolateNearest,  // x [B,C,*S] to in[1]'s trailing spatial sizes, or without in[1] to
+                        // `scale` (a whole factor) times each: PyTorch's "nearest"
                         // (src = min(floor(dst * float(in/out)), in-1))
 };
 
@@ -57,13 +55,11 @@ enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv };
 const char* op_kind_name(OpKind kind);
 
 struct OpAttrs {
-  int stride = 1;
-  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;  // conv zero padding
-  int groups = 0;                                                // GroupNorm
-  double eps = 0;                                                // GroupNorm
-  double scale = 1, shift = 0;                                   // Affine, TanhClamp, Attention
-  double lo = 0, hi = 0;                                         // Clamp
-  int begin = 0, end = 0;                                        // SliceChannels, Slice
+  int groups = 0;               // GroupNorm
+  double eps = 0;               // GroupNorm
+  double scale = 1, shift = 0;  // Affine, TanhClamp, Attention
+  double lo = 0, hi = 0;        // Clamp
+  int begin = 0, end = 0;       // SliceChannels, Slice
   // N-dimensional ops.
   std::vector<int> strides, dilations, pads_lo, pads_hi;  // Conv, one per spatial axis
   PadMode pad_mode = PadMode::kZeros;                     // Conv
@@ -89,6 +85,35 @@ struct Op {
   std::string bias;
 };
 
+// A conv's window as the [B,C,H,W] kernels read it: two spatial axes, one stride for both, no
+// dilation, one group, zero padding. Every conv kernel takes such a conv on its fast path (the
+// image kernels that fuse bias, residual and activation); any other conv runs on its N-d path.
+struct Conv2dWindow {
+  int stride = 1;
+  int pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+};
+std::optional<Conv2dWindow> conv2d_window(const Op& op);
+std::optional<Conv2dWindow> conv2d_window(const OpAttrs& conv);  // of a kConv's attributes
+
+// A slice along axis 1 (a VAE's mean and logvar): the image kernels slice channels in any layout.
+bool slices_channels(const Op& op);
+
+// A nearest upsample of a [B,C,H,W] value by 2 (the VAEs' Upsample2D), which the image kernels
+// run in any layout and a conv can read through without materializing it.
+bool upsamples_2x(const Op& op);
+
+// Whether `op` runs on the N-dimensional kernels (row-major, one op at a time): the kinds from
+// kConv on, except the image kernels' fast paths: a conv that conv2d_window() takes, a channel
+// slice, upsamples_2x(), and an add (of one shape in any layout; a broadcasting add needs a
+// row-major plan).
+bool runs_nd(const Op& op);
+
+// Conv and linear kinds: products over a weight matrix (stored in the policy's weight dtype).
+bool is_matrix_op(OpKind kind);
+
+// The op as a user names it: "conv2d" or "conv3d" for a conv, otherwise op_kind_name().
+std::string op_label(const Op& op);
+
 struct ParamSpec {
   std::string key;
   Shape shape;
@@ -111,7 +136,7 @@ struct Graph {
 
   // Stable across runs and machines: a function of the ops, attributes and parameter shapes.
   uint64_t hash() const;
-  // Whether any op is one of the N-dimensional kinds (kConv onwards).
+  // Whether any op runs_nd(): the whole graph then runs row-major.
   bool has_nd_ops() const;
   // Index of the last op reading each value (for freeing buffers early); -1 if never read.
   std::vector<int> last_uses() const;
@@ -155,6 +180,7 @@ class GraphBuilder {
   int timestep_embedding(const std::string& name, int timesteps, int64_t dim, bool flip_sin_to_cos,
                          double freq_shift);
   int interpolate_nearest(const std::string& name, int x, int like);
+  int upsample_nearest2x(const std::string& name, int x);  // interpolate_nearest by 2
   int permute(const std::string& name, int x, const std::vector<int64_t>& order);
   int binary(const std::string& name, BinaryOp op, int a, int b);
   int linear(const std::string& name, int x, int cin, int cout);

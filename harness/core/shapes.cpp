@@ -5,9 +5,17 @@
 namespace tp {
 namespace {
 
-std::string at(const Op& op) { return op.name + " (" + op_kind_name(op.kind) + "): "; }
+std::string at(const Op& op) { return op.name + " (" + op_label(op) + "): "; }
 
 int normalized_axis(int axis, std::size_t rank) { return axis < 0 ? axis + int(rank) : axis; }
+
+// "64x64" for the dims of `s` from `first` on.
+std::string sizes_string(const Shape& s, std::size_t first) {
+  std::string out;
+  for (std::size_t i = first; i < s.size(); ++i)
+    out += (i == first ? "" : "x") + std::to_string(s[i]);
+  return out;
+}
 
 // Output shape of one op from its input shapes and parameter shapes; `graph_input` names the
 // graph's input in messages about sizes it is too small for.
@@ -19,33 +27,12 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
   auto param = [&](const std::string& key) -> const Shape& { return params.at(key); };
   auto bad = [&](const std::string& why) { return Error(at(op) + why); };
   switch (op.kind) {
-    case OpKind::kConv2d: {
-      const Shape& w = param(op.weight);
-      if (x.size() != 4 || x[1] != w[1])
-        return bad("input " + shape_string(x) + " does not fit weight " + shape_string(w));
-      const int64_t h = x[2] + a.pad_top + a.pad_bottom - w[2],
-                    wd = x[3] + a.pad_left + a.pad_right - w[3];
-      if (h < 0 || wd < 0)
-        return Error(graph_input + " is too small: at " + op.name + " the activation is " +
-                     std::to_string(x[2]) + "x" + std::to_string(x[3]) + ", smaller than its " +
-                     std::to_string(w[2]) + "x" + std::to_string(w[3]) +
-                     " kernel; use a larger image or latent");
-      return Shape{x[0], w[0], h / a.stride + 1, wd / a.stride + 1};
-    }
     case OpKind::kLinear: {
       const Shape& w = param(op.weight);
       if (x.size() != 4 || x[1] != w[1])
         return bad("input " + shape_string(x) + " does not fit weight " + shape_string(w));
       return Shape{x[0], w[0], x[2], x[3]};
     }
-    case OpKind::kUpsampleNearest2x:
-      if (x.size() != 4) return bad("takes [B,C,H,W], not " + shape_string(x));
-      return Shape{x[0], x[1], 2 * x[2], 2 * x[3]};
-    case OpKind::kSliceChannels:
-      if (x.size() != 4 || a.begin < 0 || a.end > x[1] || a.begin >= a.end)
-        return bad("channels [" + std::to_string(a.begin) + ", " + std::to_string(a.end) + ") of " +
-                   shape_string(x));
-      return Shape{x[0], a.end - a.begin, x[2], x[3]};
     case OpKind::kGroupNorm:
       if (x.size() < 2 || a.groups <= 0 || x[1] % a.groups)
         return bad(std::to_string(a.groups) + " groups do not divide the channels of " +
@@ -54,8 +41,6 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
     case OpKind::kAttention:
       if (x.size() != 4)
         return bad("takes [B,C,H,W] queries, keys and values, not " + shape_string(x));
-      [[fallthrough]];
-    case OpKind::kAdd:
       for (const Shape* s : in)
         if (*s != x)
           return bad("inputs " + shape_string(x) + " and " + shape_string(*s) + " differ");
@@ -72,8 +57,11 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
       for (std::size_t i = 0; i < spatial; ++i) {
         const int64_t span =
             x[2 + i] + a.pads_lo[i] + a.pads_hi[i] - int64_t(a.dilations[i]) * (w[2 + i] - 1) - 1;
-        if (span < 0 || a.strides[i] <= 0)
-          return bad("input " + shape_string(x) + " is smaller than its kernel " + shape_string(w));
+        if (a.strides[i] <= 0) return bad("stride " + std::to_string(a.strides[i]));
+        if (span < 0)
+          return Error(graph_input + " is too small: at " + op.name + " the activation is " +
+                       sizes_string(x, 2) + ", smaller than its " + sizes_string(w, 2) +
+                       " kernel; use a larger image or latent");
         out.push_back(span / a.strides[i] + 1);
       }
       return out;
@@ -179,6 +167,11 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
       return out;
     }
     case OpKind::kInterpolateNearest: {
+      if (in.size() == 1) {  // by a whole factor: the image kernels' 2x
+        if (x.size() != 4 || a.scale != 2)
+          return bad("upsamples [B,C,H,W] by 2, not " + shape_string(x));
+        return Shape{x[0], x[1], 2 * x[2], 2 * x[3]};
+      }
       const Shape& like = *in[1];
       const std::size_t spatial = x.size() < 3 ? 0 : x.size() - 2;
       if (spatial == 0 || spatial > 3 || like.size() < spatial)

@@ -80,7 +80,6 @@ bool under(const std::string& name, const std::string& path) {
 
 OpClass op_class(OpKind k) {
   switch (k) {
-    case OpKind::kConv2d:
     case OpKind::kConv:
     case OpKind::kLinear:
     case OpKind::kLinearLast:
@@ -92,7 +91,6 @@ OpClass op_class(OpKind k) {
     case OpKind::kAttention:
     case OpKind::kMultiHeadAttention:
       return OpClass::kAttention;
-    case OpKind::kUpsampleNearest2x:
     case OpKind::kInterpolateNearest:
       return OpClass::kUpsample;
     default:

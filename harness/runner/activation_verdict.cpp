@@ -183,7 +183,7 @@ void DumpTriage::name_origin_op(const Placed& p, Provenance& pv) {
   const Op* over = first_op_past_range(p, over_value);
   const Op* broken = first_dumped_non_finite(p);
   const Op& named = over ? *over : broken ? *broken : g.ops[std::size_t(p.ops.back())];
-  pv.op = op_kind_name(named.kind);
+  pv.op = op_label(named);
   const std::string inner = named.name == p.path ? "" : "its op " + named.name + ": ";
   const bool nan = std::isnan(pv.value);
   const bool product = named.kind == OpKind::kSilu || named.kind == OpKind::kGelu ||

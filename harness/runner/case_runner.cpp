@@ -67,9 +67,7 @@ bool every_weighted_layer_kept(const Case& c, const Model& m) {
   if (c.keep_fp32.empty()) return false;
   for (const Graph& g : m.family().graphs(*m.config))
     for (const Op& op : g.ops) {
-      if (op.kind != OpKind::kConv2d && op.kind != OpKind::kLinear && op.kind != OpKind::kConv &&
-          op.kind != OpKind::kLinearLast)
-        continue;
+      if (!is_matrix_op(op.kind)) continue;
       bool kept = false;
       for (const std::string& glob : c.keep_fp32)
         kept = kept || compiled::glob_match(glob, op.name);

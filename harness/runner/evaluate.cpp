@@ -89,9 +89,7 @@ ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
   for (int o : grp.ops) {
     const Op& op = plan.graph->ops[std::size_t(o)];
     if (op.weight.empty()) continue;
-    const bool matrix = op.kind == OpKind::kConv2d || op.kind == OpKind::kLinear ||
-                        op.kind == OpKind::kConv || op.kind == OpKind::kLinearLast;
-    path.dtypes.push_back(compiled::param_storage(grp.policy, matrix));
+    path.dtypes.push_back(compiled::param_storage(grp.policy, is_matrix_op(op.kind)));
     if (!op.bias.empty()) path.dtypes.push_back(compiled::param_storage(grp.policy, false));
   }
   path.accumulation = grp.policy.accumulation;
@@ -286,17 +284,22 @@ void fail(Evaluation& e, const std::string& why) {
 }
 
 // Every group of the largest plan per graph (tiles share a graph; a base and a refiner UNet do
-// not), for the output's tolerance.
+// not), for the output's tolerance; graphs in the order they were first compiled.
 std::vector<ValuePath> output_paths(const PreparedCase& p, const ReferenceRun& ref,
                                     const CompiledRun& run) {
-  std::map<uint64_t, const compiled::Plan*> largest;
+  std::vector<const compiled::Plan*> largest;
   for (const compiled::Plan* plan : run.session->plans()) {
-    const compiled::Plan*& l = largest[plan->graph_hash];
-    if (!l || plan->groups.size() > l->groups.size()) l = plan;
+    auto same = std::find_if(largest.begin(), largest.end(), [&](const compiled::Plan* l) {
+      return l->graph_hash == plan->graph_hash;
+    });
+    if (same == largest.end())
+      largest.push_back(plan);
+    else if (plan->groups.size() > (*same)->groups.size())
+      *same = plan;
   }
   std::vector<ValuePath> all;
   const std::map<int, Tensor> no_values;
-  for (const auto& [hash, plan] : largest) {
+  for (const compiled::Plan* plan : largest) {
     const std::map<int, Tensor>* values = &no_values;  // a call of this plan's: its shapes
     for (const GroupCapture& g : run.groups)
       if (g.plan == plan && values == &no_values)

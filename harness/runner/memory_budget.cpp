@@ -64,7 +64,7 @@ Expected<CallBytes> call_bytes(const Call& call) {
     const Op& op = call.graph.ops[i];
     live += bytes(op.output);
     b.values += bytes(op.output);
-    if ((op.kind == OpKind::kConv2d || op.kind == OpKind::kConv) && !op.weight.empty())
+    if (op.kind == OpKind::kConv && !op.weight.empty())
       for (const ParamSpec& w : call.graph.params)
         if (w.key == op.weight && !shapes[std::size_t(op.output)].empty())
           b.columns =

@@ -63,7 +63,7 @@ bool replay_finite(const compiled::GroupReplay& r) {
 
 // The cause of a non-finite fp32 op output `value` from finite inputs (the op's input values at
 // the element are in `inputs` when the op is pointwise).
-std::string classify(OpKind kind, double value,
+std::string classify(const Op& op, double value,
                      const std::vector<std::pair<std::string, double>>& inputs) {
   if (std::isinf(value)) return "overflow";
   bool input_inf = false, opposite = false;
@@ -71,7 +71,8 @@ std::string classify(OpKind kind, double value,
   if (inputs.size() == 2)
     opposite = std::isinf(inputs[0].second) && std::isinf(inputs[1].second) &&
                (inputs[0].second > 0) != (inputs[1].second > 0);
-  if (kind == OpKind::kAdd && opposite) return "inf-inf";
+  const bool add = op.kind == OpKind::kBinary && op.attrs.binary == BinaryOp::kAdd;
+  if (add && opposite) return "inf-inf";
   if (input_inf) return "0*inf";
   // A reduction (conv, linear, attention, GroupNorm statistics) whose partial sums overflowed
   // with both signs.
@@ -161,10 +162,10 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
   const bool at_store = std::isfinite(at(*op_value, flat));  // finite in fp32, past the range
   pr.found = true;
   pr.layer = op->name;
-  pr.op = op_kind_name(op->kind);
+  pr.op = op_label(*op);
   if (store_op && store_op != op) {
     pr.stored_layer = store_op->name;
-    pr.stored_op = op_kind_name(store_op->kind);
+    pr.stored_op = op_label(*store_op);
   }
   pr.index = unravel(flat, op_value->shape());
   pr.value = at(*op_value, flat);
@@ -176,9 +177,8 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
       if (graph.ops[std::size_t(o)].output == v) return &t;
     return nullptr;
   };
-  const bool pointwise = op->kind != OpKind::kConv2d && op->kind != OpKind::kLinear &&
-                         op->kind != OpKind::kAttention && op->kind != OpKind::kGroupNorm &&
-                         op->kind != OpKind::kUpsampleNearest2x;
+  const bool pointwise = !is_matrix_op(op->kind) && op->kind != OpKind::kAttention &&
+                         op->kind != OpKind::kGroupNorm && op->kind != OpKind::kInterpolateNearest;
   for (int v : op->inputs)
     if (const Tensor* t = value_of(v)) {
       if (pointwise && t->shape() == op_value->shape())
@@ -246,7 +246,7 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
                 (ref_text.empty() ? "" : ref_text + ")");
     return pr;
   }
-  pr.cause = classify(op->kind, pr.value, pr.inputs);
+  pr.cause = classify(*op, pr.value, pr.inputs);
   if (pr.cause == "overflow") pr.dtype_max = dtype_max_finite(DType::kF32);
   pr.detail = pr.layer + " (" + pr.op + ") makes " + format_number(pr.value) + " at " +
               format_index(pr.index) + " from finite inputs in fp32 (" + pr.cause + ")" +

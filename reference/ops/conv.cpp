@@ -1,6 +1,7 @@
 // N-dimensional convolution (1 to 3 spatial axes): per-axis stride, dilation and padding, zero
 // or replicate padding (a causal time axis is padding (k-1)*dilation before, 0 after: diffusers'
-// HunyuanVideoCausalConv3d), grouped. Direct loops, accumulating in T like the reference GEMM.
+// HunyuanVideoCausalConv3d), grouped. Direct loops, accumulating in T like the reference GEMM;
+// a conv that conv2d_window() takes runs on the image conv (conv2d.cpp: im2col and GEMM).
 #include <algorithm>
 
 #include "harness/core/parallel.h"
@@ -10,6 +11,8 @@ namespace tp::ref {
 
 template <class T>
 Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpAttrs& a) {
+  if (const std::optional<Conv2dWindow> window = conv2d_window(a); window && x.rank() == 4)
+    return conv2d<T>(x, weight, bias, *window);
   const int spatial = x.rank() - 2;
   TP_CHECK(
       spatial >= 1 && spatial <= 3 && weight.rank() == x.rank() && int(a.strides.size()) == spatial,

@@ -34,7 +34,7 @@ constexpr int64_t kColumnBudget = 1 << 21;
 // cols[(c*kh + ky)*kw + kx][r*wo + ox] = x[c][(y0+r)*s - pt + ky][ox*s - pl + kx], or 0.
 template <class T>
 void im2col_rows(const T* x, int64_t cin, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                 const OpAttrs& a, int64_t y0, int64_t rows, int64_t wo, T* cols) {
+                 const Conv2dWindow& a, int64_t y0, int64_t rows, int64_t wo, T* cols) {
   const int64_t np = rows * wo;
 #pragma omp parallel for schedule(static) if (cin * kh * kw * np >= kParallelElements)
   for (int64_t k = 0; k < cin * kh * kw; ++k) {
@@ -71,8 +71,9 @@ void im2col_rows(const T* x, int64_t cin, int64_t h, int64_t w, int64_t kh, int6
 // whose input column falls in the padding are masked off (not read) and stored as zeros, rows in
 // the padding stored as zeros. (The SD-VAE's 32- and 64-wide images leave few panels clear of the
 // padding; this path packs them all without branching per lane.)
-void pack_row_panel(const float* x, int64_t h, int64_t w, int64_t kh, int64_t kw, const OpAttrs& a,
-                    int64_t oy, int64_t ox, int64_t k0, int64_t kc, float* out) {
+void pack_row_panel(const float* x, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                    const Conv2dWindow& a, int64_t oy, int64_t ox, int64_t k0, int64_t kc,
+                    float* out) {
   static_assert(sgemm::kNr == 16, "one 16-float vector per panel row");
   int64_t c = k0 / (kh * kw), ky = (k0 / kw) % kh, kx = k0 % kw;
   for (int64_t kk = 0; kk < kc; ++kk, out += 16) {
@@ -100,7 +101,7 @@ void pack_row_panel(const float* x, int64_t h, int64_t w, int64_t kh, int64_t kw
 // n = oy*wo + ox is x[c][oy*s - pt + ky][ox*s - pl + kx], or 0 in the padding. A panel of
 // kNr outputs on one row of a stride-1 conv reads a contiguous run of the input row.
 sgemm::PackB conv_patches(const float* x, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                          const OpAttrs& a, int64_t wo) {
+                          const Conv2dWindow& a, int64_t wo) {
   return [=](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
     constexpr int64_t nr = sgemm::kNr;
     for (int64_t j0 = 0; j0 < nc; j0 += nr) {
@@ -156,7 +157,7 @@ sgemm::PackB conv_patches(const float* x, int64_t h, int64_t w, int64_t kh, int6
 constexpr int64_t kDirectMaxChannels = 8;
 
 void direct_conv(const float* x, int64_t cin, int64_t h, int64_t w, const float* weight,
-                 int64_t cout, int64_t kh, int64_t kw, const float* bias, const OpAttrs& a,
+                 int64_t cout, int64_t kh, int64_t kw, const float* bias, const Conv2dWindow& a,
                  int64_t ho, int64_t wo, float* out) {
   const int threads = sgemm::threads_for(cout * cin * kh * kw * ho * wo);
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -192,7 +193,7 @@ void direct_conv(const float* x, int64_t cin, int64_t h, int64_t w, const float*
 }  // namespace
 
 template <class T>
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpAttrs& a) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dWindow& a) {
   const int64_t batch = x.dim(0), cin = x.dim(1), h = x.dim(2), w = x.dim(3);
   const int64_t cout = weight.dim(0), kh = weight.dim(2), kw = weight.dim(3);
   TP_CHECK(weight.dim(1) == cin, "conv input has " + std::to_string(cin) + " channels, weight " +
@@ -249,7 +250,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const O
   return out;
 }
 
-template Tensor conv2d<float>(const Tensor&, const Tensor&, const Tensor*, const OpAttrs&);
-template Tensor conv2d<double>(const Tensor&, const Tensor&, const Tensor*, const OpAttrs&);
+template Tensor conv2d<float>(const Tensor&, const Tensor&, const Tensor*, const Conv2dWindow&);
+template Tensor conv2d<double>(const Tensor&, const Tensor&, const Tensor*, const Conv2dWindow&);
 
 }  // namespace tp::ref

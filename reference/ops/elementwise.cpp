@@ -94,20 +94,6 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
 }
 
 template <class T>
-Tensor add(const Tensor& a, const Tensor& b) {
-  TP_CHECK(a.shape() == b.shape(),
-           "add " + shape_string(a.shape()) + " + " + shape_string(b.shape()));
-  Tensor out = Tensor::uninitialized(dtype_of<T>(), a.shape());
-  const T* pa = a.data<T>();
-  const T* pb = b.data<T>();
-  T* o = out.data<T>();
-  const int64_t n = a.numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i) o[i] = T(double(pa[i]) + double(pb[i]));
-  return out;
-}
-
-template <class T>
 Tensor upsample_nearest2x(const Tensor& x) {
   const int64_t planes = x.dim(0) * x.dim(1), h = x.dim(2), w = x.dim(3);
   Tensor out = Tensor::uninitialized(dtype_of<T>(), {x.dim(0), x.dim(1), 2 * h, 2 * w});
@@ -124,23 +110,10 @@ Tensor upsample_nearest2x(const Tensor& x) {
   return out;
 }
 
-template <class T>
-Tensor slice_channels(const Tensor& x, int begin, int end) {
-  const int64_t batch = x.dim(0), c = x.dim(1), hw = x.dim(2) * x.dim(3);
-  TP_CHECK(0 <= begin && begin <= end && end <= c, "channel slice out of range");
-  Tensor out = Tensor::uninitialized(dtype_of<T>(), {batch, end - begin, x.dim(2), x.dim(3)});
-  for (int64_t b = 0; b < batch; ++b)
-    std::memcpy(out.data<T>() + b * (end - begin) * hw, x.data<T>() + (b * c + begin) * hw,
-                std::size_t((end - begin) * hw) * sizeof(T));
-  return out;
-}
-
 #define TP_INSTANTIATE(T)                                                \
   template Tensor elementwise<T>(OpKind, const Tensor&, const OpAttrs&); \
-  template Tensor add<T>(const Tensor&, const Tensor&);                  \
   template Tensor gelu<T>(const Tensor&, bool);                          \
-  template Tensor upsample_nearest2x<T>(const Tensor&);                  \
-  template Tensor slice_channels<T>(const Tensor&, int, int);
+  template Tensor upsample_nearest2x<T>(const Tensor&);
 TP_INSTANTIATE(float)
 TP_INSTANTIATE(double)
 #undef TP_INSTANTIATE

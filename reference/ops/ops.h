@@ -15,8 +15,9 @@ inline int64_t conv_out_size(int64_t in, int pad_lo, int pad_hi, int64_t kernel,
   return span < 0 ? 0 : span / stride + 1;
 }
 
+// The fast path of conv() for a [B,C,H,W] conv that conv2d_window() takes.
 template <class T>
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpAttrs& a);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const Conv2dWindow& a);
 template <class T>
 Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, double eps);
 template <class T>
@@ -26,11 +27,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale
 template <class T>
 Tensor upsample_nearest2x(const Tensor& x);
 template <class T>
-Tensor slice_channels(const Tensor& x, int begin, int end);
-template <class T>
 Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a);  // unary ops
-template <class T>
-Tensor add(const Tensor& a, const Tensor& b);
 
 // N-dimensional ops (conv.cpp, token_ops.cpp, shape_ops.cpp, elementwise.cpp).
 template <class T>

@@ -252,13 +252,11 @@ Bounded pointwise(const Op& op, const std::vector<Bounded>& in, const torch::Ten
     case OpKind::kClamp:
       out.e = ex + kU * ay;
       return out;
-    case OpKind::kAdd:
     case OpKind::kBinary: {
       const torch::Tensor& z = in[1].y;
       const torch::Tensor ez = in[1].e.defined() ? in[1].e : torch::zeros_like(z);
-      const BinaryOp kind = op.kind == OpKind::kAdd ? BinaryOp::kAdd : a.binary;
       torch::Tensor carried;
-      switch (kind) {
+      switch (a.binary) {
         case BinaryOp::kAdd:
         case BinaryOp::kSub:
           carried = ex + ez;
@@ -284,16 +282,14 @@ Bounded pointwise(const Op& op, const std::vector<Bounded>& in, const torch::Ten
 
 // Ops that move elements without arithmetic: the same op on the bound.
 bool moves_only(OpKind k) {
-  return k == OpKind::kUpsampleNearest2x || k == OpKind::kSliceChannels || k == OpKind::kConcat ||
-         k == OpKind::kSlice || k == OpKind::kReshape || k == OpKind::kPermute ||
-         k == OpKind::kInterpolateNearest;
+  return k == OpKind::kConcat || k == OpKind::kSlice || k == OpKind::kReshape ||
+         k == OpKind::kPermute || k == OpKind::kInterpolateNearest;
 }
 
 Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::Tensor& w,
                     const torch::Tensor& b, DType acc, DType attention_operands) {
   const OpAttrs& a = op.attrs;
   switch (op.kind) {
-    case OpKind::kConv2d:
     case OpKind::kLinear:
     case OpKind::kConv:
     case OpKind::kLinearLast:

@@ -48,11 +48,6 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
                      const torch::Tensor& b) {
   const OpAttrs& a = op.attrs;
   switch (op.kind) {
-    case OpKind::kConv2d: {
-      torch::Tensor x =
-          torch::constant_pad_nd(in[0], {a.pad_left, a.pad_right, a.pad_top, a.pad_bottom}, 0);
-      return torch::conv2d(x, w, b.defined() ? b : torch::Tensor(), a.stride);
-    }
     case OpKind::kGroupNorm:
       return torch::group_norm(in[0], a.groups, w, b, a.eps);
     case OpKind::kSilu:
@@ -65,9 +60,6 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       return in[0] * a.scale + a.shift;
     case OpKind::kClamp:
       return torch::clamp(in[0], a.lo, a.hi);
-    case OpKind::kUpsampleNearest2x:
-      return torch::upsample_nearest2d(in[0],
-                                       std::vector<int64_t>{2 * in[0].size(2), 2 * in[0].size(3)});
     case OpKind::kLinear:
       return from_tokens(torch::linear(to_tokens(in[0]), w, b), in[0]);
     case OpKind::kAttention: {
@@ -81,10 +73,6 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       torch::Tensor p = torch::softmax(torch::matmul(q, k.transpose(1, 2)) * a.scale, -1);
       return from_tokens(torch::matmul(p, v), in[0]);
     }
-    case OpKind::kAdd:
-      return in[0] + in[1];
-    case OpKind::kSliceChannels:
-      return in[0].slice(1, a.begin, a.end).contiguous();
     case OpKind::kConv: {
       // torch's pad takes (lo, hi) pairs from the last axis backwards.
       std::vector<int64_t> pads;
@@ -180,6 +168,9 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       return emb.to(in[0].scalar_type());
     }
     case OpKind::kInterpolateNearest: {
+      if (in.size() == 1)  // upsamples_2x()
+        return torch::upsample_nearest2d(
+            in[0], std::vector<int64_t>{2 * in[0].size(2), 2 * in[0].size(3)});
       std::vector<int64_t> size(in[1].sizes().end() - (in[0].dim() - 2), in[1].sizes().end());
       return torch::nn::functional::interpolate(
           in[0], torch::nn::functional::InterpolateFuncOptions().size(size).mode(torch::kNearest));

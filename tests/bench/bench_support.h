@@ -164,7 +164,7 @@ inline void conv_group_bench(benchmark::State& state,
   int index = -1;
   for (std::size_t i = 0; i < (*plan)->groups.size() && index < 0; ++i)
     for (int op : (*plan)->groups[i].ops)
-      if (g.ops[std::size_t(op)].kind == OpKind::kConv2d &&
+      if (conv2d_window(g.ops[std::size_t(op)]) &&
           compiled::glob_match(s.where, g.ops[std::size_t(op)].name))
         index = int(i);
   if (index < 0) return state.SkipWithError("no group holds this conv");

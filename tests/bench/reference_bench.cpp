@@ -58,7 +58,7 @@ void BM_ConvReferenceOp(benchmark::State& state) {
   const ConvShape& s = kShapes[state.range(0)];
   const Tensor w = random_f32({s.cout, s.cin, s.k, s.k}, "w"), bias = random_f32({s.cout}, "b");
   const Tensor x = random_f32({1, s.cin, s.h, s.w}, "x");
-  OpAttrs a;
+  Conv2dWindow a;
   a.stride = s.stride;
   const int pad = s.k / 2;
   a.pad_top = a.pad_left = s.asymmetric_pad ? 0 : pad;

@@ -307,7 +307,7 @@ class GroupRun {
 
   // conv2d / linear: patches gathered chunk by chunk into the workspace (or the input read in
   // place for a plain 1x1), one GEMM per chunk, then scale (fp8) and bias on the accumulator.
-  Expected<DeviceMemory> conv(const Op& op, int src, const OpAttrs& a, cuda::Upsample up,
+  Expected<DeviceMemory> conv(const Op& op, int src, const Conv2dWindow& a, cuda::Upsample up,
                               const Dims& od, DType accumulation);
 
   // softmax(q k^T * scale) v, one block of query rows at a time (rows x N scores at most);

@@ -16,9 +16,9 @@ Status GroupRun::run(const Group& grp) {
   const FaultSet& f = plan_.faults;
   for (int o : grp.ops) {
     const Op& op = g_.ops[std::size_t(o)];
-    const std::string what = op.name + " (" + op_kind_name(op.kind) + ")";
+    const std::string what = op.name + " (" + op_label(op) + ")";
     DeviceMemory out;
-    if (op.kind >= OpKind::kConv) {
+    if (runs_nd(op)) {
       if (op.kind == OpKind::kMultiHeadAttention && pol.attention_in_activation)
         return Error(what +
                      ": attn=act has CUDA kernels for the VAE's attention only; run this case on "
@@ -34,26 +34,26 @@ Status GroupRun::run(const Group& grp) {
       for (int v : op.inputs) TP_RETURN_IF_ERROR(to_channels_last(v, what));
     const Dims od = nhwc_dims(shape(op.output));
     switch (op.kind) {
-      case OpKind::kUpsampleNearest2x: {
+      case OpKind::kInterpolateNearest: {     // upsamples_2x() (runs_nd() is false)
         if (grp.upsample_prologue) continue;  // the conv reads through it
         TP_ASSIGN_OR_RETURN(out, be_.scratch(od.numel() * 4, what));
         TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
         TP_CUDA(cuda::upsample_nearest2x(x.src, x.dims, out.get<float>(), be_.stream()), what);
         break;
       }
-      case OpKind::kConv2d: {
+      case OpKind::kConv: {  // conv2d_window() takes it (runs_nd() is false)
         const bool up = grp.upsample_prologue;
         const int src = up ? g_.ops[std::size_t(grp.ops[0])].inputs[0] : op.inputs[0];
         const cuda::Upsample mode = !up ? cuda::Upsample::kNone
                                     : f.has(Fault::kUpsampleOffByOne)
                                         ? cuda::Upsample::kNearest2xOffByOne
                                         : cuda::Upsample::kNearest2x;
-        TP_ASSIGN_OR_RETURN(out, conv(op, src, op.attrs, mode, od, pol.accumulation));
+        TP_ASSIGN_OR_RETURN(out, conv(op, src, *conv2d_window(op), mode, od, pol.accumulation));
         break;
       }
       case OpKind::kLinear: {
-        TP_ASSIGN_OR_RETURN(
-            out, conv(op, op.inputs[0], OpAttrs{}, cuda::Upsample::kNone, od, pol.accumulation));
+        TP_ASSIGN_OR_RETURN(out, conv(op, op.inputs[0], Conv2dWindow{}, cuda::Upsample::kNone, od,
+                                      pol.accumulation));
         break;
       }
       case OpKind::kGroupNorm: {
@@ -80,16 +80,20 @@ Status GroupRun::run(const Group& grp) {
                                            pol.attention_operands()));
         break;
       }
-      case OpKind::kAdd: {
-        TP_ASSIGN_OR_RETURN(out, be_.scratch(od.numel() * 4, what));
+      case OpKind::kBinary: {   // an add (runs_nd() is false)
+        if (plan_.row_major) {  // the N-d kernel, which broadcasts
+          TP_ASSIGN_OR_RETURN(out, nd_op(op, f, what));
+          break;
+        }
         TP_ASSIGN_OR_RETURN(Value a, value(op.inputs[0]));
         TP_ASSIGN_OR_RETURN(Value b, value(op.inputs[1]));
         if (a.dims.numel() != b.dims.numel())
           return Error(what + ": adds values of different sizes");
+        TP_ASSIGN_OR_RETURN(out, be_.scratch(od.numel() * 4, what));
         TP_CUDA(cuda::add(a.src, b.src, od.numel(), out.get<float>(), be_.stream()), what);
         break;
       }
-      case OpKind::kSliceChannels: {
+      case OpKind::kSlice: {  // slices_channels() (runs_nd() is false)
         TP_ASSIGN_OR_RETURN(out, be_.scratch(od.numel() * 4, what));
         TP_ASSIGN_OR_RETURN(Value x, value(op.inputs[0]));
         TP_CUDA(cuda::slice_channels(x.src, x.dims.b * x.dims.h * x.dims.w, x.dims.c,
@@ -193,9 +197,9 @@ Expected<cuda::PointwiseArgs> GroupRun::pointwise_args(const Op& op) {
   return a;
 }
 
-Expected<DeviceMemory> GroupRun::conv(const Op& op, int src, const OpAttrs& a, cuda::Upsample up,
-                                      const Dims& od, DType accumulation) {
-  const std::string what = op.name + " (" + op_kind_name(op.kind) + ")";
+Expected<DeviceMemory> GroupRun::conv(const Op& op, int src, const Conv2dWindow& a,
+                                      cuda::Upsample up, const Dims& od, DType accumulation) {
+  const std::string what = op.name + " (" + op_label(op) + ")";
   TP_ASSIGN_OR_RETURN(Value x, value(src));
   const std::shared_ptr<const PreparedParam>& w = plan_.params.at(op.weight);
   const Storage operand = operand_for(x.src.storage, w->storage);
@@ -298,8 +302,8 @@ Expected<DeviceMemory> GroupRun::attention(const Op& op, const Dims& od, bool no
 }
 
 bool GroupRun::channels_matter(OpKind k) {
-  return k == OpKind::kConv2d || k == OpKind::kLinear || k == OpKind::kGroupNorm ||
-         k == OpKind::kAttention || k == OpKind::kUpsampleNearest2x || k == OpKind::kSliceChannels;
+  return k == OpKind::kConv || k == OpKind::kLinear || k == OpKind::kGroupNorm ||
+         k == OpKind::kAttention || k == OpKind::kInterpolateNearest || k == OpKind::kSlice;
 }
 
 Status GroupRun::to_channels_last(int v, const std::string& what) {

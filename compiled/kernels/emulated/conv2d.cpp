@@ -32,9 +32,9 @@ int64_t source_index(int64_t i, int64_t extent, Upsample up) {
 // One full panel of 16 output positions when every tap's channel run is whole 16-blocks: each
 // 16 x 16 block (16 positions' runs of 16 channels) is loaded a position per register,
 // transposed, and stored a channel per row of the panel.
-void pack_panel16(const float* in, int64_t h, int64_t w, int64_t ci, int64_t kw, const OpAttrs& a,
-                  Upsample up, int64_t wo, int64_t hin, int64_t win, int64_t k0, int64_t kc,
-                  int64_t q0, float* panel) {
+void pack_panel16(const float* in, int64_t h, int64_t w, int64_t ci, int64_t kw,
+                  const Conv2dWindow& a, Upsample up, int64_t wo, int64_t hin, int64_t win,
+                  int64_t k0, int64_t kc, int64_t q0, float* panel) {
   thread_local std::vector<float> zeros;
   if (int64_t(zeros.size()) < ci) zeros.assign(std::size_t(ci), 0.0f);
   const float* src[16];
@@ -63,7 +63,7 @@ void pack_panel16(const float* in, int64_t h, int64_t w, int64_t ci, int64_t kw,
 // with kk = (ky*kw + kx)*ci + c and q = oy*wo + ox is the (upsampled) input at that tap, or 0
 // in the padding. Each position's taps are runs of ci contiguous values.
 sgemm::PackB channels_last_patches(const float* in, int64_t h, int64_t w, int64_t ci, int64_t kw,
-                                   const OpAttrs& a, Upsample up, int64_t wo) {
+                                   const Conv2dWindow& a, Upsample up, int64_t wo) {
   const int64_t hin = up == Upsample::kNone ? h : 2 * h, win = up == Upsample::kNone ? w : 2 * w;
   return [=](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
     constexpr int64_t nr = sgemm::kNr;
@@ -118,7 +118,7 @@ void scale_and_shift(float* c, int64_t pixels, int64_t co, const float* scale, c
 constexpr int64_t kDirectMaxChannels = 8;
 
 void direct_conv(const float* in, int64_t h, int64_t w, int64_t ci, const float* weight, int64_t co,
-                 int64_t kh, int64_t kw, const OpAttrs& a, Upsample up, int64_t ho, int64_t wo,
+                 int64_t kh, int64_t kw, const Conv2dWindow& a, Upsample up, int64_t ho, int64_t wo,
                  float* out) {
   const int64_t hin = up == Upsample::kNone ? h : 2 * h, win = up == Upsample::kNone ? w : 2 * w;
   const int64_t k = kh * kw * ci, lanes_end = ci / 8 * 8;
@@ -168,7 +168,7 @@ void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DT
 }
 
 Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam* bias,
-              const OpAttrs& a, Upsample upsample, DType accumulation) {
+              const Conv2dWindow& a, Upsample upsample, DType accumulation) {
   const int64_t b = x.dim(0), h = x.dim(1), w = x.dim(2), ci = x.dim(3);
   const int64_t hin = upsample == Upsample::kNone ? h : 2 * h,
                 win = upsample == Upsample::kNone ? w : 2 * w;

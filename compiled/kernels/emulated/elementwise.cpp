@@ -170,19 +170,6 @@ Tensor silu_rounded_to(DType dt, Tensor x) {
   return x;
 }
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  TP_CHECK(a.shape() == b.shape(),
-           "add of " + shape_string(a.shape()) + " and " + shape_string(b.shape()));
-  Tensor out = Tensor::uninitialized(DType::kF32, a.shape());
-  const float* x = a.data<float>();
-  const float* y = b.data<float>();
-  float* o = out.data<float>();
-  const int64_t n = a.numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
-  return out;
-}
-
 Tensor slice_channels(const Tensor& x, int begin, int end) {
   const int64_t pixels = x.dim(0) * x.dim(1) * x.dim(2), c = x.dim(3), w = end - begin;
   Tensor out = Tensor::uninitialized(DType::kF32, {x.dim(0), x.dim(1), x.dim(2), w});

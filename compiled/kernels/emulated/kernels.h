@@ -19,7 +19,7 @@ enum class Upsample : uint8_t { kNone, kNearest2x, kNearest2xOffByOne };
 // conv2d (and linear, as a 1x1 conv) over an NHWC input, optionally read through a nearest 2x
 // upsample that is never materialized; out = (sum_k x*w) * scale[c] + bias[c].
 Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam* bias,
-              const OpAttrs& attrs, Upsample upsample, DType accumulation);
+              const Conv2dWindow& window, Upsample upsample, DType accumulation);
 // out[M,N] = a[M,K] * w[N,K]^T, accumulating in f32 (sgemm) or, for acc=f16, rounding every
 // multiply-add to f16 in k order.
 void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DType accumulation,
@@ -43,7 +43,6 @@ Tensor upsample_nearest2x(const Tensor& x);
 Tensor pointwise(OpKind kind, const OpAttrs& attrs, Tensor x);  // unary ops, in place on x
 // SiLU with every step rounded to `dt` (the silu-in-activation-dtype fault), in place on x.
 Tensor silu_rounded_to(DType dt, Tensor x);
-Tensor add(const Tensor& a, const Tensor& b);
 Tensor slice_channels(const Tensor& x, int begin, int end);
 
 // The N-dimensional ops (kConv onwards), one op at a time, on row-major tensors in their logical

@@ -331,7 +331,28 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
 }
 
 template <class T>
+T apply(BinaryOp op, T x, T y) {
+  return op == BinaryOp::kAdd   ? x + y
+         : op == BinaryOp::kSub ? x - y
+         : op == BinaryOp::kMul ? x * y
+                                : x / y;
+}
+
+// Operands of one shape: element by element, in any layout (a channels-last plan's adds).
+template <class T>
+Tensor elementwise_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), a.shape());
+  const T *pa = a.data<T>(), *pb = b.data<T>();
+  T* po = result.data<T>();
+  const int64_t n = a.numel();
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) po[i] = apply(op, pa[i], pb[i]);
+  return result;
+}
+
+template <class T>
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const Shape& out_shape) {
+  if (a.shape() == b.shape()) return elementwise_binary<T>(op, a, b);
   Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
   const std::vector<int64_t> sa = broadcast_strides(a.shape(), out_shape),
                              sb = broadcast_strides(b.shape(), out_shape);
@@ -345,11 +366,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const Shape& out_sh
       ia += index[std::size_t(d)] * sa[std::size_t(d)];
       ib += index[std::size_t(d)] * sb[std::size_t(d)];
     }
-    const T x = pa[ia], y = pb[ib];
-    po[i] = op == BinaryOp::kAdd   ? x + y
-            : op == BinaryOp::kSub ? x - y
-            : op == BinaryOp::kMul ? x * y
-                                   : x / y;
+    po[i] = apply(op, pa[ia], pb[ib]);
     for (int d = rank - 1; d >= 0 && ++index[std::size_t(d)] == out_shape[std::size_t(d)]; --d)
       index[std::size_t(d)] = 0;
   }

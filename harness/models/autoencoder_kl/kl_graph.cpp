@@ -118,7 +118,7 @@ Graph build_kl_decoder_graph(const KlConfig& c) {
       h = k.resnet(block + ".resnets." + std::to_string(j), h, j == 0 ? prev : rev[i], rev[i]);
     if (i + 1 != rev.size()) {
       // Upsample2D: F.interpolate(scale_factor=2, mode="nearest") then a 3x3 conv.
-      h = b.unary(block + ".upsamplers.0.interpolate", OpKind::kUpsampleNearest2x, h);
+      h = b.upsample_nearest2x(block + ".upsamplers.0.interpolate", h);
       h = b.conv2d_same(block + ".upsamplers.0.conv", h, rev[i], rev[i], 3);
       b.module(block + ".upsamplers.0", h);
     }

@@ -70,7 +70,7 @@ Graph build_tiny_decoder_graph(const TinyConfig& c) {
       h = tiny_block(b, layer("decoder", idx), h, ch);
       ++idx;
     }
-    if (!final) h = b.unary(layer("decoder", idx++), OpKind::kUpsampleNearest2x, h);
+    if (!final) h = b.upsample_nearest2x(layer("decoder", idx++), h);
     h = b.conv2d_same(layer("decoder", idx++), h, ch, final ? c.out_channels : ch, 3,
                       /*bias=*/final);
   }
