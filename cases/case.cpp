@@ -31,21 +31,6 @@ std::vector<Token> split(std::string_view line) {
   return out;
 }
 
-bool parse_int(std::string_view s, int64_t& out) {
-  if (s.empty() || s.size() > 9 ||
-      !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  out = std::strtoll(std::string(s).c_str(), nullptr, 10);
-  return true;
-}
-
-bool parse_double(std::string_view s, double& out) {
-  const std::string str(s);
-  char* end = nullptr;
-  out = std::strtod(str.c_str(), &end);
-  return !str.empty() && end == str.c_str() + str.size();
-}
-
 bool parse_resolution(std::string_view v, int64_t& h, int64_t& w) {
   const std::size_t x = v.find('x');
   return x != std::string_view::npos && parse_int(v.substr(0, x), h) &&
@@ -71,12 +56,6 @@ bool parse_memory(std::string_view v, int64_t& bytes) {
   if (!shift || !parse_int(v.substr(0, v.size() - 3), n) || n <= 0) return false;
   bytes = n << shift;
   return true;
-}
-
-std::string format_double(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
 }
 
 }  // namespace

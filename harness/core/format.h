@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +16,30 @@ inline std::string format_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
+}
+
+// A number as a case line writes it back: 9 significant digits, so it parses to the same double.
+inline std::string format_double(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// A whole number of 1 to 9 decimal digits (no sign, no spaces), or false.
+inline bool parse_int(std::string_view s, int64_t& out) {
+  if (s.empty() || s.size() > 9 ||
+      !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return false;
+  out = std::strtoll(std::string(s).c_str(), nullptr, 10);
+  return true;
+}
+
+// A number that is the whole of `s` (strtod's syntax), or false; never throws.
+inline bool parse_double(std::string_view s, double& out) {
+  const std::string str(s);
+  char* end = nullptr;
+  out = std::strtod(str.c_str(), &end);
+  return !str.empty() && end == str.c_str() + str.size();
 }
 
 // The non-empty pieces of `text` between `sep`s: "a,,b" -> {"a", "b"}.
