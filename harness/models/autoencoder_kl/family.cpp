@@ -1,14 +1,35 @@
 #include "harness/models/autoencoder_kl/family.h"
 
+#include <nlohmann/json.hpp>
+
+#include "harness/models/autoencoder_kl/kl_config.h"
 #include "harness/models/vae/vae_family.h"
 
 namespace tp {
+namespace {
+
+VaeArchitecture autoencoder_kl() {
+  VaeArchitecture a;
+  a.class_name = "AutoencoderKL";
+  a.claims_unnamed = [](const nlohmann::json& j) {  // AutoencoderTiny's fields are not there
+    return !j.contains("encoder_block_out_channels");
+  };
+  a.parse = [](const nlohmann::json& j,
+               const std::string& source) -> Expected<std::shared_ptr<VaeConfig>> {
+    TP_ASSIGN_OR_RETURN(KlVaeConfig c, parse_kl_config(j, source));
+    return std::shared_ptr<VaeConfig>(std::make_shared<KlVaeConfig>(std::move(c)));
+  };
+  a.encoder_outputs = {"mean", "logvar"};  // the posterior's
+  return a;
+}
+
+}  // namespace
 
 const Family& autoencoder_kl_family() {
   // tiny-kl: a small model of the architecture, for fast CI. sd-kl:
   // runwayml/stable-diffusion-v1-5 vae/config.json. sdxl-kl: SDXL base 1.0 vae/config.json.
   static const VaeFamily family(
-      VaeConfig::Kind::kKl,
+      autoencoder_kl(),
       {
           {"tiny-kl", R"({"_class_name": "AutoencoderKL", "act_fn": "silu",
  "block_out_channels": [16, 32, 32], "down_block_types": ["DownEncoderBlock2D", "DownEncoderBlock2D", "DownEncoderBlock2D"],

@@ -2,7 +2,7 @@
 // resnet.py ResnetBlock2D, unet_2d_blocks.py UNetMidBlock2D, attention_processor.py Attention).
 #include <cmath>
 
-#include "harness/models/vae/vae_graphs.h"
+#include "harness/models/autoencoder_kl/kl_config.h"
 
 namespace tp {
 namespace {

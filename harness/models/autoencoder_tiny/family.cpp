@@ -1,20 +1,40 @@
 #include "harness/models/autoencoder_tiny/family.h"
 
+#include <nlohmann/json.hpp>
+
+#include "harness/models/autoencoder_tiny/tiny_config.h"
 #include "harness/models/vae/vae_family.h"
 
 namespace tp {
+namespace {
+
+VaeArchitecture autoencoder_tiny() {
+  VaeArchitecture a;
+  a.class_name = "AutoencoderTiny";
+  a.claims_unnamed = [](const nlohmann::json& j) {
+    return j.contains("encoder_block_out_channels");
+  };
+  a.parse = [](const nlohmann::json& j,
+               const std::string& source) -> Expected<std::shared_ptr<VaeConfig>> {
+    TP_ASSIGN_OR_RETURN(TinyVaeConfig c, parse_tiny_config(j, source));
+    return std::shared_ptr<VaeConfig>(std::make_shared<TinyVaeConfig>(std::move(c)));
+  };
+  a.encoder_outputs = {"latents"};
+  return a;
+}
+
+}  // namespace
 
 const Family& autoencoder_tiny_family() {
   // tiny-taesd: a small model of TAESD's architecture, for fast CI.
   static const VaeFamily family(
-      VaeConfig::Kind::kTiny,
-      {
-          {"tiny-taesd", R"({"_class_name": "AutoencoderTiny", "act_fn": "relu",
+      autoencoder_tiny(), {
+                              {"tiny-taesd", R"({"_class_name": "AutoencoderTiny", "act_fn": "relu",
  "encoder_block_out_channels": [16, 16, 16, 16], "decoder_block_out_channels": [16, 16, 16, 16],
  "num_encoder_blocks": [1, 1, 1, 1], "num_decoder_blocks": [1, 1, 1, 1],
  "in_channels": 3, "out_channels": 3, "latent_channels": 4, "latent_magnitude": 3, "latent_shift": 0.5,
  "scaling_factor": 1.0, "shift_factor": 0.0, "upsample_fn": "nearest", "upsampling_scaling_factor": 2})"},
-      });
+                          });
   return family;
 }
 

@@ -1,6 +1,6 @@
 // Ports diffusers AutoencoderTiny (models/autoencoders/autoencoder_tiny.py, vae.py EncoderTiny,
 // DecoderTiny, unet_2d_blocks.py AutoencoderTinyBlock), itself a port of madebyollin/taesd.
-#include "harness/models/vae/vae_graphs.h"
+#include "harness/models/autoencoder_tiny/tiny_config.h"
 
 namespace tp {
 namespace {

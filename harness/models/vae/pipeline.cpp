@@ -68,7 +68,7 @@ Expected<NamedTensors> run_pipeline(const Model& model, Pipeline p, const Tensor
                         {{"latents", input}});
   const Graph encoder = build_encoder_graph(vae_config(model));
   if (p == Pipeline::kEncode) return executor.run(encoder, model.weights, {{"sample", input}});
-  const std::string latents = vae_config(model).kind == VaeConfig::Kind::kKl ? "mean" : "latents";
+  const std::string latents = model.family().pipeline("vae.roundtrip")->handoff->output;
   TP_ASSIGN_OR_RETURN(NamedTensors both,
                       executor.run_chained(encoder, build_decoder_graph(vae_config(model)),
                                            model.weights, {{"sample", input}}, latents));

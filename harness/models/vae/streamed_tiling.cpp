@@ -30,7 +30,7 @@ Tile to_tile(const Tensor& t) {
 // Sizes as upstream computes them; the decode width threshold is where field report 4's bug
 // lived (tile_sample_stride_width // ratio instead of tile_sample_min_width // ratio).
 struct Layout {
-  bool tiny = false;
+  bool masks = false;  // VaeTilingStyle::masks
   int64_t ratio = 8, smin = 0, lmin = 0, stride_px = 0, stride_lat = 0, blend_px = 0, blend_lat = 0;
   int64_t decode_threshold_h = 0, decode_threshold_w = 0;
 };
@@ -38,15 +38,15 @@ struct Layout {
 Expected<Layout> layout_for(const VaeConfig& c, const TilingOptions& o,
                             bool threshold_from_stride) {
   Layout l;
-  l.tiny = c.kind == VaeConfig::Kind::kTiny;
-  l.ratio = l.tiny ? int64_t(1) << c.tiny.out_channels
-                   : int64_t(1) << (c.kl.block_out_channels.size() - 1);
-  l.smin = o.sample_min > 0 ? o.sample_min : (l.tiny ? 512 : c.kl.sample_size);
+  const VaeTilingStyle style = c.tiling_style();
+  l.masks = style.masks;
+  l.ratio = style.ratio;
+  l.smin = o.sample_min > 0 ? o.sample_min : style.sample_min;
   l.lmin = l.smin / l.ratio;
   if (o.sample_stride > 0) {
     l.stride_px = o.sample_stride;
     l.stride_lat = o.sample_stride / l.ratio;
-  } else if (l.tiny) {  // overlap factor 1/8
+  } else if (l.masks) {  // overlap factor 1/8
     l.stride_px = l.smin - l.smin / 8;
     l.stride_lat = l.lmin - l.lmin / 8;
   } else {  // overlap factor 1/4
@@ -55,7 +55,8 @@ Expected<Layout> layout_for(const VaeConfig& c, const TilingOptions& o,
   }
   l.blend_px = l.smin - l.stride_px;
   l.blend_lat = l.lmin - l.stride_lat;
-  if (!l.tiny && o.sample_stride == 0) {  // upstream derives the KL blends from the factor directly
+  // Upstream derives the blended style's blends from the overlap factor directly.
+  if (!l.masks && o.sample_stride == 0) {
     l.blend_px = l.smin / 4;
     l.blend_lat = l.lmin / 4;
   }
@@ -89,9 +90,9 @@ Expected<Tile> run_tile(GraphExecutor& s, const Graph& g, const Weights& w, cons
 
 // AutoencoderKL: tiles streamed row by row, each blended in place into its upper and left
 // neighbours' last rows/columns, cropped to `limit` and written to the output.
-Expected<Tensor> kl_tiles(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x,
-                          const std::string& out_name, int64_t size, int64_t stride, int64_t blend,
-                          int64_t limit, int64_t* rows_out, int64_t* cols_out) {
+Expected<Tensor> blended_tiles(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x,
+                               const std::string& out_name, int64_t size, int64_t stride,
+                               int64_t blend, int64_t limit, int64_t* rows_out, int64_t* cols_out) {
   std::vector<Tile> prev, cur;
   std::vector<std::vector<Tile>> cropped_rows;
   DType dt = DType::kF32;
@@ -160,10 +161,10 @@ Expected<Tensor> kl_tiles(GraphExecutor& s, const Graph& g, const Weights& w, co
 }
 
 // AutoencoderTiny: mask blending into a zeroed fp32 output.
-Expected<Tensor> tiny_tiles(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x,
-                            const std::string& out_name, int64_t channels, int64_t size,
-                            int64_t stride, int64_t blend, int64_t ratio, bool up,
-                            int64_t* rows_out, int64_t* cols_out) {
+Expected<Tensor> masked_tiles(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x,
+                              const std::string& out_name, int64_t channels, int64_t size,
+                              int64_t stride, int64_t blend, int64_t ratio, bool up,
+                              int64_t* rows_out, int64_t* cols_out) {
   auto scale = [&](int64_t v) { return up ? v * ratio : v / ratio; };
   Tensor out(DType::kF32, {x.dim(0), channels, scale(x.dim(2)), scale(x.dim(3))});
   const float div = up ? float(blend * ratio - 1) : float(double(blend) / double(ratio) - 1);
@@ -195,8 +196,8 @@ Expected<NamedTensors> tiled_stage(GraphExecutor& s, const Model& m, Pipeline st
   const Tensor x = input.to(DType::kF32);
   const bool dec = stage == Pipeline::kDecode;
   const bool engage =
-      l.tiny || (dec ? (x.dim(2) > l.decode_threshold_h || x.dim(3) > l.decode_threshold_w)
-                     : (x.dim(2) > l.smin || x.dim(3) > l.smin));
+      l.masks || (dec ? (x.dim(2) > l.decode_threshold_h || x.dim(3) > l.decode_threshold_w)
+                      : (x.dim(2) > l.smin || x.dim(3) > l.smin));
   TilingDecision decision{dec,
                           x.shape(),
                           engage,
@@ -213,21 +214,22 @@ Expected<NamedTensors> tiled_stage(GraphExecutor& s, const Model& m, Pipeline st
   int64_t rows = 0, cols = 0;
   NamedTensors result;
   const int64_t size = dec ? l.lmin : l.smin, stride = dec ? l.stride_lat : l.stride_px;
-  if (l.tiny) {
+  if (l.masks) {
     TP_ASSIGN_OR_RETURN(
         Tensor t,
-        tiny_tiles(s, dec ? build_decoder_graph(c) : build_encoder_graph(c), m.weights, x,
-                   dec ? "sample" : "latents", dec ? c.image_channels() : c.latent_channels(), size,
-                   stride, dec ? l.blend_lat : l.blend_px, l.ratio, dec, &rows, &cols));
+        masked_tiles(s, dec ? build_decoder_graph(c) : build_encoder_graph(c), m.weights, x,
+                     dec ? "sample" : "latents", dec ? c.image_channels() : c.latent_channels(),
+                     size, stride, dec ? l.blend_lat : l.blend_px, l.ratio, dec, &rows, &cols));
     result = {{dec ? "sample" : "latents", t}};
   } else if (dec) {
-    TP_ASSIGN_OR_RETURN(Tensor t, kl_tiles(s, build_decoder_graph(c), m.weights, x, "sample", size,
-                                           stride, l.blend_px, l.smin - l.blend_px, &rows, &cols));
+    TP_ASSIGN_OR_RETURN(
+        Tensor t, blended_tiles(s, build_decoder_graph(c), m.weights, x, "sample", size, stride,
+                                l.blend_px, l.smin - l.blend_px, &rows, &cols));
     result = {{"sample", t}};
   } else {
     TP_ASSIGN_OR_RETURN(Tensor moments,
-                        kl_tiles(s, build_kl_moments_graph(c.kl), m.weights, x, "moments", size,
-                                 stride, l.blend_lat, l.lmin - l.blend_lat, &rows, &cols));
+                        blended_tiles(s, c.moments_graph(), m.weights, x, "moments", size, stride,
+                                      l.blend_lat, l.lmin - l.blend_lat, &rows, &cols));
     // The posterior's chunk and clamp after blending, in fp32, rounded to the moments' dtype.
     const int64_t b = moments.dim(0), lc = c.latent_channels(),
                   per = lc * moments.dim(2) * moments.dim(3);

@@ -56,9 +56,9 @@ Expected<Tensor> run_one(const GraphRunner& run, const Graph& g, const Weights& 
 }
 
 // AutoencoderKL: tiles of `min` every `stride`, blended over `blend`, cropped to `limit`.
-Expected<Tensor> kl_tiled(const Tensor& x, const Graph& g, const Weights& w, const GraphRunner& run,
-                          const std::string& out, int64_t min, int64_t stride, int64_t blend,
-                          int64_t limit) {
+Expected<Tensor> blended_tiled(const Tensor& x, const Graph& g, const Weights& w,
+                               const GraphRunner& run, const std::string& out, int64_t min,
+                               int64_t stride, int64_t blend, int64_t limit) {
   std::vector<std::vector<Tensor>> rows;
   for (int64_t i = 0; i < x.dim(2); i += stride) {
     rows.emplace_back();
@@ -94,10 +94,10 @@ Expected<Tensor> kl_tiled(const Tensor& x, const Graph& g, const Weights& w, con
 
 // AutoencoderTiny: each tile blended into a zeroed float32 output with ramp masks
 // clamp(k / (blend - 1), 0, 1) over the output tile's first `blend` pixels.
-Expected<Tensor> tiny_tiled(const Tensor& x, const Graph& g, const Weights& w,
-                            const GraphRunner& run, const std::string& out_name, int64_t channels,
-                            int64_t tile, int64_t traverse, int64_t out_tile, double ramp_div,
-                            bool up) {
+Expected<Tensor> masked_tiled(const Tensor& x, const Graph& g, const Weights& w,
+                              const GraphRunner& run, const std::string& out_name, int64_t channels,
+                              int64_t tile, int64_t traverse, int64_t out_tile, double ramp_div,
+                              bool up) {
   const int64_t sf_num = up ? out_tile / tile : 1, sf_den = up ? 1 : tile / out_tile;
   Tensor out(DType::kF32,
              {x.dim(0), channels, x.dim(2) * sf_num / sf_den, x.dim(3) * sf_num / sf_den});
@@ -132,7 +132,7 @@ Expected<NamedTensors> tiled_stage(const Model& m, Pipeline stage, const Tensor&
         stage == Pipeline::kDecode ? build_decoder_graph(c) : build_encoder_graph(c);
     return run(graph, m.weights, {{graph.inputs[0].first, x}});
   }
-  if (g.tiny) {
+  if (g.masks) {
     const bool dec = stage == Pipeline::kDecode;
     const Graph graph = dec ? build_decoder_graph(c) : build_encoder_graph(c);
     const int64_t tile = dec ? g.latent_min : g.sample_min,
@@ -140,20 +140,20 @@ Expected<NamedTensors> tiled_stage(const Model& m, Pipeline stage, const Tensor&
     const int64_t blend = dec ? g.decode_blend : g.encode_blend;
     const int64_t out_tile = dec ? tile * g.ratio : tile / g.ratio;
     const double ramp = dec ? double(blend * g.ratio - 1) : double(blend) / double(g.ratio) - 1;
-    TP_ASSIGN_OR_RETURN(Tensor t, tiny_tiled(x, graph, m.weights, run, dec ? "sample" : "latents",
-                                             dec ? c.image_channels() : c.latent_channels(), tile,
-                                             stride, out_tile, ramp, dec));
+    TP_ASSIGN_OR_RETURN(Tensor t, masked_tiled(x, graph, m.weights, run, dec ? "sample" : "latents",
+                                               dec ? c.image_channels() : c.latent_channels(), tile,
+                                               stride, out_tile, ramp, dec));
     return NamedTensors{{dec ? "sample" : "latents", t}};
   }
   if (stage == Pipeline::kDecode) {
-    TP_ASSIGN_OR_RETURN(Tensor t,
-                        kl_tiled(x, build_decoder_graph(c), m.weights, run, "sample", g.latent_min,
-                                 g.decode_stride, g.decode_blend, g.sample_min - g.decode_blend));
+    TP_ASSIGN_OR_RETURN(
+        Tensor t, blended_tiled(x, build_decoder_graph(c), m.weights, run, "sample", g.latent_min,
+                                g.decode_stride, g.decode_blend, g.sample_min - g.decode_blend));
     return NamedTensors{{"sample", t}};
   }
-  TP_ASSIGN_OR_RETURN(Tensor moments, kl_tiled(x, build_kl_moments_graph(c.kl), m.weights, run,
-                                               "moments", g.sample_min, g.encode_stride,
-                                               g.encode_blend, g.latent_min - g.encode_blend));
+  TP_ASSIGN_OR_RETURN(Tensor moments, blended_tiled(x, c.moments_graph(), m.weights, run, "moments",
+                                                    g.sample_min, g.encode_stride, g.encode_blend,
+                                                    g.latent_min - g.encode_blend));
   // DiagonalGaussianDistribution after blending: chunk, then clamp logvar.
   const int64_t l = c.latent_channels();
   Tensor halves = moments.reshaped({moments.dim(0), 2, l * moments.dim(2) * moments.dim(3)});
@@ -173,11 +173,11 @@ Expected<NamedTensors> tiled_stage(const Model& m, Pipeline stage, const Tensor&
 
 Expected<TileGeometry> tile_geometry(const VaeConfig& c, const TilingOptions& o) {
   TileGeometry g;
-  g.tiny = c.kind == VaeConfig::Kind::kTiny;
-  if (g.tiny) {
-    g.ratio =
-        int64_t(1) << c.tiny.out_channels;  // diffusers: spatial_scale_factor = 2**out_channels
-    g.sample_min = o.sample_min ? o.sample_min : 512;
+  const VaeTilingStyle style = c.tiling_style();
+  g.masks = style.masks;
+  g.ratio = style.ratio;
+  g.sample_min = o.sample_min ? o.sample_min : style.sample_min;
+  if (g.masks) {
     g.latent_min = g.sample_min / g.ratio;
     g.encode_blend =
         o.sample_stride ? g.sample_min - o.sample_stride : int64_t(double(g.sample_min) * 0.125);
@@ -186,8 +186,6 @@ Expected<TileGeometry> tile_geometry(const VaeConfig& c, const TilingOptions& o)
     g.encode_stride = g.sample_min - g.encode_blend;
     g.decode_stride = g.latent_min - g.decode_blend;
   } else {
-    g.ratio = int64_t(1) << (c.kl.block_out_channels.size() - 1);
-    g.sample_min = o.sample_min ? o.sample_min : c.kl.sample_size;
     g.latent_min = int64_t(double(g.sample_min) / double(g.ratio));
     if (o.sample_stride) {
       g.encode_stride = o.sample_stride;
@@ -216,7 +214,7 @@ Expected<TileGeometry> tile_geometry(const VaeConfig& c, const TilingOptions& o)
 }
 
 bool tiling_engages(const TileGeometry& g, Pipeline stage, const Shape& s) {
-  if (g.tiny) return true;  // AutoencoderTiny tiles whenever tiling is on
+  if (g.masks) return true;  // AutoencoderTiny tiles whenever tiling is on
   const int64_t limit = stage == Pipeline::kDecode ? g.latent_min : g.sample_min;
   return s[3] > limit || s[2] > limit;
 }
@@ -234,7 +232,7 @@ std::vector<bool> axis_bands(const TileGeometry& g, Pipeline stage, int64_t n, b
   int64_t start = 0;  // KL: where tile k's cropped output begins
   for (int64_t i = 0, k = 0; i < n; i += stride, ++k) {
     int64_t first = 0, band = 0;
-    if (g.tiny) {  // masks clamp(y / div, 0, 1) < 1 over y < div
+    if (g.masks) {  // masks clamp(y / div, 0, 1) < 1 over y < div
       first = dec ? i * g.ratio : i / g.ratio;
       const double div =
           dec ? double(g.decode_blend * g.ratio - 1) : double(g.encode_blend) / double(g.ratio) - 1;

@@ -13,8 +13,8 @@ namespace tp {
 // Everything tiling needs, derived in one place from the config and options (the lesson of
 // field report 4: threshold and loop sizes come from the same numbers).
 struct TileGeometry {
-  bool tiny = false;
-  int64_t ratio = 8;  // image pixels per latent pixel
+  bool masks = false;  // VaeTilingStyle::masks
+  int64_t ratio = 8;   // image pixels per latent pixel
   int64_t sample_min = 0, latent_min = 0;
   int64_t encode_stride = 0;  // pixels between encode tiles
   int64_t decode_stride = 0;  // latents between decode tiles

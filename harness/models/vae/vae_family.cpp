@@ -10,23 +10,18 @@
 
 namespace tp {
 
-std::string VaeFamily::class_name() const {
-  return kind_ == VaeConfig::Kind::kKl ? "AutoencoderKL" : "AutoencoderTiny";
-}
+std::string VaeFamily::class_name() const { return arch_.class_name; }
 
 bool VaeFamily::claims(const nlohmann::json& config) const {
   if (config.contains("_class_name")) return Family::claims(config);
-  // Without _class_name, AutoencoderTiny's fields tell the two apart.
-  return config.contains("encoder_block_out_channels") == (kind_ == VaeConfig::Kind::kTiny);
+  return arch_.claims_unnamed(config);
 }
 
 Expected<std::shared_ptr<const ModelConfig>> VaeFamily::parse_config(
     const nlohmann::json& config, const std::string& source) const {
-  TP_ASSIGN_OR_RETURN(VaeConfig c, parse_vae_config(config, source));
-  if (c.class_name() != class_name())
-    return Error(source + ": _class_name '" + c.class_name() + "' is not " + class_name());
-  c.owner = this;
-  return std::shared_ptr<const ModelConfig>(std::make_shared<VaeConfig>(std::move(c)));
+  TP_ASSIGN_OR_RETURN(std::shared_ptr<VaeConfig> c, arch_.parse(config, source));
+  c->owner = this;
+  return std::shared_ptr<const ModelConfig>(std::move(c));
 }
 
 std::vector<std::string> VaeFamily::builtin_names() const {
@@ -53,10 +48,7 @@ namespace {
 
 // encode, decode and roundtrip, with diffusers' names for their inputs and outputs (the KL
 // encoder's posterior is its mean and logvar; the Tiny encoder's output is its latents).
-std::vector<PipelineDescriptor> vae_pipelines(VaeConfig::Kind kind) {
-  const bool kl = kind == VaeConfig::Kind::kKl;
-  const std::vector<std::string> latents =
-      kl ? std::vector<std::string>{"mean", "logvar"} : std::vector<std::string>{"latents"};
+std::vector<PipelineDescriptor> vae_pipelines(const std::vector<std::string>& latents) {
   PipelineDescriptor encode =
       describe_pipeline("vae.encode", "image [B,C,H,W] in [-1,1] -> latents (KL: mean, logvar)",
                         {"sample"}, latents, Produces::kLatents);
@@ -77,9 +69,11 @@ std::vector<PipelineDescriptor> vae_pipelines(VaeConfig::Kind kind) {
 
 }  // namespace
 
-VaeFamily::VaeFamily(VaeConfig::Kind kind,
+VaeFamily::VaeFamily(VaeArchitecture architecture,
                      std::vector<std::pair<std::string, std::string>> builtins)
-    : kind_(kind), builtins_(std::move(builtins)), pipelines_(vae_pipelines(kind)) {}
+    : arch_(std::move(architecture)),
+      builtins_(std::move(builtins)),
+      pipelines_(vae_pipelines(arch_.encoder_outputs)) {}
 
 Expected<Shape> VaeFamily::input_shape(const ModelConfig& config, const std::string& pipeline,
                                        int64_t height, int64_t width) const {

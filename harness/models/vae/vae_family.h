@@ -3,6 +3,7 @@
 // built-in configs.
 #pragma once
 
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -11,9 +12,21 @@
 
 namespace tp {
 
+// What one VAE class tells the shared family code (its folder fills one in).
+struct VaeArchitecture {
+  std::string class_name;  // diffusers' _class_name
+  // Whether a config.json without _class_name is this class's (by the fields it has).
+  std::function<bool(const nlohmann::json&)> claims_unnamed;
+  std::function<Expected<std::shared_ptr<VaeConfig>>(const nlohmann::json&, const std::string&)>
+      parse;
+  // The encoder's outputs by diffusers' names; the first is what the decoder reads.
+  std::vector<std::string> encoder_outputs;
+};
+
 class VaeFamily : public Family {
  public:
-  VaeFamily(VaeConfig::Kind kind, std::vector<std::pair<std::string, std::string>> builtins);
+  VaeFamily(VaeArchitecture architecture,
+            std::vector<std::pair<std::string, std::string>> builtins);
 
   std::string class_name() const override;
   bool claims(const nlohmann::json& config) const override;
@@ -50,7 +63,7 @@ class VaeFamily : public Family {
                     int64_t width) const override;
 
  private:
-  VaeConfig::Kind kind_;
+  VaeArchitecture arch_;
   std::vector<std::pair<std::string, std::string>> builtins_;  // name, config.json
   std::vector<PipelineDescriptor> pipelines_;
 };

@@ -1,17 +1,11 @@
-// The VAE's graphs for either architecture (AutoencoderKL: kl_graph.cpp, AutoencoderTiny:
-// tiny_graph.cpp).
 #include "harness/models/vae/vae_graphs.h"
 
 namespace tp {
 
-Graph build_encoder_graph(const VaeConfig& config) {
-  return config.kind == VaeConfig::Kind::kKl ? build_kl_encoder_graph(config.kl)
-                                             : build_tiny_encoder_graph(config.tiny);
-}
+Graph build_encoder_graph(const VaeConfig& config) { return config.encoder_graph(); }
 
 Graph build_decoder_graph(const VaeConfig& config) {
-  Graph g = config.kind == VaeConfig::Kind::kKl ? build_kl_decoder_graph(config.kl)
-                                                : build_tiny_decoder_graph(config.tiny);
+  Graph g = config.decoder_graph();
   g.input_pixel = config.downscale();
   return g;
 }
