@@ -14,11 +14,7 @@ VaeArchitecture autoencoder_kl() {
   a.claims_unnamed = [](const nlohmann::json& j) {  // AutoencoderTiny's fields are not there
     return !j.contains("encoder_block_out_channels");
   };
-  a.parse = [](const nlohmann::json& j,
-               const std::string& source) -> Expected<std::shared_ptr<VaeConfig>> {
-    TP_ASSIGN_OR_RETURN(KlVaeConfig c, parse_kl_config(j, source));
-    return std::shared_ptr<VaeConfig>(std::make_shared<KlVaeConfig>(std::move(c)));
-  };
+  a.parse = parse_kl_config;
   a.encoder_outputs = {"mean", "logvar"};  // the posterior's
   return a;
 }

@@ -76,11 +76,10 @@ Expected<KlConfig> parse_kl(const json& j, const std::string& src) {
 
 }  // namespace
 
-Expected<KlVaeConfig> parse_kl_config(const json& j, const std::string& source) {
-  if (!j.is_object()) return Error(source + ": config must be a JSON object");
-  KlVaeConfig c;
-  TP_ASSIGN_OR_RETURN(c.kl, parse_kl(j, source));
-  return c;
+Expected<std::shared_ptr<VaeConfig>> parse_kl_config(const json& j, const std::string& source) {
+  auto c = std::make_shared<KlVaeConfig>();
+  TP_ASSIGN_OR_RETURN(c->kl, parse_kl(j, source));
+  return std::shared_ptr<VaeConfig>(std::move(c));
 }
 
 }  // namespace tp

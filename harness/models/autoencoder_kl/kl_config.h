@@ -2,6 +2,7 @@
 // file omits (vae-facts.md 1.1), and its graphs (kl_graph.cpp).
 #pragma once
 
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -54,7 +55,8 @@ struct KlVaeConfig : VaeConfig {
   }
 };
 
-// `source` names the file in error messages.
-Expected<KlVaeConfig> parse_kl_config(const nlohmann::json& json, const std::string& source);
+// A config.json object; `source` names the file in error messages.
+Expected<std::shared_ptr<VaeConfig>> parse_kl_config(const nlohmann::json& json,
+                                                     const std::string& source);
 
 }  // namespace tp

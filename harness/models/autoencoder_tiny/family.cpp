@@ -14,11 +14,7 @@ VaeArchitecture autoencoder_tiny() {
   a.claims_unnamed = [](const nlohmann::json& j) {
     return j.contains("encoder_block_out_channels");
   };
-  a.parse = [](const nlohmann::json& j,
-               const std::string& source) -> Expected<std::shared_ptr<VaeConfig>> {
-    TP_ASSIGN_OR_RETURN(TinyVaeConfig c, parse_tiny_config(j, source));
-    return std::shared_ptr<VaeConfig>(std::make_shared<TinyVaeConfig>(std::move(c)));
-  };
+  a.parse = parse_tiny_config;
   a.encoder_outputs = {"latents"};
   return a;
 }

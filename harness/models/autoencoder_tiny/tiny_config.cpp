@@ -61,11 +61,10 @@ Expected<TinyConfig> parse_tiny(const json& j, const std::string& src) {
 
 }  // namespace
 
-Expected<TinyVaeConfig> parse_tiny_config(const json& j, const std::string& source) {
-  if (!j.is_object()) return Error(source + ": config must be a JSON object");
-  TinyVaeConfig c;
-  TP_ASSIGN_OR_RETURN(c.tiny, parse_tiny(j, source));
-  return c;
+Expected<std::shared_ptr<VaeConfig>> parse_tiny_config(const json& j, const std::string& source) {
+  auto c = std::make_shared<TinyVaeConfig>();
+  TP_ASSIGN_OR_RETURN(c->tiny, parse_tiny(j, source));
+  return std::shared_ptr<VaeConfig>(std::move(c));
 }
 
 }  // namespace tp

@@ -2,6 +2,7 @@
 // file omits (vae-facts.md 5.2), and its graphs (tiny_graph.cpp).
 #pragma once
 
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -50,7 +51,8 @@ struct TinyVaeConfig : VaeConfig {
   }
 };
 
-// `source` names the file in error messages.
-Expected<TinyVaeConfig> parse_tiny_config(const nlohmann::json& json, const std::string& source);
+// A config.json object; `source` names the file in error messages.
+Expected<std::shared_ptr<VaeConfig>> parse_tiny_config(const nlohmann::json& json,
+                                                       const std::string& source);
 
 }  // namespace tp

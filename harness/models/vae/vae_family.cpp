@@ -19,6 +19,7 @@ bool VaeFamily::claims(const nlohmann::json& config) const {
 
 Expected<std::shared_ptr<const ModelConfig>> VaeFamily::parse_config(
     const nlohmann::json& config, const std::string& source) const {
+  if (!config.is_object()) return Error(source + ": config must be a JSON object");
   TP_ASSIGN_OR_RETURN(std::shared_ptr<VaeConfig> c, arch_.parse(config, source));
   c->owner = this;
   return std::shared_ptr<const ModelConfig>(std::move(c));

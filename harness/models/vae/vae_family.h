@@ -17,6 +17,7 @@ struct VaeArchitecture {
   std::string class_name;  // diffusers' _class_name
   // Whether a config.json without _class_name is this class's (by the fields it has).
   std::function<bool(const nlohmann::json&)> claims_unnamed;
+  // A config.json object (parse_config checks that) to its config; `source` names the file.
   std::function<Expected<std::shared_ptr<VaeConfig>>(const nlohmann::json&, const std::string&)>
       parse;
   // The encoder's outputs by diffusers' names; the first is what the decoder reads.
