@@ -77,14 +77,13 @@ Status DumpTriage::read_header() {
   if (!field("class_name").empty() && field("class_name") != model.family().class_name())
     return Error(dump_path + " was dumped from a " + field("class_name") + ", but --model is a " +
                  model.family().class_name() + "; give the model folder the dump was made with");
-
   return Status();
 }
 
 // The dump's config against the model folder's.
 Status DumpTriage::check_config() {
-  // Every key the folder's config.json sets must
-  // hold the same value in the dump's (diffusers adds its defaults; "_" keys are bookkeeping).
+  // Every key the folder's config.json sets must hold the same value in the dump's (diffusers
+  // adds its defaults; "_" keys are bookkeeping).
   if (const std::string dumped_config = field("config"); !dumped_config.empty()) {
     std::ifstream in(model.dir + "/config.json");
     const nlohmann::json mine = nlohmann::json::parse(in, nullptr, false),
