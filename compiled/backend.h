@@ -36,6 +36,18 @@ class Backend {
   // For logs: what the backend chose while running (the fused CUDA kernels: which convs got a
   // cuDNN engine and which ran per-op, and why); empty when there is nothing to say.
   virtual std::string notes() const { return ""; }
+  // For benchmarks: time each group on the device from now on (true) or stop (false), and read
+  // the milliseconds per group of `plan`, summed over the runs timed, with their count. A backend
+  // that cannot time groups returns no times; timed runs launch directly (no CUDA graphs).
+  virtual void time_groups(bool on) { (void)on; }
+  struct GroupTimes {
+    std::vector<double> milliseconds;  // per group, in plan order
+    int runs = 0;
+  };
+  virtual GroupTimes group_times(const Plan& plan) const {
+    (void)plan;
+    return {};
+  }
 };
 
 // Where the compiled path runs: the CPU emulation or the first CUDA device.

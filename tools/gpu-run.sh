@@ -9,9 +9,11 @@
 # out/gpu/ (results.md: date, device, commit, LibTorch, the figures) and, when $OUT is set (the
 # device tool), results.md, gpu_tests.xml and logs.tar.gz (every log, each benchmark family's
 # JSON) to $OUT, with reports under 15 MB.
-#   GPU_RUN_STEPS   which steps, default "tests bench suites tradeoff"
+#   GPU_RUN_STEPS   which steps, in that order, default "tests bench suites tradeoff"
+#   GPU_TESTS_LIMIT seconds gpu_tests may take at most (default: what the budget leaves)
 #   GPU_RUN_BUDGET  seconds after which the remaining steps are skipped, default 540
-#   GPU_BENCH_FAMILIES  which gpu_bench families, default all three
+#   GPU_BENCH_FAMILIES  which gpu_bench families (a family may name arguments too:
+#                   "BM_DecodeSdKlCuda/1024"), default all four
 #   GPU_SUITES      which suites, default "ci field-reports"
 #   GPU_KERNELS     the CUDA kernel sets the suites run on (TWINPATH_CUDA_KERNELS), default
 #                   "per-op fused" (gpu_tests and gpu_bench always run both)
@@ -43,6 +45,8 @@ finish() {
     echo
     grep -h -E "^BM_|^Benchmark|^---" "$work/gpu_bench.log" 2>/dev/null || true
     echo '```'
+    echo
+    grep -h -E "^\|" "$work/gpu_bench.log" 2>/dev/null || true  # per-group tables
   } > "$work/results.md"
   if [[ -n "${OUT:-}" ]]; then
     cp "$work/results.md" "$OUT/"
@@ -102,30 +106,38 @@ else
 fi
 status=0
 export OMP_WAIT_POLICY=passive
-if [[ $steps == *" tests "* && -x "$build/tests/gpu_tests" ]]; then
-  timeout "$(left)" "$build/tests/gpu_tests" --gtest_output="xml:$work/gpu_tests.xml" > "$work/gpu_tests.log" 2>&1 || status=1
+step_tests() {
+  [[ -x "$build/tests/gpu_tests" ]] || return
+  local limit=$(left)
+  [[ -n ${GPU_TESTS_LIMIT:-} && $GPU_TESTS_LIMIT -lt $limit ]] && limit=$GPU_TESTS_LIMIT
+  timeout "$limit" "$build/tests/gpu_tests" --gtest_output="xml:$work/gpu_tests.xml" > "$work/gpu_tests.log" 2>&1 || status=1
   say "gpu_tests: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$work/gpu_tests.log" | tr '\n' ' ')"
-fi
-if [[ $steps == *" bench "* && -x "$build/tests/gpu_bench" ]]; then
+  grep -E "^\[  FAILED  \] [A-Z]" "$work/gpu_tests.log" | sort -u | head -20 | tee -a "$work/steps.log"
+}
+step_bench() {
+  [[ -x "$build/tests/gpu_bench" ]] || return
   # One process per family, so a crash in one leaves the others' figures; a crash gets a
   # backtrace from cuda-gdb.
-  for family in ${GPU_BENCH_FAMILIES:-BM_DecodeSdKlTorchCuda BM_DecodeSdKlCuda BM_GroupCuda}; do
+  # A family may name arguments too ("BM_DecodeSdKlCuda/1024"): the filter is "^FAMILY/".
+  for family in ${GPU_BENCH_FAMILIES:-BM_DecodeSdKlTorchCuda BM_DecodeSdKlCudaGroups BM_DecodeSdKlCuda BM_GroupCuda}; do
     [[ $(left) -gt 60 ]] || { say "no time left for $family"; continue; }
+    local name=${family//\//_}
     timeout "$(left)" "$build/tests/gpu_bench" --benchmark_filter="^$family/" \
-      --benchmark_out="$work/$family.json" --benchmark_out_format=json > "$work/$family.log" 2>&1
-    rc=$?
+      --benchmark_out="$work/$name.json" --benchmark_out_format=json > "$work/$name.log" 2>&1
+    local rc=$?
     say "gpu_bench $family: rc $rc"
-    cat "$work/$family.log" >> "$work/gpu_bench.log"
+    cat "$work/$name.log" >> "$work/gpu_bench.log"
     if [[ $rc -ne 0 && $rc -ne 124 ]]; then
       status=1
       timeout 120 cuda-gdb -batch -ex run -ex bt --args "$build/tests/gpu_bench" \
-        --benchmark_filter="^$family/" > "$work/$family.backtrace.log" 2>&1
-      grep -E "^#[0-9]+" "$work/$family.backtrace.log" | head -12 | tee -a "$work/steps.log"
+        --benchmark_filter="^$family/" > "$work/$name.backtrace.log" 2>&1
+      grep -E "^#[0-9]+" "$work/$name.backtrace.log" | head -12 | tee -a "$work/steps.log"
     fi
   done
-fi
+}
 tp="$build/twinpath"
-if [[ $steps == *" suites "* && -x $tp ]]; then
+step_suites() {
+  [[ -x $tp ]] || return
   for kernels in ${GPU_KERNELS:-per-op fused}; do
     for suite in ${GPU_SUITES:-ci field-reports}; do
       [[ $(left) -gt 60 ]] || { say "no time left for the $suite suite ($kernels)"; continue; }
@@ -135,8 +147,9 @@ if [[ $steps == *" suites "* && -x $tp ]]; then
       [[ -f "$work/$name.h5" ]] && python3 "$root/tools/contract_totals.py" "$work/$name.h5" 2>&1 | tee -a "$work/steps.log"
     done
   done
-fi
-if [[ $steps == *" tradeoff "* && -x $tp ]]; then
+}
+step_tradeoff() {
+  [[ -x $tp ]] || return
   for kernels in ${GPU_TRADEOFF_KERNELS:-fused}; do
     for res in 512x512 1024x1024; do
       [[ $(left) -gt 60 ]] || { say "no time left for tradeoff at $res ($kernels)"; continue; }
@@ -145,6 +158,13 @@ if [[ $steps == *" tradeoff "* && -x $tp ]]; then
       say "tradeoff --device cuda sd-kl $res, $kernels kernels: rc $?"
     done
   done
-fi
+}
+# The steps in the order GPU_RUN_STEPS names them.
+for step in $steps; do
+  case $step in
+    tests | bench | suites | tradeoff) "step_$step" ;;
+    *) say "no step called $step (tests, bench, suites, tradeoff)" ;;
+  esac
+done
 finish
 exit $status

@@ -7,11 +7,13 @@
 // fp32 (TF32 off) on the same input.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
 #include "compiled/describe_session.h"
 #include "compiled/device.h"
+#include "compiled/plan.h"
 #include "harness/models/vae/pipeline.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "reference/torch/torch_path.h"
@@ -104,6 +106,99 @@ BENCHMARK(BM_DecodeSdKlCuda)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(10);
+
+// Work and traffic of one group at the run's shapes: FLOPs of its convs, linears and attention
+// products, and the bytes it must move at least (its inputs and outputs in their arena dtypes,
+// its weights in the policy's storage dtype).
+struct GroupCost {
+  double flops = 0, bytes = 0;
+};
+
+GroupCost group_cost(const compiled::Plan& plan, const compiled::Group& grp,
+                     const std::vector<Shape>& shapes, const Weights& weights) {
+  GroupCost c;
+  const Graph& g = *plan.graph;
+  for (int o : grp.ops) {
+    const Op& op = g.ops[std::size_t(o)];
+    const double out = double(shape_numel(shapes[std::size_t(op.output)]));
+    auto w = weights.find(op.weight);
+    if (w != weights.end()) {
+      const Shape& ws = w->second.shape();
+      c.bytes += double(w->second.numel()) * double(dtype_size(grp.policy.weight));
+      if (op.kind == OpKind::kConv) c.flops += 2 * out * double(w->second.numel() / ws[0]);
+      if (op.kind == OpKind::kLinear || op.kind == OpKind::kLinearLast)
+        c.flops += 2 * out * double(ws[1]);
+    }
+    if (op.kind == OpKind::kAttention) {  // q, k, v [B,C,H,W]: two products of N x N x C
+      const Shape& q = shapes[std::size_t(op.inputs[0])];
+      const double n = double(q[2] * q[3]);
+      c.flops += 4 * double(q[0]) * n * n * double(q[1]);
+    }
+    if (op.kind == OpKind::kMultiHeadAttention) {  // q [B,Lq,H*Dh], k [B,Lk,H*Dh], v [B,Lk,H*Dv]
+      const Shape &q = shapes[std::size_t(op.inputs[0])], &v = shapes[std::size_t(op.inputs[2])];
+      c.flops += 2 * double(q[0]) * double(q[1]) * double(v[1]) * double(q[2] + v[2]);
+    }
+  }
+  for (const auto* values : {&grp.inputs, &grp.outputs})
+    for (int v : *values)
+      c.bytes += double(shape_numel(shapes[std::size_t(v)])) *
+                 double(dtype_size(plan.buffers.at(v).dtype));
+  return c;
+}
+
+// The 1024x1024 decode's device time per group (CUDA events between groups, direct launches),
+// beside each group's floor: its FLOPs at the dense f16/bf16 tensor-core rate or its bytes at
+// the memory's bandwidth, whichever is longer. The table goes to stderr.
+void BM_DecodeSdKlCudaGroups(benchmark::State& state) {
+  constexpr double kPeakFlops = 790e12, kPeakBytes = 3.35e12;  // gpu.md; H100 SXM's HBM3
+  if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
+  const int image = int(state.range(0));
+  const compiled::CudaKernels kernels = kKernels[state.range(1)];
+  compiled::SessionOptions o;
+  o.policy.base = compiled::parse_layer_policy(kPolicies[0]).value();
+  auto backend = compiled::make_cuda_backend(kernels);
+  if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
+  compiled::Backend* device = backend.value().get();
+  compiled::Session session(o, std::move(backend).value());
+  const Tensor latent = latent_for(image);
+  auto out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);
+  if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+  device->time_groups(true);
+  for (auto _ : state) {
+    out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);
+    if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+  }
+  const compiled::Plan& plan = *session.plans()[0];
+  const compiled::Backend::GroupTimes t = device->group_times(plan);
+  auto shapes = compiled::plan_shapes(plan, latent.shape());
+  if (t.runs == 0 || !shapes.ok()) return state.SkipWithError("no group times");
+  std::fprintf(stderr, "\n| # | group | kind | ms | GFLOP | MB | floor ms | x floor |\n");
+  std::fprintf(stderr, "|---|---|---|---|---|---|---|---|\n");
+  double total = 0, floor_total = 0;
+  for (std::size_t i = 0; i < plan.groups.size(); ++i) {
+    const compiled::Group& grp = plan.groups[i];
+    const GroupCost c = group_cost(plan, grp, shapes.value(), sd_kl().weights);
+    const double ms = t.milliseconds[i] / t.runs,
+                 floor = 1e3 * std::max(c.flops / kPeakFlops, c.bytes / kPeakBytes);
+    total += ms;
+    floor_total += floor;
+    std::fprintf(stderr, "| %zu | %s | %s | %.3f | %.1f | %.1f | %.3f | %.1f |\n", i,
+                 grp.checkpoints.empty() ? "" : grp.checkpoints[0].c_str(), grp.label().c_str(), ms,
+                 c.flops / 1e9, c.bytes / 1e6, floor, ms / floor);
+  }
+  std::fprintf(stderr, "| | all groups (%s, %d runs) | | %.2f | | | %.2f | %.1f |\n",
+               compiled::cuda_kernels_name(kernels), t.runs, total, floor_total,
+               total / floor_total);
+  state.SetLabel(std::string(kPolicies[0]) + " " + compiled::cuda_kernels_name(kernels) +
+                 ", per-group events");
+  state.counters["groups_ms"] = total;
+  state.counters["floor_ms"] = floor_total;
+}
+BENCHMARK(BM_DecodeSdKlCudaGroups)
+    ->ArgsProduct({{1024}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(5);
 
 void BM_DecodeSdKlTorchCuda(benchmark::State& state) {
   if (!torch_path::cuda_available()) return state.SkipWithError("LibTorch sees no CUDA device");

@@ -207,6 +207,7 @@ Status CudaBackend::execute(const Plan& plan, std::byte* arena,
                             const std::vector<PlanInput>& inputs, const GroupObserver& observe) {
   TP_ASSIGN_OR_RETURN(BoundInputs bound, bind_inputs(plan, inputs));
   for (const auto& [v, t] : bound.uploads) TP_RETURN_IF_ERROR(upload(plan, arena, v, *t));
+  if (time_groups_ && !observe) return execute_timed(plan, arena, bound);
   // A graph replays the groups alone: an observer reads values back between them, and
   // TWINPATH_CUDA_SYNC=1 synchronizes there, which a capture cannot hold.
   if (captured_ && !observe && !sync_each_group())
@@ -228,6 +229,36 @@ Status CudaBackend::execute(const Plan& plan, std::byte* arena,
     observe(grp, stored);
   }
   return Status();
+}
+
+Status CudaBackend::execute_timed(const Plan& plan, std::byte* arena, const BoundInputs& bound) {
+  const std::string what = "timing the groups of " + plan.key;
+  std::vector<cudaEvent_t> events(plan.groups.size() + 1, nullptr);
+  auto destroy = [&] {
+    for (cudaEvent_t e : events)
+      if (e) cudaEventDestroy(e);
+  };
+  Status s = [&]() -> Status {
+    for (cudaEvent_t& e : events) TP_CUDA(cudaEventCreate(&e), what);
+    GroupRun run(*this, plan, arena, bound);
+    TP_CUDA(cudaEventRecord(events[0], stream_), what);
+    for (std::size_t i = 0; i < plan.groups.size(); ++i) {
+      TP_RETURN_IF_ERROR(run.run(plan.groups[i]));
+      TP_CUDA(cudaEventRecord(events[i + 1], stream_), what);
+    }
+    TP_CUDA(cudaEventSynchronize(events.back()), what);
+    GroupTimes& t = group_times_[plan.key];
+    t.milliseconds.resize(plan.groups.size());
+    for (std::size_t i = 0; i < plan.groups.size(); ++i) {
+      float ms = 0;
+      TP_CUDA(cudaEventElapsedTime(&ms, events[i], events[i + 1]), what);
+      t.milliseconds[i] += ms;
+    }
+    ++t.runs;
+    return Status();
+  }();
+  destroy();
+  return s;
 }
 
 }  // namespace cuda_impl

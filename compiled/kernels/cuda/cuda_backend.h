@@ -191,6 +191,11 @@ class CudaBackend final : public Backend {
     return cuda_device_description(0) + ", " + cuda_kernels_name(kernels_) + " kernels" +
            (captured_ ? ", CUDA graphs" : "");
   }
+  void time_groups(bool on) override { time_groups_ = on; }
+  GroupTimes group_times(const Plan& plan) const override {
+    auto it = group_times_.find(plan.key);
+    return it == group_times_.end() ? GroupTimes{} : it->second;
+  }
   std::string notes() const override {
     std::string s = cudnn_ ? cudnn_->summary() : "";
     if (captured_) s += (s.empty() ? "" : "; ") + captured_->summary();
@@ -251,6 +256,10 @@ class CudaBackend final : public Backend {
   cublasHandle_t blas_ = nullptr;
   std::map<const PreparedParam*, DeviceParam> params_;
   PinnedStaging staging_;
+  bool time_groups_ = false;
+  std::map<std::string, GroupTimes> group_times_;  // by plan key
+  // The group loop with a CUDA event between groups, their times added to group_times_.
+  Status execute_timed(const Plan& plan, std::byte* arena, const BoundInputs& bound);
 };
 
 // TWINPATH_CUDA_HOST_TRANSPOSE=1: channels-last uploads and read-backs transposed on the host,
