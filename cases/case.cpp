@@ -310,7 +310,7 @@ const std::vector<CaseOption> kOptions = {
      [](const Case& c) { return c.memory_limit ? memory_text(c.memory_limit) : ""; }},
     {"kernels", "kernels=per-op|fused",
      "the CUDA kernel set (--device cuda; default: the run's --kernels, else "
-     "TWINPATH_CUDA_KERNELS, else per-op)",
+     "TWINPATH_CUDA_KERNELS, else fused)",
      [](Case& c, std::string_view v) -> Status {
        TP_ASSIGN_OR_RETURN(c.kernels, parse_cuda_kernels(v, "kernels="));
        return Status();
@@ -318,7 +318,7 @@ const std::vector<CaseOption> kOptions = {
      [](const Case& c) { return c.kernels ? std::string(cuda_kernels_name(*c.kernels)) : ""; }},
     {"graphs", "graphs=on|off",
      "CUDA graphs: replay each plan's kernels with one launch (--device cuda; default: the "
-     "run's --cuda-graphs, else TWINPATH_CUDA_GRAPHS, else off)",
+     "run's --cuda-graphs, else TWINPATH_CUDA_GRAPHS, else on)",
      [](Case& c, std::string_view v) -> Status {
        TP_ASSIGN_OR_RETURN(c.graphs, parse_cuda_graphs(v, "graphs="));
        return Status();

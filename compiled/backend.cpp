@@ -19,14 +19,14 @@ const char* device_report_name(Device device) {
 
 Expected<CudaKernels> cuda_kernels_from_environment() {
   const char* v = std::getenv("TWINPATH_CUDA_KERNELS");
-  if (!v || !*v) return CudaKernels::kPerOp;
+  if (!v || !*v) return CudaKernels::kFused;
   return parse_cuda_kernels(v);
 }
 
 Expected<bool> cuda_graphs_from_environment() {
   const char* v = std::getenv("TWINPATH_CUDA_GRAPHS");
-  if (!v || !*v || std::string_view(v) == "0") return false;
-  if (std::string_view(v) == "1") return true;
+  if (!v || !*v || std::string_view(v) == "1") return true;
+  if (std::string_view(v) == "0") return false;
   return Error("TWINPATH_CUDA_GRAPHS=" + std::string(v) +
                " is unknown; use 1 (replay each plan as a CUDA graph) or 0 (launch each kernel)");
 }

@@ -62,16 +62,17 @@ Expected<std::unique_ptr<Backend>> make_backend(Device device);
 
 std::unique_ptr<Backend> make_emulated_backend();
 
-// The CUDA backend's kernel sets and graphs (harness/core/cuda_choice.h): per-op is the default
-// until gpu_tests pass with fused on a GPU, and graphs are off until they have run on one.
+// The CUDA backend's kernel sets and graphs (harness/core/cuda_choice.h): fused kernels and
+// CUDA graphs by default since gpu_tests, ci and field-reports passed with them on an H100
+// (2026-11-26); per-op and direct launches stay selectable.
 using tp::cuda_kernels_name;
 using tp::CudaChoice;
 using tp::CudaKernels;
 using tp::parse_cuda_kernels;
-// TWINPATH_CUDA_KERNELS, per-op when unset; an error sentence for another value.
+// TWINPATH_CUDA_KERNELS, fused when unset; an error sentence for another value.
 Expected<CudaKernels> cuda_kernels_from_environment();
-// TWINPATH_CUDA_GRAPHS: "1" replays each plan's group loop as a CUDA graph, captured on its
-// second run (compiled/kernels/cuda/captured_plans.h); "0" or unset launches every kernel from
+// TWINPATH_CUDA_GRAPHS: "1" or unset replays each plan's group loop as a CUDA graph, captured
+// on its second run (compiled/kernels/cuda/captured_plans.h); "0" launches every kernel from
 // the host. An error sentence for another value.
 Expected<bool> cuda_graphs_from_environment();
 // Both, the defaults a run's --kernels and --cuda-graphs and a case's kernels= and graphs=

@@ -88,11 +88,11 @@ TEST(CudaKernelsTest, KernelSetNamesParseAndAnUnknownOneSaysWhatToUse) {
       << bad.error().message();
 }
 
-TEST(CudaKernelsTest, TheGraphsSwitchIsOffUnlessOneAndAnotherValueSaysWhatToUse) {
+TEST(CudaKernelsTest, TheGraphsSwitchIsOnUnlessZeroAndAnotherValueSaysWhatToUse) {
   const char* before = std::getenv("TWINPATH_CUDA_GRAPHS");
   const std::string kept = before ? before : "";
   unsetenv("TWINPATH_CUDA_GRAPHS");
-  EXPECT_FALSE(cuda_graphs_from_environment().value());
+  EXPECT_TRUE(cuda_graphs_from_environment().value());
   setenv("TWINPATH_CUDA_GRAPHS", "0", 1);
   EXPECT_FALSE(cuda_graphs_from_environment().value());
   setenv("TWINPATH_CUDA_GRAPHS", "1", 1);

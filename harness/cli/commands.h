@@ -35,7 +35,7 @@ struct RunCommandOptions {
   std::string model;               // replaces every case's model
   std::string device = "cpu";
   // --device cuda: the kernel set and CUDA graphs where a case does not say ("": the
-  // environment's TWINPATH_CUDA_KERNELS and TWINPATH_CUDA_GRAPHS, else per-op and off).
+  // environment's TWINPATH_CUDA_KERNELS and TWINPATH_CUDA_GRAPHS, else fused and on).
   std::string kernels, cuda_graphs;
   std::string inject;         // faults added to every case
   int64_t reseed = 0;         // seed=N added to every case (other inputs, same cases)

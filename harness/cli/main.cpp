@@ -141,10 +141,10 @@ void add_run_command(CLI::App& app, std::vector<Command>& commands) {
       ->capture_default_str();
   run->add_option("--kernels", ro->kernels,
                   "per-op | fused: the CUDA kernel set where a case has no kernels= (default: "
-                  "TWINPATH_CUDA_KERNELS, else per-op)");
+                  "TWINPATH_CUDA_KERNELS, else fused)");
   run->add_option("--cuda-graphs", ro->cuda_graphs,
                   "on | off: replay each plan as a CUDA graph where a case has no graphs= "
-                  "(default: TWINPATH_CUDA_GRAPHS=1 on, else off)");
+                  "(default: TWINPATH_CUDA_GRAPHS=0 off, else on)");
   run->add_option("--inject", ro->inject,
                   "faults added to every case, comma-separated (see `exec --help`)");
   run->add_option("--reseed", ro->reseed,

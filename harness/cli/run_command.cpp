@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -25,14 +26,26 @@ namespace tp {
 namespace {
 
 // SIGINT/SIGTERM (a scheduler's time limit sends SIGTERM) stop the run after the cases in
-// progress; a second signal ends it at once, as the default action would.
+// progress; a second signal ends it at once, as the default action would. A repeat within a
+// second is the same request: GNU timeout signals the process and then its whole process group,
+// and a terminal's Ctrl-C reaches every process of the foreground group.
 std::atomic<bool> g_stop_requested{false};
 std::atomic<int> g_stop_signal{0};
+std::atomic<int64_t> g_stop_nanoseconds{0};
 
 extern "C" void request_stop(int signal) {
-  g_stop_signal = signal;
-  g_stop_requested = true;
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC, &now);  // async-signal-safe
+  const int64_t ns = int64_t(now.tv_sec) * 1000000000 + now.tv_nsec;
+  if (!g_stop_requested) {
+    g_stop_signal = signal;
+    g_stop_nanoseconds = ns;
+    g_stop_requested = true;
+    return;
+  }
+  if (ns - g_stop_nanoseconds < 1000000000) return;
   std::signal(signal, SIG_DFL);
+  std::raise(signal);
 }
 
 // The cases an incomplete report did not run, with their ordinals, and the report to complete.

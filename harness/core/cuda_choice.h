@@ -14,11 +14,12 @@
 
 namespace tp {
 
-//  - per-op: the kernels of the first GPU runs: convs as im2col patches and a cuBLAS GEMM, and
-//    every op's fp32 result through device memory before the group's one rounding;
-//  - fused: cuDNN implicit-GEMM convs (fp32 accumulation and output, no patches) with scale,
+//  - fused (the default since the H100 run of 2026-11-26): cuDNN implicit-GEMM convs (fp32
+//  accumulation and output, no patches) with scale,
 //    bias, residual and the rounding store in one epilogue pass, and GroupNorm [+ SiLU] with
-//    its store in one pass (compiled/fused_groups.h); other groups as per-op.
+//    its store in one pass (compiled/fused_groups.h); other groups as per-op;
+//  - per-op: the kernels of the first GPU runs, kept selectable: convs as im2col patches and a
+//    cuBLAS GEMM, and every op's fp32 result through device memory before the one rounding.
 enum class CudaKernels : uint8_t { kPerOp, kFused };
 
 // "per-op" | "fused"; the error begins with the value as the user gave it: `spelled` is
@@ -30,9 +31,9 @@ const char* cuda_kernels_name(CudaKernels kernels);
 Expected<bool> parse_cuda_graphs(std::string_view value, std::string_view spelled);
 
 struct CudaChoice {
-  CudaKernels kernels = CudaKernels::kPerOp;
-  bool graphs = false;
-  // As a case line writes it: "kernels=per-op graphs=off".
+  CudaKernels kernels = CudaKernels::kFused;
+  bool graphs = true;
+  // As a case line writes it: "kernels=fused graphs=on".
   std::string text() const;
 };
 

@@ -59,7 +59,7 @@ Status CapturedPlans::run(const Plan& plan, const std::byte* arena, const BoundI
   if (const cudaError_t launched = cudaGraphLaunch(e.exec, stream); launched != cudaSuccess) {
     cudaGetLastError();
     return Error("launching " + plan.graph->name + "'s CUDA graph: " + cudaGetErrorName(launched) +
-                 "; unset TWINPATH_CUDA_GRAPHS to launch it directly");
+                 "; run with graphs=off (--cuda-graphs off) to launch it directly");
   }
   ++e.replays;
   return Status();

@@ -5,7 +5,7 @@
 // acc=f16), and each group output is rounded once into its arena buffer. Every CUDA and cuBLAS
 // call is checked; inputs and read-backs go through one page-locked staging buffer, and the
 // stream is synchronized only to read back (and after each group under TWINPATH_CUDA_SYNC=1);
-// under TWINPATH_CUDA_GRAPHS=1 a plan's groups replay as a CUDA graph (captured_plans.h).
+// with CUDA graphs (the default) a plan's groups replay as one graph (captured_plans.h).
 #include "compiled/kernels/cuda/cuda_backend.h"
 
 #include <cuda_fp16.h>
