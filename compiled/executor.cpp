@@ -28,11 +28,16 @@ class GroupRun {
 
   void run(const Group& grp) {
     local_.clear();
+    views_of_.clear();
     const LayerPolicy& pol = grp.policy;
     const FaultSet& f = faults_;
     for (int o : grp.ops) {
       const Op& op = g_.ops[std::size_t(o)];
-      if (runs_nd(op)) {
+      if (!plan_.row_major && (op.kind == OpKind::kReshape || op.kind == OpKind::kPermute)) {
+        views_of_[op.output] = op.inputs[0];  // an image attention's token views: the same memory
+        continue;
+      }
+      if (plan_.row_major && runs_nd(op)) {
         std::vector<const Tensor*> in;
         for (int v : op.inputs) in.push_back(&value(v));
         local_[op.output] = em::nd_op<float>(
@@ -63,7 +68,7 @@ class GroupRun {
                            mode, pol.accumulation);
           break;
         }
-        case OpKind::kLinear:
+        case OpKind::kLinearLast:  // on an image attention's tokens, channels-last: a 1x1 conv
           out = em::conv2d(value(op.inputs[0]), param(op.weight), param_or_null(op.bias),
                            Conv2dWindow{}, em::Upsample::kNone, pol.accumulation);
           break;
@@ -74,7 +79,7 @@ class GroupRun {
                                : f.has(Fault::kGroupNormOnePass) ? DType::kF32
                                                                  : DType::kF64);
           break;
-        case OpKind::kAttention:
+        case OpKind::kMultiHeadAttention:  // an image attention's one head, channels-last
           out = em::attention(value(op.inputs[0]), value(op.inputs[1]), value(op.inputs[2]),
                               op.attrs.scale, f.has(Fault::kSoftmaxNoMax), pol.activation,
                               pol.attention_operands());
@@ -102,7 +107,7 @@ class GroupRun {
     }
     for (int v : grp.outputs) {
       const Buffer& b = plan_.buffers.at(v);
-      const Tensor& t = local_.at(v);
+      const Tensor& t = value(v);  // computed here (through a token view: its image)
       const bool truncate = (b.dtype == DType::kF16 && f.has(Fault::kF16StoreTruncate)) ||
                             (b.dtype == DType::kBF16 && f.has(Fault::kBf16StoreTruncate));
       em::store_rounded(t.data<float>(), t.numel(), b.dtype, arena_ + b.offset, truncate);
@@ -111,8 +116,8 @@ class GroupRun {
 
  private:
   static bool channels_matter(OpKind k) {
-    return k == OpKind::kConv || k == OpKind::kLinear || k == OpKind::kGroupNorm ||
-           k == OpKind::kAttention || k == OpKind::kInterpolateNearest || k == OpKind::kSlice;
+    return k == OpKind::kConv || k == OpKind::kGroupNorm || k == OpKind::kInterpolateNearest ||
+           k == OpKind::kSlice;
   }
   // An fp32 [B,C,*spatial] tensor as channels-last (`to_last`) or back, at logical shape
   // `shape`. Only GroupNorm takes other ranks than 4 (video [B,C,T,H,W]): its channels-last copy
@@ -132,6 +137,8 @@ class GroupRun {
   void to_row_major(int v) { local_[v] = relaid(local_.at(v), shapes_[std::size_t(v)], false); }
 
   const Tensor& value(int v) {
+    for (auto view = views_of_.find(v); view != views_of_.end(); view = views_of_.find(v))
+      v = view->second;
     auto it = local_.find(v);
     if (it != local_.end()) return it->second;
     const Shape& logical = shapes_[std::size_t(v)];
@@ -157,6 +164,7 @@ class GroupRun {
   const std::map<int, BufferView>& views_;
   const FaultSet faults_;
   std::map<int, Tensor> local_;
+  std::map<int, int> views_of_;  // a token view's value -> the value whose memory it is
 };
 
 }  // namespace
@@ -264,7 +272,10 @@ Expected<GroupReplay> replay_group(const Plan& plan, int index, const Shape& inp
   GroupRun run(plan, arena.data(), shapes, no_views, &faults);
   run.run(grp);
   auto to_nchw = [&](int v) {
-    if (plan.row_major) return run.values().at(v);
+    // Row-major values, and an image attention's tokens [B,H*W,C] (channels-last is their
+    // row-major order), are as they are.
+    if (plan.row_major || shapes[std::size_t(v)].size() != 4)
+      return run.values().at(v).reshaped(shapes[std::size_t(v)]);
     Tensor out = Tensor::uninitialized(DType::kF32, shapes[std::size_t(v)]);
     transpose_channels(run.values().at(v).raw(), out.raw(), out.shape(), sizeof(float), false);
     return out;

@@ -21,8 +21,8 @@ enum class GroupKind : uint8_t {
   kConv,         // conv + bias [+ residual add] [+ activation] [+ gaussian tail], optional upsample
                  // prologue
   kGroupNorm,    // GroupNorm [+ SiLU]
-  kAttention,    // [LayerNorm +] to_q/to_k/to_v + softmax(q k^T * scale) v + to_out [+ residual
-                 // add]; the VAE's one-head kind or the N-d multi-head one
+  kAttention,    // [LayerNorm or token views +] to_q/to_k/to_v + softmax(q k^T * scale) v + to_out
+                 // [+ token views back] [+ residual add]: an image attention or a multi-head one
   kElementwise,  // a standalone pointwise op (and its pointwise successors)
   kUpsample,     // a standalone nearest upsample (its consumer is not a conv)
   kTensor,       // N-dimensional ops (graph.h, kConv onwards): one op, or GEGLU, or a LayerNorm

@@ -13,8 +13,9 @@
 
 namespace tp::compiled {
 
-// 2: each plan states its numerics contract; 3: one op set (convs, adds, slices, upsamples)
-constexpr int kPlanFormatVersion = 3;
+// 2: each plan states its numerics contract; 3: one op set (convs, adds, slices, upsamples);
+// 4: the VAE attention as linear_last and multi-head attention on token views
+constexpr int kPlanFormatVersion = 4;
 
 // A plan file's text around its JSON body: the format line and the body's checksum.
 std::string plan_file_text(const std::string& body);

@@ -2,11 +2,16 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <queue>
 #include <set>
 
 namespace tp::compiled {
 namespace {
+
+// An op's group while partitioning: an index, or one of these.
+constexpr int kUnassigned = -1;
+constexpr int kReserved = -2;  // an image attention's op, taken whole at its first op
 
 bool is_pointwise(const Op& op) {
   const OpKind k = op.kind;
@@ -31,30 +36,10 @@ struct GraphIndex {
   const std::vector<int>& of(int value) const { return consumers[std::size_t(value)]; }
 };
 
-// to_q/to_k/to_v on one value feeding an attention op whose only consumer is to_out: returns
-// the five ops, or empty if `q_op` does not start that pattern.
-std::vector<int> match_attention(const Graph& g, const GraphIndex& ix, int q_op) {
-  const Op& q = g.ops[std::size_t(q_op)];
-  if (q.kind != OpKind::kLinear || ix.of(q.output).size() != 1) return {};
-  const int attn = ix.of(q.output)[0];
-  const Op& a = g.ops[std::size_t(attn)];
-  if (a.kind != OpKind::kAttention || a.inputs[0] != q.output) return {};
-  const int k = ix.producer[std::size_t(a.inputs[1])], v = ix.producer[std::size_t(a.inputs[2])];
-  for (int p : {k, v}) {
-    if (p < 0 || g.ops[std::size_t(p)].kind != OpKind::kLinear ||
-        g.ops[std::size_t(p)].inputs[0] != q.inputs[0] ||
-        ix.of(g.ops[std::size_t(p)].output).size() != 1)
-      return {};
-  }
-  if (ix.of(a.output).size() != 1 || ix.graph_output[std::size_t(a.output)]) return {};
-  const int out = ix.of(a.output)[0];
-  if (g.ops[std::size_t(out)].kind != OpKind::kLinear) return {};
-  return {q_op, k, v, attn, out};
-}
-
-// The same pattern on the N-dimensional ops: to_q/to_k/to_v (linear_last, k and v on the
-// query's input or another one: cross-attention) feeding a multi-head attention whose only
-// reader is to_out, none of them in a group yet. Returns the five ops, or empty.
+// to_q/to_k/to_v (linear_last, k and v on the query's input or another one: cross-attention)
+// feeding a multi-head attention whose only reader is to_out, none of them in a group yet.
+// Returns the five ops, or empty. (A channels-last plan takes an image attention whole,
+// with its token views: image_attentions() in harness/core/graph.h.)
 std::vector<int> match_nd_attention(const Graph& g, const GraphIndex& ix,
                                     const std::vector<int>& assigned, int q_op) {
   const Op& q = g.ops[std::size_t(q_op)];
@@ -161,8 +146,8 @@ void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vecto
     if (readers.empty()) return;
     bool all_slices = true;
     for (int r : readers)
-      all_slices =
-          all_slices && slices_channels(g.ops[std::size_t(r)]) && assigned[std::size_t(r)] < 0;
+      all_slices = all_slices && slices_channels(g.ops[std::size_t(r)]) &&
+                   assigned[std::size_t(r)] == kUnassigned;
     if (readers.size() > 1 && all_slices) {  // the DiagonalGaussian tail: mean, logvar (+ clamp)
       for (int r : readers) {
         assigned[std::size_t(r)] = group;
@@ -175,7 +160,7 @@ void absorb_epilogue(const Graph& g, const GraphIndex& ix, int value, std::vecto
     if (readers.size() != 1) return;
     const int r = readers[0];
     const Op& op = g.ops[std::size_t(r)];
-    if (assigned[std::size_t(r)] >= 0 ||
+    if (assigned[std::size_t(r)] != kUnassigned ||
         !(is_pointwise(op) || is_epilogue(g, ix, assigned, group, value, r)))
       return;
     assigned[std::size_t(r)] = group;
@@ -193,8 +178,6 @@ GroupKind kind_of(const Op& op) {
       return GroupKind::kGroupNorm;
     case OpKind::kInterpolateNearest:  // upsamples_2x()
       return GroupKind::kUpsample;
-    case OpKind::kLinear:  // a linear outside an attention block runs as a 1x1 conv
-      return GroupKind::kConv;
     default:
       return GroupKind::kElementwise;
   }
@@ -238,7 +221,15 @@ std::vector<Group> schedule(std::vector<Group> groups, const Graph& g, const Gra
 
 std::vector<Group> partition_into_groups(const Graph& g) {
   const GraphIndex ix(g);
-  std::vector<int> assigned(g.ops.size(), -1);
+  std::vector<int> assigned(g.ops.size(), kUnassigned);
+  // Channels-last, an image attention is one group with its token views, taken at its first op
+  // (reserved until then: no epilogue absorbs its flatten).
+  std::map<int, std::vector<int>> image_attention;
+  if (!g.has_nd_ops())
+    for (const ImageAttention& a : image_attentions(g)) {
+      image_attention[a.flatten] = a.ops();
+      for (int o : a.ops()) assigned[std::size_t(o)] = kReserved;
+    }
   std::vector<Group> groups;
   std::vector<int> norms;  // LayerNorms waiting for their projections' group
   for (std::size_t i = 0; i < g.ops.size(); ++i) {
@@ -253,8 +244,10 @@ std::vector<Group> partition_into_groups(const Graph& g) {
     grp.kind = kind_of(op);
     int head = op.output;
     const std::vector<int>& readers = ix.of(op.output);
-    std::vector<int> pattern = match_attention(g, ix, int(i));
-    if (pattern.empty()) pattern = match_nd_attention(g, ix, assigned, int(i));
+    auto image = image_attention.find(int(i));
+    std::vector<int> pattern = image != image_attention.end()
+                                   ? image->second
+                                   : match_nd_attention(g, ix, assigned, int(i));
     const std::vector<int> geglu =
         pattern.empty() ? match_geglu(g, ix, int(i)) : std::vector<int>{};
     if (upsamples_2x(op) && readers.size() == 1 && !ix.graph_output[std::size_t(op.output)] &&
@@ -328,7 +321,7 @@ Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
     for (int o : grp.ops) {
       const Op& op = g.ops[std::size_t(o)];
       if (is_matrix_op(op.kind)) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
-      if (runs_nd(op) && grp.policy.accumulation != DType::kF32)
+      if (plan.row_major && runs_nd(op) && grp.policy.accumulation != DType::kF32)
         return Error(op.name + ": weights in " + dtype_name(grp.policy.weight) +
                      " with activations in " + dtype_name(grp.policy.activation) +
                      " cannot accumulate in " + dtype_name(grp.policy.accumulation) + " in " +

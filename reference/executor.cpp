@@ -14,10 +14,6 @@ Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* 
   switch (op.kind) {
     case OpKind::kGroupNorm:
       return group_norm<T>(*in[0], *w, *b, op.attrs.groups, op.attrs.eps);
-    case OpKind::kLinear:
-      return linear<T>(*in[0], *w, *b);
-    case OpKind::kAttention:
-      return attention<T>(*in[0], *in[1], *in[2], op.attrs.scale);
     case OpKind::kConv:
       return conv<T>(*in[0], *w, b, op.attrs);
     case OpKind::kLinearLast:

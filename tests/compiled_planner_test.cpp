@@ -75,11 +75,20 @@ TEST_F(PlannerTest, FusesTheContractsGroups) {
   EXPECT_TRUE(up->upsample_prologue);
   EXPECT_EQ(up->kind, GroupKind::kConv);
   EXPECT_EQ(up->checkpoints, std::vector<std::string>{"decoder.up_blocks.0.upsamplers.0"});
-  // The attention block: projections, softmax, output projection and residual in one group.
+  // The attention block: token views, projections, softmax, output projection, the views back
+  // and the residual in one group, channels-last (the views are the image's memory).
+  EXPECT_FALSE(dec.has_nd_ops());
   const Group* attn = group_with_op(groups, dec, "decoder.mid_block.attentions.0.sdpa");
   ASSERT_NE(attn, nullptr);
   EXPECT_EQ(attn->kind, GroupKind::kAttention);
-  EXPECT_EQ(attn->ops.size(), 6u);
+  EXPECT_EQ(names(dec, *attn),
+            (std::vector<std::string>{
+                "decoder.mid_block.attentions.0.to_tokens.flatten",
+                "decoder.mid_block.attentions.0.to_tokens", "decoder.mid_block.attentions.0.to_q",
+                "decoder.mid_block.attentions.0.to_k", "decoder.mid_block.attentions.0.to_v",
+                "decoder.mid_block.attentions.0.sdpa", "decoder.mid_block.attentions.0.to_out.0",
+                "decoder.mid_block.attentions.0.to_image.channels_first",
+                "decoder.mid_block.attentions.0.to_image", "decoder.mid_block.attentions.0.add"}));
   EXPECT_EQ(attn->checkpoints, std::vector<std::string>{"decoder.mid_block.attentions.0"});
 
   // The DiagonalGaussian tail: quant_conv, both slices and the logvar clamp, two outputs.

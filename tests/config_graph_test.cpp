@@ -239,7 +239,9 @@ TEST(Graph, NamesAreDiffusersModulePaths) {
   // Without mid-block attention there is no attention op.
   KlVaeConfig no_attn = dynamic_cast<const KlVaeConfig&>(*builtin("tiny-kl"));
   no_attn.kl.mid_block_add_attention = false;
-  for (const Op& op : build_encoder_graph(no_attn).ops) EXPECT_NE(op.kind, OpKind::kAttention);
+  for (const Op& op : build_encoder_graph(no_attn).ops)
+    EXPECT_NE(op.kind, OpKind::kMultiHeadAttention);
+  EXPECT_EQ(image_attentions(build_encoder_graph(*builtin("tiny-kl"))).size(), 1u);
 }
 
 class CheckpointTest : public ::testing::Test {

@@ -35,7 +35,7 @@ const Expectation kExpectations[] = {
     {"softmax-no-max",
      "^vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 "
      "boost=decoder.mid_block.attentions.0.to_q\\*20$",
-     "decoder.mid_block.attentions.0.sdpa (attention) makes"},
+     "decoder.mid_block.attentions.0.sdpa (multi_head_attention) makes"},
     {"fp8-no-scale",
      "^vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f16 acc=f32 "
      "boost=decoder.up_blocks.1.resnets.0.conv1\\*0.01$",

@@ -64,6 +64,16 @@ std::vector<OpCase> op_cases() {
       b.output("y", b.unary("op", kind, x, a));
     };
   };
+  // A VAE's one-head attention over the positions of an 8-channel image (image_attentions()).
+  auto image_attention = [](double scale) {
+    return [=](GraphBuilder& b, int x) {
+      const int t = b.to_tokens("t", x, 8);
+      const int q = b.linear_last("q", t, 8, 8), k = b.linear_last("k", t, 8, 8),
+                v = b.linear_last("v", t, 8, 8);
+      const int a = b.multi_head_attention("sdpa", q, k, v, 1, scale);
+      b.output("y", b.to_image("image", b.linear_last("out", a, 8, 8), x));
+    };
+  };
   auto nd_conv = [](int cin, int cout, std::vector<int> k, std::vector<int> s, std::vector<int> d,
                     std::vector<int> lo, std::vector<int> hi, PadMode mode, int groups, bool bias) {
     return [=](GraphBuilder& b, int x) {
@@ -248,9 +258,11 @@ std::vector<OpCase> op_cases() {
       {"upsample_nearest2x",
        {2, 3, 5, 7},
        [](GraphBuilder& b, int x) { b.output("y", b.upsample_nearest2x("up", x)); }},
-      {"linear",
+      {"linear_on_image_tokens",
        {2, 6, 5, 4},
-       [](GraphBuilder& b, int x) { b.output("y", b.linear("fc", x, 6, 9)); }},
+       [](GraphBuilder& b, int x) {
+         b.output("y", b.linear_last("fc", b.to_tokens("t", x, 6), 6, 9));
+       }},
       {"add",
        {2, 3, 6, 5},
        [](GraphBuilder& b, int x) {
@@ -259,21 +271,8 @@ std::vector<OpCase> op_cases() {
       {"slice_channels",
        {2, 8, 4, 4},
        [](GraphBuilder& b, int x) { b.output("y", b.slice_channels("s", x, 2, 6)); }},
-      {"attention",
-       {2, 8, 6, 7},
-       [](GraphBuilder& b, int x) {
-         const int q = b.linear("q", x, 8, 8), k = b.linear("k", x, 8, 8),
-                   v = b.linear("v", x, 8, 8);
-         b.output("y", b.attention("sdpa", q, k, v, 1.0 / std::sqrt(8.0)));
-       }},
-      // N = 2304 positions: more than one block of query rows in the reference.
-      {"attention_blocked",
-       {1, 8, 48, 48},
-       [](GraphBuilder& b, int x) {
-         const int q = b.linear("q", x, 8, 8), k = b.linear("k", x, 8, 8),
-                   v = b.linear("v", x, 8, 8);
-         b.output("y", b.attention("sdpa", q, k, v, 1.0));
-       }},
+      {"image_attention", {2, 8, 6, 7}, image_attention(1.0 / std::sqrt(8.0))},
+      {"image_attention_2304_positions", {1, 8, 48, 48}, image_attention(1.0)},
   };
 }
 

@@ -39,9 +39,9 @@ std::vector<ContractRow> contract_rows(const Graph& graph, const GroupContract& 
   bool products = false, norm = false, softmax = false;
   for (int o : c.ops) {
     const OpKind k = graph.ops[std::size_t(o)].kind;
-    products |= is_matrix_op(k) || k == OpKind::kAttention || k == OpKind::kMultiHeadAttention;
+    products |= is_matrix_op(k) || k == OpKind::kMultiHeadAttention;
     norm |= k == OpKind::kGroupNorm || k == OpKind::kLayerNorm || k == OpKind::kRmsNorm;
-    softmax |= k == OpKind::kAttention || k == OpKind::kMultiHeadAttention;
+    softmax |= k == OpKind::kMultiHeadAttention;
   }
   if (products)
     add("accumulator", c.label, c.accumulation,

@@ -1,5 +1,6 @@
 #include "harness/core/graph.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace tp {
@@ -14,10 +15,6 @@ const char* op_kind_name(OpKind kind) {
       return "relu";
     case OpKind::kTanhClamp:
       return "tanh_clamp";
-    case OpKind::kLinear:
-      return "linear";
-    case OpKind::kAttention:
-      return "attention";
     case OpKind::kAffine:
       return "affine";
     case OpKind::kClamp:
@@ -132,9 +129,7 @@ bool runs_nd(const Op& op) {
          !upsamples_2x(op);
 }
 
-bool is_matrix_op(OpKind k) {
-  return k == OpKind::kConv || k == OpKind::kLinear || k == OpKind::kLinearLast;
-}
+bool is_matrix_op(OpKind k) { return k == OpKind::kConv || k == OpKind::kLinearLast; }
 
 std::string op_label(const Op& op) {
   if (op.kind == OpKind::kConv) return "conv" + std::to_string(op.attrs.strides.size()) + "d";
@@ -145,9 +140,86 @@ std::string op_label(const Op& op) {
   return op_kind_name(op.kind);
 }
 
+namespace {
+
+// The one op reading `value` (and no graph output holds it), else -1.
+int only_reader(const Graph& g, const std::vector<std::vector<int>>& readers, int value) {
+  for (const auto& [name, v] : g.outputs)
+    if (v == value) return -1;
+  const std::vector<int>& r = readers[std::size_t(value)];
+  return r.size() == 1 ? r[0] : -1;
+}
+
+bool swaps_last_two(const Op& op) {
+  return op.kind == OpKind::kPermute && op.attrs.dims == std::vector<int64_t>{0, 2, 1};
+}
+
+// The image attention starting at op `flatten` (see ImageAttention), if it is one.
+std::optional<ImageAttention> image_attention_at(const Graph& g,
+                                                 const std::vector<std::vector<int>>& readers,
+                                                 const std::vector<int>& producer, int flatten) {
+  const Op& f = g.ops[std::size_t(flatten)];
+  if (f.kind != OpKind::kReshape || f.inputs.size() != 1 || f.attrs.dims.size() != 3 ||
+      f.attrs.dims[0] != 0 || f.attrs.dims[2] != -1)
+    return std::nullopt;
+  ImageAttention a;
+  a.flatten = flatten;
+  a.tokens = only_reader(g, readers, f.output);
+  if (a.tokens < 0 || !swaps_last_two(g.ops[std::size_t(a.tokens)])) return std::nullopt;
+  const Op& t = g.ops[std::size_t(a.tokens)];
+  const std::vector<int>& projections = readers[std::size_t(t.output)];
+  if (projections.size() != 3) return std::nullopt;
+  for (int p : projections) {
+    const Op& proj = g.ops[std::size_t(p)];
+    if (proj.kind != OpKind::kLinearLast || only_reader(g, readers, proj.output) < 0)
+      return std::nullopt;
+  }
+  a.attention = only_reader(g, readers, g.ops[std::size_t(projections[0])].output);
+  if (a.attention < 0) return std::nullopt;
+  const Op& m = g.ops[std::size_t(a.attention)];
+  if (m.kind != OpKind::kMultiHeadAttention || m.inputs.size() != 3 || m.attrs.heads != 1 ||
+      m.attrs.frame_tokens != 0)
+    return std::nullopt;
+  a.q = producer[std::size_t(m.inputs[0])];
+  a.k = producer[std::size_t(m.inputs[1])];
+  a.v = producer[std::size_t(m.inputs[2])];
+  for (int p : {a.q, a.k, a.v})
+    if (std::find(projections.begin(), projections.end(), p) == projections.end())
+      return std::nullopt;
+  if (a.q == a.k || a.k == a.v || a.q == a.v) return std::nullopt;
+  a.out = only_reader(g, readers, m.output);
+  if (a.out < 0 || g.ops[std::size_t(a.out)].kind != OpKind::kLinearLast) return std::nullopt;
+  a.channels_first = only_reader(g, readers, g.ops[std::size_t(a.out)].output);
+  if (a.channels_first < 0 || !swaps_last_two(g.ops[std::size_t(a.channels_first)]))
+    return std::nullopt;
+  a.image = only_reader(g, readers, g.ops[std::size_t(a.channels_first)].output);
+  if (a.image < 0) return std::nullopt;
+  const Op& back = g.ops[std::size_t(a.image)];
+  if (back.kind != OpKind::kReshape || back.inputs.size() != 2) return std::nullopt;
+  return a;
+}
+
+}  // namespace
+
+std::vector<ImageAttention> image_attentions(const Graph& g) {
+  std::vector<std::vector<int>> readers(g.value_names.size());
+  std::vector<int> producer(g.value_names.size(), -1);
+  for (std::size_t i = 0; i < g.ops.size(); ++i) {
+    for (int v : g.ops[i].inputs) readers[std::size_t(v)].push_back(int(i));
+    producer[std::size_t(g.ops[i].output)] = int(i);
+  }
+  std::vector<ImageAttention> found;
+  for (std::size_t i = 0; i < g.ops.size(); ++i)
+    if (auto a = image_attention_at(g, readers, producer, int(i))) found.push_back(*a);
+  return found;
+}
+
 bool Graph::has_nd_ops() const {
-  for (const Op& op : ops)
-    if (runs_nd(op)) return true;
+  std::vector<bool> inside(ops.size(), false);
+  for (const ImageAttention& a : image_attentions(*this))
+    for (int o : a.ops()) inside[std::size_t(o)] = true;
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (runs_nd(ops[i]) && !inside[i]) return true;
   return false;
 }
 
@@ -328,17 +400,12 @@ int GraphBuilder::binary(const std::string& name, BinaryOp bop, int a, int b) {
   return emit(std::move(op));
 }
 
-int GraphBuilder::linear(const std::string& name, int x, int cin, int cout) {
-  Op op{name, OpKind::kLinear, {x}, -1, {}, name + ".weight", name + ".bias"};
-  param(op.weight, {cout, cin});
-  param(op.bias, {cout});
-  return emit(std::move(op));
+int GraphBuilder::to_tokens(const std::string& name, int x, int64_t channels) {
+  return permute(name, reshape(name + ".flatten", x, {0, channels, -1}), {0, 2, 1});
 }
 
-int GraphBuilder::attention(const std::string& name, int q, int k, int v, double scale) {
-  Op op{name, OpKind::kAttention, {q, k, v}, -1, {}, "", ""};
-  op.attrs.scale = scale;
-  return emit(std::move(op));
+int GraphBuilder::to_image(const std::string& name, int tokens, int like) {
+  return reshape_like(name, permute(name + ".channels_first", tokens, {0, 2, 1}), like);
 }
 
 int GraphBuilder::unary(const std::string& name, OpKind kind, int x, OpAttrs attrs) {

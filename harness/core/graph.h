@@ -20,8 +20,6 @@ enum class OpKind : uint8_t {
   kSilu,       // x * sigmoid(x)
   kRelu,
   kTanhClamp,  // tanh(x / scale) * scale  (AutoencoderTiny's latent clamp)
-  kLinear,     // over the channel dim of [B,C,H,W], tokens = H*W; weight [Cout,Cin]
-  kAttention,  // in: q, k, v [B,C,H,W]; softmax(q^T k * scale) v, one head of dim C
   kAffine,     // x * scale + shift
   kClamp,      // min(max(x, lo), hi)
   // N-dimensional ops (the kinds above assume [B,C,H,W] and one head). Shapes in comments:
@@ -57,7 +55,7 @@ const char* op_kind_name(OpKind kind);
 struct OpAttrs {
   int groups = 0;               // GroupNorm
   double eps = 0;               // GroupNorm
-  double scale = 1, shift = 0;  // Affine, TanhClamp, Attention
+  double scale = 1, shift = 0;  // Affine, TanhClamp, MultiHeadAttention
   double lo = 0, hi = 0;        // Clamp
   int begin = 0, end = 0;       // SliceChannels, Slice
   // N-dimensional ops.
@@ -111,8 +109,27 @@ bool runs_nd(const Op& op);
 // Conv and linear kinds: products over a weight matrix (stored in the policy's weight dtype).
 bool is_matrix_op(OpKind kind);
 
+// diffusers' one-head attention over an image's positions (the VAEs' mid-block Attention), as
+// GraphBuilder::to_tokens/to_image build it: to_tokens (flatten [B,C,H,W] to [B,C,H*W], permute
+// to [B,H*W,C]), to_q/to_k/to_v (linear_last on those tokens), one-head attention with no mask,
+// to_out (linear_last), to_image (permute back, reshape to the image's shape). Channels-last,
+// every token value is the image's own memory ([B,H,W,C] is [B,H*W,C]), so the image kernels
+// run it without a row-major plan. Op indices, in execution order.
+struct ImageAttention {
+  int flatten = -1, tokens = -1, q = -1, k = -1, v = -1, attention = -1, out = -1,
+      channels_first = -1, image = -1;
+  std::vector<int> ops() const {
+    return {flatten, tokens, q, k, v, attention, out, channels_first, image};
+  }
+};
+
 // The op as a user names it: "conv2d" or "conv3d" for a conv, otherwise op_kind_name().
 std::string op_label(const Op& op);
+
+struct Graph;
+// Every image attention of `g`, none of whose inner values is read outside it or is a graph
+// output.
+std::vector<ImageAttention> image_attentions(const Graph& g);
 
 struct ParamSpec {
   std::string key;
@@ -136,7 +153,8 @@ struct Graph {
 
   // Stable across runs and machines: a function of the ops, attributes and parameter shapes.
   uint64_t hash() const;
-  // Whether any op runs_nd(): the whole graph then runs row-major.
+  // Whether any op runs_nd() outside an image attention: the whole graph then runs row-major
+  // (and its image attentions on the N-dimensional kernels too).
   bool has_nd_ops() const;
   // Index of the last op reading each value (for freeing buffers early); -1 if never read.
   std::vector<int> last_uses() const;
@@ -183,8 +201,10 @@ class GraphBuilder {
   int upsample_nearest2x(const std::string& name, int x);  // interpolate_nearest by 2
   int permute(const std::string& name, int x, const std::vector<int64_t>& order);
   int binary(const std::string& name, BinaryOp op, int a, int b);
-  int linear(const std::string& name, int x, int cin, int cout);
-  int attention(const std::string& name, int q, int k, int v, double scale);
+  // [B,C,H,W] -> [B,H*W,C] tokens ("name.flatten", then the permute "name"), and tokens back to
+  // the shape of `like` ("name.channels_first", then the reshape "name").
+  int to_tokens(const std::string& name, int x, int64_t channels);
+  int to_image(const std::string& name, int tokens, int like);
   int unary(const std::string& name, OpKind kind, int x, OpAttrs attrs = {});
   int add(const std::string& name, int a, int b);
   int slice_channels(const std::string& name, int x, int begin, int end);

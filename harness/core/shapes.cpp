@@ -27,23 +27,10 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
   auto param = [&](const std::string& key) -> const Shape& { return params.at(key); };
   auto bad = [&](const std::string& why) { return Error(at(op) + why); };
   switch (op.kind) {
-    case OpKind::kLinear: {
-      const Shape& w = param(op.weight);
-      if (x.size() != 4 || x[1] != w[1])
-        return bad("input " + shape_string(x) + " does not fit weight " + shape_string(w));
-      return Shape{x[0], w[0], x[2], x[3]};
-    }
     case OpKind::kGroupNorm:
       if (x.size() < 2 || a.groups <= 0 || x[1] % a.groups)
         return bad(std::to_string(a.groups) + " groups do not divide the channels of " +
                    shape_string(x));
-      return x;
-    case OpKind::kAttention:
-      if (x.size() != 4)
-        return bad("takes [B,C,H,W] queries, keys and values, not " + shape_string(x));
-      for (const Shape* s : in)
-        if (*s != x)
-          return bad("inputs " + shape_string(x) + " and " + shape_string(*s) + " differ");
       return x;
     case OpKind::kConv: {
       const Shape& w = param(op.weight);
@@ -280,8 +267,6 @@ int64_t longest_sum(const Op& op, const Shape* weight,
     return shape_numel(*weight) / std::max<int64_t>(1, (*weight)[0]);
   const Shape* in = op.inputs.empty() ? nullptr : shape_of(op.inputs[0]);
   switch (op.kind) {
-    case OpKind::kAttention:  // q.k over the channels, p.v over the H*W tokens
-      return in && in->size() == 4 ? std::max(in->at(1), in->at(2) * in->at(3)) : 1;
     case OpKind::kMultiHeadAttention: {  // q.k over the head dim, p.v over the keys
       const Shape* keys = op.inputs.size() > 1 ? shape_of(op.inputs[1]) : nullptr;
       return in && keys && keys->size() > 1

@@ -81,14 +81,12 @@ bool under(const std::string& name, const std::string& path) {
 OpClass op_class(OpKind k) {
   switch (k) {
     case OpKind::kConv:
-    case OpKind::kLinear:
     case OpKind::kLinearLast:
       return OpClass::kConv;
     case OpKind::kGroupNorm:
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm:
       return OpClass::kGroupNorm;
-    case OpKind::kAttention:
     case OpKind::kMultiHeadAttention:
       return OpClass::kAttention;
     case OpKind::kInterpolateNearest:

@@ -205,7 +205,7 @@ void DumpTriage::name_origin_op(const Placed& p, Provenance& pv) {
                 format_number(max_abs_finite(origin_local.count(p.value) ? origin_local.at(p.value)
                                                                          : reference.at(p.value))) +
                 "): the user's module computes something else there (" +
-                (named.kind == OpKind::kAttention || named.kind == OpKind::kMultiHeadAttention
+                (named.kind == OpKind::kMultiHeadAttention
                      ? "its scores overflowed before the softmax: a scale or a low-precision "
                        "product?"
                      : "a patched or fused kernel, a lower-precision intermediate?") +

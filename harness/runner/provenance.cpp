@@ -177,7 +177,7 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
       if (graph.ops[std::size_t(o)].output == v) return &t;
     return nullptr;
   };
-  const bool pointwise = !is_matrix_op(op->kind) && op->kind != OpKind::kAttention &&
+  const bool pointwise = !is_matrix_op(op->kind) && op->kind != OpKind::kMultiHeadAttention &&
                          op->kind != OpKind::kGroupNorm && op->kind != OpKind::kInterpolateNearest;
   for (int v : op->inputs)
     if (const Tensor* t = value_of(v)) {

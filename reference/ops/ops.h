@@ -21,10 +21,6 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor* bias, const C
 template <class T>
 Tensor group_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, int groups, double eps);
 template <class T>
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
-template <class T>
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale);
-template <class T>
 Tensor upsample_nearest2x(const Tensor& x);
 template <class T>
 Tensor elementwise(OpKind kind, const Tensor& x, const OpAttrs& a);  // unary ops

@@ -2,7 +2,10 @@
 // with an additive mask or causal per frame), LayerNorm over the last dims, RMSNorm. GEMMs
 // accumulate in T (fp32: sgemm; fp64: Eigen); softmax and statistics in double, one rounding to
 // T.
+#include <omp.h>
+
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -48,6 +51,77 @@ Tensor linear_last(const Tensor& x, const Tensor& weight, const Tensor* bias) {
   return out;
 }
 
+namespace {
+
+constexpr int64_t kScoreBudget = int64_t(1) << 22;  // elements of one block of scores
+
+// One head's strided operands and output (see multi_head_attention).
+template <class T>
+struct Heads {
+  const T *q, *k, *v, *mask;
+  T* out;
+  int64_t lq, lk, dh, dv, q_row, k_row, v_row, out_row, mask_batch;
+  const OpAttrs* a;
+};
+
+// Query rows [q0, q0 + rows) of head h of batch b: scores = q k^T (T, in `scores`), the softmax
+// in double (`row`, lk of them per thread), one rounding to T, then P v into the output rows.
+// With `parallel_rows` the rows' softmax runs on the team and the products on every thread.
+template <class T>
+void attend_rows(const Heads<T>& x, int64_t b, int64_t h, int64_t q0, int64_t rows, T* scores,
+                 bool parallel_rows) {
+  const T* qh = x.q + (b * x.lq + q0) * x.q_row + h * x.dh;
+  const T* kh = x.k + b * x.lk * x.k_row + h * x.dh;
+  const T* vh = x.v + b * x.lk * x.v_row + h * x.dv;
+  T* oh = x.out + (b * x.lq + q0) * x.out_row + h * x.dv;
+  Eigen::Map<RowMatrix<T>> s(scores, rows, x.lk);
+  using Strided = Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>>;
+  if constexpr (std::is_same_v<T, float>)
+    sgemm::gemm(rows, x.lk, x.dh, {qh, x.q_row, 1}, sgemm::pack_strided({kh, 1, x.k_row}),
+                {scores, x.lk, 1});
+  else
+    s.noalias() = Strided(qh, rows, x.dh, Eigen::OuterStride<>(x.q_row)) *
+                  Strided(kh, x.lk, x.dh, Eigen::OuterStride<>(x.k_row)).transpose();
+  const OpAttrs& a = *x.a;
+#pragma omp parallel if (parallel_rows && rows * x.lk >= kParallelElements)
+  {
+    std::vector<double> row(static_cast<std::size_t>(x.lk));
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t qi = q0 + i;
+      double max = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < x.lk; ++j) {
+        double sc = double(s(i, j)) * a.scale;
+        if (x.mask) sc += double(x.mask[b * x.mask_batch + qi * x.lk + j]);
+        if (a.frame_tokens > 0 && j / a.frame_tokens > qi / a.frame_tokens)
+          sc = -std::numeric_limits<double>::infinity();
+        row[std::size_t(j)] = sc;
+        max = std::max(max, sc);
+      }
+      for (double& e : row) e -= max;
+      exp_in_place(row.data(), x.lk);
+      double sum = 0;
+      for (double e : row) sum += e;
+      for (int64_t j = 0; j < x.lk; ++j) s(i, j) = T(row[std::size_t(j)] / sum);
+    }
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    sgemm::gemm(rows, x.dv, x.lk, {scores, x.lk, 1}, sgemm::pack_strided({vh, x.v_row, 1}),
+                {oh, x.out_row, 1});
+  } else {
+    Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>> o(oh, rows, x.dv,
+                                                        Eigen::OuterStride<>(x.out_row));
+    o.noalias() = s * Strided(vh, x.lk, x.dv, Eigen::OuterStride<>(x.v_row));
+  }
+}
+
+}  // namespace
+
+// Query rows in blocks of at most kScoreBudget scores, so the [Lq, Lk] matrix is never held
+// whole (a VAE's 16384 positions at 1024^2 would take 1 GiB). Many heads: one (batch, head) per
+// thread; in fp32 with fewer than the threads (a VAE's one head): the heads in turn, each
+// block's products and softmax rows on every thread. Either way each row's arithmetic is the
+// same.
 template <class T>
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
                             const OpAttrs& a) {
@@ -57,64 +131,46 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
            "attention: q " + shape_string(q.shape()) + ", k " + shape_string(k.shape()) + ", v " +
                shape_string(v.shape()) + ", " + std::to_string(a.heads) + " heads");
   const int64_t batch = q.dim(0), lq = q.dim(1), lk = k.dim(1), heads = a.heads;
-  const int64_t dh = q.dim(2) / heads, dv = v.dim(2) / heads;
   if (mask)
     TP_CHECK((mask->rank() == 2 || (mask->rank() == 3 && mask->dim(0) == batch)) &&
                  mask->dim(mask->rank() - 2) == lq && mask->dim(mask->rank() - 1) == lk,
              "attention mask " + shape_string(mask->shape()) + " for " + std::to_string(lq) +
                  " queries and " + std::to_string(lk) + " keys");
-  Tensor out(dtype_of<T>(), {batch, lq, heads * dv});
-  const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
-  const T* pm = mask ? mask->data<T>() : nullptr;
-  T* po = out.data<T>();
-  // Each thread's scores, then its probabilities in place, reused for every head it takes:
-  // an [lq, lk] matrix per head would be a fresh 64 MiB (page faults and zeroing) at 4096 tokens.
+  Tensor out(dtype_of<T>(), {batch, lq, heads * (v.dim(2) / heads)});
+  const Heads<T> x{q.data<T>(),
+                   k.data<T>(),
+                   v.data<T>(),
+                   mask ? mask->data<T>() : nullptr,
+                   out.data<T>(),
+                   lq,
+                   lk,
+                   q.dim(2) / heads,
+                   v.dim(2) / heads,
+                   q.dim(2),
+                   k.dim(2),
+                   v.dim(2),
+                   out.dim(2),
+                   mask && mask->rank() == 3 ? lq * lk : 0,
+                   &a};
+  const int64_t block = std::clamp<int64_t>(kScoreBudget / lk, 1, lq);
+  // (fp64 always takes a head per thread: Eigen's products, serial there, would otherwise split
+  // rows by the team size, and their bits with them.)
+  if (std::is_same_v<T, float> && batch * heads < omp_get_max_threads()) {
+    std::vector<T> scores(static_cast<std::size_t>(block * lk));
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t q0 = 0; q0 < lq; q0 += block)
+          attend_rows(x, b, h, q0, std::min(block, lq - q0), scores.data(), true);
+    return out;
+  }
 #pragma omp parallel if (batch * lq * lk * q.dim(2) >= kParallelMacs)
   {
-    std::vector<T> buffer(static_cast<std::size_t>(lq * lk));
-    std::vector<double> row(static_cast<std::size_t>(lk));
+    std::vector<T> scores(static_cast<std::size_t>(block * lk));
 #pragma omp for collapse(2) schedule(static)
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h) {
-        // Head h's columns of q, k and v (strided views of the token rows).
-        Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> qh(
-            pq + b * lq * q.dim(2) + h * dh, lq, dh, Eigen::OuterStride<>(q.dim(2)));
-        Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> kh(
-            pk + b * lk * k.dim(2) + h * dh, lk, dh, Eigen::OuterStride<>(k.dim(2)));
-        Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>> vh(
-            pv + b * lk * v.dim(2) + h * dv, lk, dv, Eigen::OuterStride<>(v.dim(2)));
-        Eigen::Map<RowMatrix<T>> scores(buffer.data(), lq, lk);
-        if constexpr (std::is_same_v<T, float>) {
-          sgemm::gemm(lq, lk, dh, {qh.data(), q.dim(2), 1},
-                      sgemm::pack_strided({kh.data(), 1, k.dim(2)}), {scores.data(), lk, 1});
-        } else {
-          scores.noalias() = qh * kh.transpose();
-        }
-        for (int64_t i = 0; i < lq; ++i) {
-          double max = -std::numeric_limits<double>::infinity();
-          for (int64_t j = 0; j < lk; ++j) {
-            double s = double(scores(i, j)) * a.scale;
-            if (pm) s += double(pm[(mask->rank() == 3 ? b * lq * lk : 0) + i * lk + j]);
-            if (a.frame_tokens > 0 && j / a.frame_tokens > i / a.frame_tokens)
-              s = -std::numeric_limits<double>::infinity();
-            row[std::size_t(j)] = s;
-            max = std::max(max, s);
-          }
-          for (double& s : row) s -= max;
-          exp_in_place(row.data(), lk);
-          double sum = 0;
-          for (double s : row) sum += s;
-          for (int64_t j = 0; j < lk; ++j) scores(i, j) = T(row[std::size_t(j)] / sum);
-        }
-        Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>> oh(po + b * lq * heads * dv + h * dv, lq,
-                                                             dv, Eigen::OuterStride<>(heads * dv));
-        if constexpr (std::is_same_v<T, float>) {
-          sgemm::gemm(lq, dv, lk, {scores.data(), lk, 1},
-                      sgemm::pack_strided({vh.data(), v.dim(2), 1}), {oh.data(), heads * dv, 1});
-        } else {
-          oh.noalias() = scores * vh;
-        }
-      }
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t q0 = 0; q0 < lq; q0 += block)
+          attend_rows(x, b, h, q0, std::min(block, lq - q0), scores.data(), false);
   }
   return out;
 }

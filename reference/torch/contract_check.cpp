@@ -165,12 +165,6 @@ Bounded attention(const Bounded& q_in, const Bounded& k_in, const Bounded& v_in,
   return {torch::cat(ys, 1), torch::cat(es, 1)};
 }
 
-// [B,C,H,W] -> [B,N,C] tokens, and back.
-torch::Tensor tokens(const torch::Tensor& x) { return x.flatten(2).transpose(1, 2); }
-torch::Tensor images(const torch::Tensor& t, const torch::Tensor& like) {
-  return t.transpose(1, 2).reshape({like.size(0), t.size(2), like.size(2), like.size(3)});
-}
-
 // The norms: GroupNorm (mean and 1/sd rounded to fp32, then (x - mean) * rstd * w + b in fp32),
 // LayerNorm and RMSNorm (the normalized value rounded to fp32, then * w + b). `x` viewed as
 // [rows, n] per statistic; w, b broadcast by the caller's shape.
@@ -290,7 +284,6 @@ Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::T
                     const torch::Tensor& b, DType acc, DType attention_operands) {
   const OpAttrs& a = op.attrs;
   switch (op.kind) {
-    case OpKind::kLinear:
     case OpKind::kConv:
     case OpKind::kLinearLast:
       return products(op, in[0], w, b, acc);
@@ -298,12 +291,6 @@ Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::T
     case OpKind::kLayerNorm:
     case OpKind::kRmsNorm:
       return norm(op, in[0], w, b);
-    case OpKind::kAttention: {
-      Bounded q{tokens(in[0].y), tokens(in[0].e)}, k{tokens(in[1].y), tokens(in[1].e)},
-          v{tokens(in[2].y), tokens(in[2].e)};
-      Bounded o = attention(q, k, v, a.scale, torch::Tensor(), 0, attention_operands);
-      return {images(o.y, in[0].y), images(o.e, in[0].y)};
-    }
     case OpKind::kMultiHeadAttention: {
       auto heads = [&](const torch::Tensor& t) {  // [B, L, H*D] -> [B*H, L, D]
         return t.reshape({t.size(0), t.size(1), a.heads, t.size(2) / a.heads})

@@ -8,15 +8,6 @@
 #include "reference/torch/torch_ops.h"
 
 namespace tp::torch_path {
-namespace {
-
-// [B,C,H,W] -> [B,N,C] tokens, and back.
-torch::Tensor to_tokens(const torch::Tensor& x) { return x.flatten(2).transpose(1, 2); }
-torch::Tensor from_tokens(const torch::Tensor& t, const torch::Tensor& like) {
-  return t.transpose(1, 2).reshape({like.size(0), t.size(2), like.size(2), like.size(3)});
-}
-
-}  // namespace
 
 torch::Dtype torch_dtype(DType dt) {
   switch (dt) {
@@ -60,19 +51,6 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       return in[0] * a.scale + a.shift;
     case OpKind::kClamp:
       return torch::clamp(in[0], a.lo, a.hi);
-    case OpKind::kLinear:
-      return from_tokens(torch::linear(to_tokens(in[0]), w, b), in[0]);
-    case OpKind::kAttention: {
-      torch::Tensor q = to_tokens(in[0]), k = to_tokens(in[1]), v = to_tokens(in[2]);
-#if TORCH_VERSION_MAJOR >= 2
-      if (q.is_cuda())  // what diffusers' AttnProcessor2_0 runs on a GPU (flash / memory-efficient
-                        // kernels)
-        return from_tokens(torch::scaled_dot_product_attention(q, k, v, {}, 0.0, false, a.scale),
-                           in[0]);
-#endif
-      torch::Tensor p = torch::softmax(torch::matmul(q, k.transpose(1, 2)) * a.scale, -1);
-      return from_tokens(torch::matmul(p, v), in[0]);
-    }
     case OpKind::kConv: {
       // torch's pad takes (lo, hi) pairs from the last axis backwards.
       std::vector<int64_t> pads;
@@ -105,8 +83,19 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       auto heads = [&](const torch::Tensor& t) {
         return t.reshape({t.size(0), t.size(1), a.heads, t.size(2) / a.heads}).transpose(1, 2);
       };
+      const torch::Tensor mask =
+          in.size() > 3 ? (in[3].dim() == 3 ? in[3].unsqueeze(1) : in[3]) : torch::Tensor();
+#if TORCH_VERSION_MAJOR >= 2
+      if (in[0].is_cuda() && a.frame_tokens == 0)  // what diffusers' AttnProcessor2_0 runs on a
+                                                   // GPU (flash / memory-efficient kernels)
+        return torch::scaled_dot_product_attention(
+                   heads(in[0]), heads(in[1]), heads(in[2]),
+                   mask.defined() ? std::optional(mask) : std::nullopt, 0.0, false, a.scale)
+            .transpose(1, 2)
+            .reshape({in[0].size(0), in[0].size(1), -1});
+#endif
       torch::Tensor scores = torch::matmul(heads(in[0]), heads(in[1]).transpose(-1, -2)) * a.scale;
-      if (in.size() > 3) scores = scores + (in[3].dim() == 3 ? in[3].unsqueeze(1) : in[3]);
+      if (mask.defined()) scores = scores + mask;
       if (a.frame_tokens > 0) {
         const torch::Tensor qf =
             torch::arange(in[0].size(1), in[0].options()).div(a.frame_tokens, "floor");

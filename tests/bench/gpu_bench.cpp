@@ -126,13 +126,7 @@ GroupCost group_cost(const compiled::Plan& plan, const compiled::Group& grp,
       const Shape& ws = w->second.shape();
       c.bytes += double(w->second.numel()) * double(dtype_size(grp.policy.weight));
       if (op.kind == OpKind::kConv) c.flops += 2 * out * double(w->second.numel() / ws[0]);
-      if (op.kind == OpKind::kLinear || op.kind == OpKind::kLinearLast)
-        c.flops += 2 * out * double(ws[1]);
-    }
-    if (op.kind == OpKind::kAttention) {  // q, k, v [B,C,H,W]: two products of N x N x C
-      const Shape& q = shapes[std::size_t(op.inputs[0])];
-      const double n = double(q[2] * q[3]);
-      c.flops += 4 * double(q[0]) * n * n * double(q[1]);
+      if (op.kind == OpKind::kLinearLast) c.flops += 2 * out * double(ws[1]);
     }
     if (op.kind == OpKind::kMultiHeadAttention) {  // q [B,Lq,H*Dh], k [B,Lk,H*Dh], v [B,Lk,H*Dv]
       const Shape &q = shapes[std::size_t(op.inputs[0])], &v = shapes[std::size_t(op.inputs[2])];

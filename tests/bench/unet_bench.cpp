@@ -63,7 +63,6 @@ double graph_flops(const Graph& g, const NamedTensors& inputs) {
   for (const Op& op : g.ops) {
     const Shape& out = (*shapes)[std::size_t(op.output)];
     switch (op.kind) {
-      case OpKind::kLinear:
       case OpKind::kConv:
       case OpKind::kLinearLast: {
         const Shape& w = params.at(op.weight);

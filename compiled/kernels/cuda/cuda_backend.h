@@ -306,6 +306,13 @@ class GroupRun {
   };
 
   const Shape& shape(int v) const { return bound_.shapes[std::size_t(v)]; }
+  // A value's channels-last extents; an image attention's tokens [B,H*W,C] in a channels-last
+  // plan as [B, H*W, 1, C] (the image's own memory).
+  Dims dims_of(int v) const {
+    const Shape& s = shape(v);
+    if (!plan_.row_major && s.size() == 3) return Dims{s[0], s[1], 1, s[2]};
+    return nhwc_dims(s);
+  }
 
   Expected<Value> value(int v);
 
@@ -360,6 +367,13 @@ class GroupRun {
   std::map<int, DeviceMemory> locals_;
   std::map<int, DeviceMemory> channels_last_;  // row-major values copied for a [B,C,H,W] kind
   std::vector<DeviceMemory> widened_;
+  std::map<int, int> views_of_;  // an image attention's token views -> the value they alias
+  // The value whose memory `v` is: itself, or what its token views lead to.
+  int viewed(int v) const {
+    for (auto view = views_of_.find(v); view != views_of_.end(); view = views_of_.find(v))
+      v = view->second;
+    return v;
+  }
 };
 
 }  // namespace tp::compiled::cuda_impl

@@ -1,13 +1,15 @@
 // GroupRun: the group loop on the device (each op into an fp32 device buffer, each group output
 // rounded once into the arena, the stream synchronized after the group so an error names it) and
-// the [B,C,H,W] kinds: conv2d/linear as patches + cuBLAS, GroupNorm, one-head attention,
-// pointwise ops, adds and channel slices; in a row-major plan they run on channels-last copies.
+// the [B,C,H,W] kinds: conv2d as patches + cuBLAS, GroupNorm, pointwise ops, adds and channel
+// slices, and an image attention's projections and one head on its tokens (channels-last, the
+// image's memory); in a row-major plan they run on channels-last copies.
 #include "compiled/kernels/cuda/cuda_backend.h"
 
 namespace tp::compiled::cuda_impl {
 
 Status GroupRun::run(const Group& grp) {
   locals_.clear();
+  views_of_.clear();
   if (be_.cudnn()) {
     TP_ASSIGN_OR_RETURN(bool fused, run_fused(grp));
     if (fused) return finish(grp);
@@ -18,7 +20,11 @@ Status GroupRun::run(const Group& grp) {
     const Op& op = g_.ops[std::size_t(o)];
     const std::string what = op.name + " (" + op_label(op) + ")";
     DeviceMemory out;
-    if (runs_nd(op)) {
+    if (!plan_.row_major && (op.kind == OpKind::kReshape || op.kind == OpKind::kPermute)) {
+      views_of_[op.output] = op.inputs[0];  // an image attention's token views
+      continue;
+    }
+    if (plan_.row_major && runs_nd(op)) {
       if (op.kind == OpKind::kMultiHeadAttention && pol.attention_in_activation)
         return Error(what +
                      ": attn=act has CUDA kernels for the VAE's attention only; run this case on "
@@ -32,7 +38,7 @@ Status GroupRun::run(const Group& grp) {
     const bool relayout = plan_.row_major && channels_matter(op.kind);
     if (relayout)
       for (int v : op.inputs) TP_RETURN_IF_ERROR(to_channels_last(v, what));
-    const Dims od = nhwc_dims(shape(op.output));
+    const Dims od = dims_of(op.output);
     switch (op.kind) {
       case OpKind::kInterpolateNearest: {     // upsamples_2x() (runs_nd() is false)
         if (grp.upsample_prologue) continue;  // the conv reads through it
@@ -51,7 +57,7 @@ Status GroupRun::run(const Group& grp) {
         TP_ASSIGN_OR_RETURN(out, conv(op, src, *conv2d_window(op), mode, od, pol.accumulation));
         break;
       }
-      case OpKind::kLinear: {
+      case OpKind::kLinearLast: {  // an image attention's projection: a 1x1 conv
         TP_ASSIGN_OR_RETURN(out, conv(op, op.inputs[0], Conv2dWindow{}, cuda::Upsample::kNone, od,
                                       pol.accumulation));
         break;
@@ -75,7 +81,7 @@ Status GroupRun::run(const Group& grp) {
             what);
         break;
       }
-      case OpKind::kAttention: {
+      case OpKind::kMultiHeadAttention: {  // an image attention's one head
         TP_ASSIGN_OR_RETURN(out, attention(op, od, f.has(Fault::kSoftmaxNoMax), pol.activation,
                                            pol.attention_operands()));
         break;
@@ -124,10 +130,10 @@ Status GroupRun::run(const Group& grp) {
     TP_ASSIGN_OR_RETURN(Storage s, storage_of(b.dtype));
     const bool truncate = (b.dtype == DType::kF16 && f.has(Fault::kF16StoreTruncate)) ||
                           (b.dtype == DType::kBF16 && f.has(Fault::kBf16StoreTruncate));
-    TP_CUDA(
-        (truncate ? cuda::store_truncated : cuda::store_rounded)(
-            locals_.at(v).get<float>(), shape_numel(shape(v)), s, arena_ + b.offset, be_.stream()),
-        "storing " + grp.checkpoints[i]);
+    TP_CUDA((truncate ? cuda::store_truncated : cuda::store_rounded)(
+                locals_.at(viewed(v)).get<float>(), shape_numel(shape(v)), s, arena_ + b.offset,
+                be_.stream()),
+            "storing " + grp.checkpoints[i]);
   }
   return finish(grp);
 }
@@ -140,11 +146,13 @@ Status GroupRun::finish(const Group& grp) {
   if (sync_each_group()) TP_CUDA(cudaStreamSynchronize(be_.stream()), where);
   locals_.clear();
   widened_.clear();
+  views_of_.clear();
   return Status();
 }
 
 Expected<GroupRun::Value> GroupRun::value(int v) {
-  const Dims d = nhwc_dims(shape(v));
+  const Dims d = dims_of(v);
+  v = viewed(v);
   auto relaid = channels_last_.find(v);
   if (relaid != channels_last_.end()) return Value{Src{relaid->second.get(), Storage::kF32}, d};
   auto local = locals_.find(v);
@@ -251,7 +259,7 @@ Expected<DeviceMemory> GroupRun::conv(const Op& op, int src, const Conv2dWindow&
 Expected<DeviceMemory> GroupRun::attention(const Op& op, const Dims& od, bool no_max,
                                            DType activation, DType operands) {
   const std::string what = op.name + " (attention)";
-  const Dims qd = nhwc_dims(shape(op.inputs[0])), vd = nhwc_dims(shape(op.inputs[2]));
+  const Dims qd = dims_of(op.inputs[0]), vd = dims_of(op.inputs[2]);
   TP_ASSIGN_OR_RETURN(const float* q, as_f32(op.inputs[0]));
   TP_ASSIGN_OR_RETURN(const float* k, as_f32(op.inputs[1]));
   TP_ASSIGN_OR_RETURN(const float* v, as_f32(op.inputs[2]));
@@ -302,8 +310,8 @@ Expected<DeviceMemory> GroupRun::attention(const Op& op, const Dims& od, bool no
 }
 
 bool GroupRun::channels_matter(OpKind k) {
-  return k == OpKind::kConv || k == OpKind::kLinear || k == OpKind::kGroupNorm ||
-         k == OpKind::kAttention || k == OpKind::kInterpolateNearest || k == OpKind::kSlice;
+  return k == OpKind::kConv || k == OpKind::kGroupNorm || k == OpKind::kInterpolateNearest ||
+         k == OpKind::kSlice;
 }
 
 Status GroupRun::to_channels_last(int v, const std::string& what) {

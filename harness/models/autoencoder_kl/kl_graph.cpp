@@ -27,15 +27,18 @@ class KlBuilder {
     return out;
   }
 
-  // Attention(heads=1, dim_head=C, residual_connection=True, rescale_output_factor=1).
+  // Attention(heads=1, dim_head=C, residual_connection=True, rescale_output_factor=1), as
+  // AttnProcessor2_0 runs it: the normed image as [B, H*W, C] tokens, projections, one-head
+  // attention, to_out, back to [B,C,H,W], plus the input.
   int attention(const std::string& p, int x, int c) {
     const int n = b_.group_norm(p + ".group_norm", x, c, c_.norm_num_groups, kResnetEps);
-    const int q = b_.linear(p + ".to_q", n, c, c);  // tokens are the H*W positions
-    const int k = b_.linear(p + ".to_k", n, c, c);
-    const int v = b_.linear(p + ".to_v", n, c, c);
-    const int a = b_.attention(p + ".sdpa", q, k, v, 1.0 / std::sqrt(double(c)));
-    const int o = b_.linear(p + ".to_out.0", a, c, c);
-    const int out = b_.add(p + ".add", o, x);
+    const int t = b_.to_tokens(p + ".to_tokens", n, c);
+    const int q = b_.linear_last(p + ".to_q", t, c, c);
+    const int k = b_.linear_last(p + ".to_k", t, c, c);
+    const int v = b_.linear_last(p + ".to_v", t, c, c);
+    const int a = b_.multi_head_attention(p + ".sdpa", q, k, v, 1, 1.0 / std::sqrt(double(c)));
+    const int o = b_.linear_last(p + ".to_out.0", a, c, c);
+    const int out = b_.add(p + ".add", b_.to_image(p + ".to_image", o, x), x);
     b_.module(p, out);
     return out;
   }

@@ -81,24 +81,18 @@ struct Builder {
   // tokens), the blocks on [B, H*W, C] tokens, proj_out, + the input.
   int transformer(const std::string& p, int x, int ch, int layers, int heads, int cross_dim) {
     int h = b.group_norm(p + ".norm", x, ch, c.norm_num_groups, 1e-6);
-    auto to_tokens = [&](const std::string& name, int v) {
-      return b.permute(name, b.reshape(name + ".flatten", v, {0, ch, -1}), {0, 2, 1});
-    };
     if (!c.use_linear_projection) {
-      h = to_tokens(p + ".to_tokens", b.conv2d_same(p + ".proj_in", h, ch, ch, 1));
+      h = b.to_tokens(p + ".to_tokens", b.conv2d_same(p + ".proj_in", h, ch, ch, 1), ch);
     } else {
-      h = b.linear_last(p + ".proj_in", to_tokens(p + ".to_tokens", h), ch, ch);
+      h = b.linear_last(p + ".proj_in", b.to_tokens(p + ".to_tokens", h, ch), ch, ch);
     }
     for (int k = 0; k < layers; ++k)
       h = transformer_block(p + ".transformer_blocks." + std::to_string(k), h, ch, heads,
                             cross_dim);
-    auto to_image = [&](const std::string& name, int v) {
-      return b.reshape_like(name, b.permute(name + ".channels_first", v, {0, 2, 1}), x);
-    };
     if (!c.use_linear_projection) {
-      h = b.conv2d_same(p + ".proj_out", to_image(p + ".to_image", h), ch, ch, 1);
+      h = b.conv2d_same(p + ".proj_out", b.to_image(p + ".to_image", h, x), ch, ch, 1);
     } else {
-      h = to_image(p + ".to_image", b.linear_last(p + ".proj_out", h, ch, ch));
+      h = b.to_image(p + ".to_image", b.linear_last(p + ".proj_out", h, ch, ch), x);
     }
     h = b.add(p + ".residual", h, x);
     b.module(p, h);
