@@ -63,6 +63,9 @@ struct Case {
   // The options the pipeline's family declares (steps=, vae=, ...: `twinpath cases options`),
   // canonical and in the family's order, defaults left out.
   OptionValues options;
+  // Given by `run --case`: a refusal (unsupported, skipped) is then the run's answer, printed
+  // with its reason and repro, not a count. Not part of the id.
+  bool named = false;
   bool reload = false;              // plans saved, loaded into a fresh session, run again
   bool interleave = false;          // roundtrips: encode and decode called in turn in one session
   std::vector<std::string> inject;  // fault names

@@ -85,9 +85,9 @@ Status check_layer_policy(const LayerPolicy& p) {
                  dtype_name(p.activation) +
                  "; fp8 is a weight dtype (w=" + dtype_name(p.activation) + ")");
   if (p.accumulation != DType::kF32 && p.accumulation != DType::kF16)
-    return Error(
-        std::string("policy: accumulation is f32 (or f16, to reproduce field bugs), not ") +
-        dtype_name(p.accumulation));
+    return Error(std::string("policy: acc=") + dtype_name(p.accumulation) +
+                 " is not an accumulation dtype of the compiled path; use acc=f32 (or acc=f16, "
+                 "to reproduce field bugs)");
   if (!dtype_is_fp8(p.weight) && (p.scale != ScaleGranularity::kPerChannel ||
                                   p.saturation != Saturation::kSaturate || p.clip != 1))
     return Error("policy: scale=, sat= and clip= apply to fp8 weights only (w=f8e4m3 or w=f8e5m2)");

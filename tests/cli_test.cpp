@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "harness/core/format.h"
 #include "harness/core/safetensors.h"
 #include "harness/core/tensor_io.h"
 #include "tests/support/command.h"
@@ -419,6 +420,54 @@ TEST_F(CliTest, ASuitePastTheCaseLimitIsRefusedBeforeRunning) {
               std::string::npos)
         << r.output;
   }
+}
+
+// A case the user named that cannot run says why on its line, with its repro, and the run exits
+// 2; the same refusal inside a suite is counted by reason and the run exits 0.
+TEST_F(CliTest, ANamedCaseThatCannotRunSaysWhyWithItsReproAndExits2) {
+  const std::string line = "vae.decode model=tiny-kl res=64x64 w=bf16 a=f16 acc=f32";
+  auto r = twinpath("run --case '" + line + "'");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("UNSUPPORTED " + line), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("weights in bf16 with activations in f16 is not a combination"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("repro: twinpath run --case '" + line + "'"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("1 of the cases given by --case could not run here"), std::string::npos)
+      << r.output;
+  // The reason of an accumulation dtype the compiled path lacks reads whole in the summary.
+  r = twinpath("run --case 'vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=bf16'");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("1 acc=bf16 is not an accumulation dtype of the compiled path"),
+            std::string::npos)
+      << r.output;
+  if (::access("/dev/nvidia0", F_OK) != 0) {  // no GPU: the CUDA case is skipped, named so
+    r = twinpath("run --device cuda --case '" + line.substr(0, line.find(" w=")) + "'");
+    EXPECT_EQ(r.code, 2) << r.output;
+    EXPECT_NE(r.output.find("SKIPPED"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("repro: twinpath run --device cuda --case"), std::string::npos)
+        << r.output;
+  }
+  std::ofstream(p("refused.txt")) << line << "\nvae.decode model=tiny-kl res=64x64 w=f16\n";
+  r = twinpath("run --suite " + p("refused.txt"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("UNSUPPORTED"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1 unsupported, 1 passed, 0 failed"), std::string::npos) << r.output;
+}
+
+// An empty suite, a shard count of 0 and a model of the wrong family each get the sentence that
+// names what is wrong (with the article its noun takes).
+TEST_F(CliTest, EmptySuitesZeroShardsAndWrongFamiliesAreNamedAsSuch) {
+  std::ofstream(p("empty.txt")) << "# only a comment\n\n";
+  expect_user_error("run --suite " + p("empty.txt"),
+                    "the suite " + p("empty.txt") + " has no cases (only comments or blank lines)");
+  expect_user_error("run --shard 0/0", "N (the number of shards) is at least 1");
+  expect_user_error("exec --model " + p("kl") + " --pipeline unet.step --input " + p("image.npy") +
+                        " --output " + p("u.safetensors"),
+                    "is an AutoencoderKL, which runs");
+  EXPECT_EQ(with_article("image"), "an image");
+  EXPECT_EQ(with_article("UNet2DConditionModel"), "a UNet2DConditionModel");
 }
 
 TEST_F(CliTest, TriageRefusesWrongInputsClearly) {

@@ -1,6 +1,6 @@
 // twinpath: runs diffusion pipelines on independent paths and compares them.
 // main() parses flags and picks the exit code: 0 success, 1 a case failed, 2 usage or input
-// error, 3 a twinpath bug.
+// error (or a case given by `run --case` that cannot run here), 3 a twinpath bug.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -130,7 +130,8 @@ void add_run_command(CLI::App& app, std::vector<Command>& commands) {
   auto ro = std::make_shared<tp::RunCommandOptions>();
   run->add_option(
       "--case", ro->cases,
-      "a case line (repeatable): PIPELINE key=value ... (`twinpath cases options` lists them)");
+      "a case line (repeatable): PIPELINE key=value ... (`twinpath cases options` lists them); "
+      "one that cannot run here prints why with its repro and the run exits 2");
   run->add_option("--suite", ro->suite,
                   "ci (default) | nightly | field-reports | FILE of case lines and sweeps");
   run->add_option("--filter", ro->filter,

@@ -82,6 +82,7 @@ Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
     auto c = parse_case(line);
     if (!c.ok()) return Error("--case '" + line + "': " + c.error().message());
     all.push_back(std::move(c).value());
+    all.back().named = true;
   }
   if (!o.suite.empty() || o.cases.empty()) {
     TP_ASSIGN_OR_RETURN(std::vector<Case> suite, load_suite(o.suite.empty() ? "ci" : o.suite));
@@ -104,6 +105,10 @@ Expected<std::vector<Case>> selected_cases(const RunCommandOptions& o) {
     for (const std::string& f : split_list(o.inject, ',')) c.inject.push_back(f);
     if (std::regex_search(c.id(), filter)) cases.push_back(std::move(c));
   }
+  if (all.empty())
+    return Error("the suite " + o.suite +
+                 " has no cases (only comments or blank lines); add case "
+                 "lines (`twinpath cases options` lists what a line takes)");
   if (cases.empty())
     return Error("--filter '" + o.filter + "' matches none of the " + std::to_string(all.size()) +
                  " cases");
@@ -186,7 +191,8 @@ Expected<Shard> parse_shard(const std::string& flag) {
                       text.find_first_not_of("0123456789/") == std::string::npos &&
                       text.find('/', slash + 1) == std::string::npos;
   if (shaped)
-    return Error("shard " + text + " is out of range; K counts from 0 and must be below N");
+    return Error("shard " + text + " is out of range: N (the number of shards) is at least 1 and " +
+                 "K counts from 0 to N-1, e.g. --shard 0/4");
   return Error(
       "shard '" + text +
       "' is not K/N; use --shard K/N with 0 <= K < N (or a scheduler's variables: "
@@ -301,12 +307,15 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   g_stop_requested = false;
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);
+  int named_refusals = 0;  // cases given by --case that did not run
   const std::size_t ran = run_cases(
       mine, options, jobs, models,
       [&](std::size_t i, CaseResult r) {
         r.ordinal = ordinals[i];
-        if (r.outcome != Outcome::kUnsupported)
-          progress << case_lines(r) << std::flush;  // counted at the end
+        const bool refused = r.outcome == Outcome::kUnsupported || r.outcome == Outcome::kSkipped;
+        named_refusals += refused && mine[i]->named;
+        if (r.outcome != Outcome::kUnsupported || mine[i]->named)
+          progress << case_lines(r) << std::flush;  // suites' refusals are counted at the end
         report.cases.push_back(std::move(r));
       },
       &g_stop_requested);
@@ -345,7 +354,13 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     progress << refused << "\n";
   progress << outcome_counts(report.cases) << "\n";
   if (report.incomplete) return 128 + g_stop_signal;  // as the signal's own exit status
-  return any_failure(report.cases) || regressed ? 1 : 0;
+  if (any_failure(report.cases) || regressed) return 1;
+  if (named_refusals) {
+    progress << named_refusals << " of the cases given by --case could not run here (the reason "
+             << "and repro are above)\n";
+    return 2;
+  }
+  return 0;
 }
 
 }  // namespace tp

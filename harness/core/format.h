@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -64,6 +65,13 @@ inline std::string join_numbers(const std::vector<int64_t>& values, char sep) {
   for (std::size_t i = 0; i < values.size(); ++i)
     (i ? out += sep : out) += std::to_string(values[i]);
   return out;
+}
+
+// `noun` after its indefinite article, by its first letter: "an AutoencoderKL", "a UNet",
+// "an image", "a latent".
+inline std::string with_article(const std::string& noun) {
+  const char c = noun.empty() ? 'x' : char(std::tolower(static_cast<unsigned char>(noun[0])));
+  return (std::string("aeio").find(c) != std::string::npos ? "an " : "a ") + noun;
 }
 
 // A size in memory as people read it: "512 B", "3.25 MiB", "1.50 GiB".

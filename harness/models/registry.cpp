@@ -2,6 +2,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "harness/core/format.h"
 #include "harness/models/autoencoder_kl/family.h"
 #include "harness/models/autoencoder_tiny/family.h"
 #include "harness/models/family.h"
@@ -276,8 +277,8 @@ Status check_family_runs(const Model& model, const std::string& pipeline) {
   if (f.runs(pipeline)) return Status();
   std::vector<std::string> names;
   for (const PipelineDescriptor& d : f.pipelines()) names.push_back(d.name);
-  return Error("model " + model.dir + " is a " + f.class_name() + ", which runs " + joined(names) +
-               ", not " + pipeline);
+  return Error("model " + model.dir + " is " + with_article(f.class_name()) + ", which runs " +
+               joined(names) + ", not " + pipeline);
 }
 
 std::vector<const PipelineOption*> all_pipeline_options() {

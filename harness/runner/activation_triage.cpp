@@ -75,8 +75,9 @@ Status DumpTriage::read_header() {
   fp8 = !t.layerwise_fp8.empty();
   dtype_max = dtype_max_finite(dtype);
   if (!field("class_name").empty() && field("class_name") != model.family().class_name())
-    return Error(dump_path + " was dumped from a " + field("class_name") + ", but --model is a " +
-                 model.family().class_name() + "; give the model folder the dump was made with");
+    return Error(dump_path + " was dumped from " + with_article(field("class_name")) +
+                 ", but --model is " + with_article(model.family().class_name()) +
+                 "; give the model folder the dump was made with");
   return Status();
 }
 

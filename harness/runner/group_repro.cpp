@@ -106,8 +106,8 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::De
   for (Graph& g : config->family().graphs(*config))
     if (g.name == graph_name) found = std::move(g);
   if (!found)
-    return Error(path + ": unknown graph '" + graph_name + "' for a " +
-                 config->family().class_name());
+    return Error(path + ": unknown graph '" + graph_name + "' for " +
+                 with_article(config->family().class_name()));
   const Graph& graph = *found;
   // Weights the group does not read are zeros: only the group runs.
   Weights weights;

@@ -1,5 +1,6 @@
 #include "harness/models/vae/pipeline.h"
 
+#include "harness/core/format.h"
 #include "harness/models/vae/streamed_tiling.h"
 #include "harness/models/vae/tiling.h"
 #include "harness/models/vae/vae_graphs.h"
@@ -47,8 +48,9 @@ Status check_pipeline_input(const Model& m, Pipeline p, const Tensor& input) {
   const int channels = latent ? vae_config(m).latent_channels() : vae_config(m).image_channels();
   const std::string what = latent ? "latent" : "image";
   if (input.rank() != 4 || input.dim(1) != channels)
-    return Error(std::string(pipeline_name(p)) + " takes a " + what + " of shape [batch, " +
-                 std::to_string(channels) + ", height, width] for this model, but the input is " +
+    return Error(std::string(pipeline_name(p)) + " takes " + with_article(what) +
+                 " of shape [batch, " + std::to_string(channels) +
+                 ", height, width] for this model, but the input is " +
                  shape_string(input.shape()));
   if (input.numel() == 0)
     return Error(std::string(pipeline_name(p)) + ": the input is empty " +
