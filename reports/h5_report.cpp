@@ -252,6 +252,11 @@ Expected<RunReport> read_h5_report(const std::string& path) {
                    ": libhdf5 cannot open it, so the file is likely damaged or truncated; restore "
                    "it, or rerun what wrote it");
     const hid_t root = file.get();
+    if (H5Aexists(root, "kind") > 0 && get_string(root, "kind") == "tradeoff")
+      return Error(path +
+                   " is a report of `twinpath tradeoff` (error and speed per policy), not of a "
+                   "run: open the page report.html beside it, or read its points table with "
+                   "h5py; `report show` reads the reports of `twinpath run` and `triage`");
     RunReport r;
     r.schema_version = int(get_int(root, "schema_version"));
     if (r.schema_version != kReportSchemaVersion)

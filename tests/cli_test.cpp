@@ -449,6 +449,14 @@ TEST_F(CliTest, ANamedCaseThatCannotRunSaysWhyWithItsReproAndExits2) {
     EXPECT_NE(r.output.find("repro: twinpath run --device cuda --case"), std::string::npos)
         << r.output;
   }
+  // The report keeps the command line as it can be pasted back into a shell.
+  const std::string ok = "vae.decode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32";
+  r = twinpath("run --case '" + ok + "' --report " + p("quoted.h5"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = twinpath("report show " + p("quoted.h5"));
+  EXPECT_NE(r.output.find("twinpath run --case '" + ok + "' --report " + p("quoted.h5")),
+            std::string::npos)
+      << r.output;
   std::ofstream(p("refused.txt")) << line << "\nvae.decode model=tiny-kl res=64x64 w=f16\n";
   r = twinpath("run --suite " + p("refused.txt"));
   EXPECT_EQ(r.code, 0) << r.output;
@@ -467,6 +475,14 @@ TEST_F(CliTest, EmptySuitesZeroShardsAndWrongFamiliesAreNamedAsSuch) {
                         " --output " + p("u.safetensors"),
                     "is an AutoencoderKL, which runs");
   EXPECT_EQ(with_article("image"), "an image");
+  EXPECT_EQ(shell_quote("--case"), "--case");
+  EXPECT_EQ(shell_quote("a b"), "'a b'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote(""), "''");
+  const std::vector<std::string> argv = {"run", "--case", "vae.decode res=64x64", "it's", ""};
+  std::string line;
+  for (const std::string& a : argv) line += (line.empty() ? "" : " ") + shell_quote(a);
+  EXPECT_EQ(shell_split(line), argv) << line;
   EXPECT_EQ(with_article("UNet2DConditionModel"), "a UNet2DConditionModel");
 }
 

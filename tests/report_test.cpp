@@ -515,6 +515,18 @@ TEST_F(ReportTest, AnInterruptedRunKeepsItsCasesAndResumesToTheUninterruptedRepo
   EXPECT_EQ(merged.code, 2);
   EXPECT_NE(merged.output.find("is incomplete"), std::string::npos) << merged.output;
 
+  // Resumed as it ran: a fault, a model or another run option given anew is refused.
+  for (const std::string extra : {" --inject softmax-no-max", " --model tiny-taesd"}) {
+    const auto refused = twinpath("run --resume " + p("stopped.h5") + extra);
+    EXPECT_EQ(refused.code, 2) << refused.output;
+    EXPECT_NE(refused.output.find("leave out --model, --inject and --reseed"), std::string::npos)
+        << refused.output;
+  }
+  const auto other_mem = twinpath("run --resume " + p("stopped.h5") + " --mem 1GiB");
+  EXPECT_EQ(other_mem.code, 2) << other_mem.output;
+  EXPECT_NE(other_mem.output.find("as it ran them, without --mem: leave out --mem"),
+            std::string::npos)
+      << other_mem.output;
   const auto resumed = twinpath("run --jobs 2 --resume " + p("stopped.h5"));
   EXPECT_EQ(resumed.code, 0) << resumed.output;
   const auto whole =
@@ -525,6 +537,8 @@ TEST_F(ReportTest, AnInterruptedRunKeepsItsCasesAndResumesToTheUninterruptedRepo
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_FALSE(a->incomplete);
   EXPECT_TRUE(a->not_run.empty());
+  EXPECT_EQ(a->command_line, "twinpath " + run.substr(run.find("run ")) + " --report " +
+                                 p("stopped.h5"));  // the interrupted run's, not the resume's
   ASSERT_EQ(a->cases.size(), b->cases.size());
   for (std::size_t i = 0; i < a->cases.size(); ++i) {
     const CaseResult &x = a->cases[i], &y = b->cases[i];

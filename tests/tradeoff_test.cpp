@@ -61,6 +61,13 @@ TEST(Tradeoff, WritesReportAndAPageThatRendersInChromium) {
   const auto py =
       shell("/usr/bin/python3 " + (dir / "check.py").string() + " " + (dir / "report.h5").string());
   EXPECT_NE(py.output.find("h5py ok"), std::string::npos) << py.output;
+  // `report show` reads run reports; on this one it says what it is and where to look.
+  const auto shown = twinpath("report show " + (dir / "report.h5").string());
+  EXPECT_EQ(shown.code, 2) << shown.output;
+  EXPECT_NE(shown.output.find("is a report of `twinpath tradeoff`"), std::string::npos)
+      << shown.output;
+  EXPECT_NE(shown.output.find("open the page report.html beside it"), std::string::npos)
+      << shown.output;
 
   std::stringstream html;
   html << std::ifstream(dir / "report.html").rdbuf();

@@ -15,6 +15,7 @@
 
 #include "compiled/faults.h"
 #include "harness/cli/commands.h"
+#include "harness/core/format.h"
 
 namespace {
 
@@ -369,7 +370,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   std::string line = "twinpath";
-  for (int i = 1; i < argc; ++i) line += std::string(" ") + argv[i];
+  for (int i = 1; i < argc; ++i) line += " " + tp::shell_quote(argv[i]);  // pasted back as is
   try {
     for (const Command& c : commands)
       if (c.app->parsed()) return c.action(line);

@@ -66,6 +66,54 @@ Expected<std::pair<std::vector<Case>, std::vector<int64_t>>> cases_to_resume(
   return std::pair{std::move(cases), std::move(ordinals)};
 }
 
+// --resume runs the interrupted run's cases as it ran them: the run options of its stored command
+// line (device, kernels, graphs, memory budget, dumps, search, contract check) apply again, and
+// one given anew that differs is refused, as is a case option (model, faults, seed: the cases'
+// ids hold the interrupted run's).
+Status take_resumed_options(const std::string& stored, RunCommandOptions& o) {
+  if (!o.model.empty() || !o.inject.empty() || o.reseed)
+    return Error(
+        "--resume runs the interrupted run's cases as they were, with their models, faults and "
+        "seeds; leave out --model, --inject and --reseed, or start a new run with them");
+  const std::vector<std::string> words = shell_split(stored);
+  auto given = [&](const std::string& flag) -> std::optional<std::string> {
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      if (words[i] == flag) return i + 1 < words.size() ? words[i + 1] : "";
+      if (words[i].rfind(flag + "=", 0) == 0) return words[i].substr(flag.size() + 1);
+    }
+    return std::nullopt;
+  };
+  struct Option {
+    const char* flag;
+    std::string* value;
+    std::string unset;
+    bool switch_only = false;  // a flag without a value: "on" when given
+  };
+  std::string search = o.search ? "on" : "", no_contract = o.contract ? "" : "on";
+  const Option options[] = {{"--device", &o.device, "cpu"},
+                            {"--kernels", &o.kernels, ""},
+                            {"--cuda-graphs", &o.cuda_graphs, ""},
+                            {"--mem", &o.mem, ""},
+                            {"--dump", &o.dump, "none"},
+                            {"--search", &search, "", true},
+                            {"--no-contract", &no_contract, "", true}};
+  for (const Option& opt : options) {
+    const auto stored_value = given(opt.flag);
+    const std::string was =
+        opt.switch_only ? (stored_value ? "on" : "") : stored_value.value_or(opt.unset);
+    if (*opt.value != opt.unset && *opt.value != was)
+      return Error(std::string("--resume runs the interrupted run's cases as it ran them, ") +
+                   (was == opt.unset
+                        ? "without " + std::string(opt.flag)
+                        : "with " + std::string(opt.flag) + (opt.switch_only ? "" : " " + was)) +
+                   ": leave out " + opt.flag + ", or start a new run with it");
+    *opt.value = was;
+  }
+  o.search = search == "on";
+  o.contract = no_contract != "on";
+  return Status();
+}
+
 }  // namespace
 
 Expected<int64_t> memory_budget_option(const std::string& text) {
@@ -242,6 +290,16 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     o.report = "out/latest.h5";
     o.junit = "out/latest.xml";
   }
+  // A resumed run takes its cases and run options from the report it completes.
+  RunReport resumed;
+  if (!o.resume.empty()) {
+    if (!o.cases.empty() || !o.suite.empty() || !o.filter.empty() || !o.shard.empty())
+      return Error(
+          "--resume takes its cases from the report; leave out --case, --suite, --filter and "
+          "--shard");
+    TP_ASSIGN_OR_RETURN(resumed, read_report_file(o.resume));
+    TP_RETURN_IF_ERROR(take_resumed_options(resumed.command_line, o));
+  }
   TP_ASSIGN_OR_RETURN(const compiled::Device device, compiled::parse_device(o.device));
   TP_ASSIGN_OR_RETURN(const CudaChoice cuda, cuda_choice_option(o, device));
   DumpPolicy dump = DumpPolicy::kNone;
@@ -252,16 +310,9 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   else if (o.dump != "none")
     return Error("--dump " + o.dump + " is unknown; use none, failing or all");
   TP_ASSIGN_OR_RETURN(Shard shard, parse_shard(o.shard));
-  // A resumed run takes its cases from the report it completes; a new one from the options.
-  RunReport resumed;
   std::vector<Case> cases;
   std::vector<int64_t> resumed_ordinals;
   if (!o.resume.empty()) {
-    if (!o.cases.empty() || !o.suite.empty() || !o.filter.empty() || !o.shard.empty())
-      return Error(
-          "--resume takes its cases from the report; leave out --case, --suite, --filter and "
-          "--shard");
-    TP_ASSIGN_OR_RETURN(resumed, read_report_file(o.resume));
     TP_ASSIGN_OR_RETURN(auto todo, cases_to_resume(resumed, o.resume));
     cases = std::move(todo.first);
     resumed_ordinals = std::move(todo.second);
@@ -280,6 +331,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   if (shard.total > 1)
     report.shard = std::to_string(shard.index) + "/" + std::to_string(shard.total);
   if (!o.resume.empty()) {
+    report.command_line = resumed.command_line;  // the run it completes, with every option
     report.shard = resumed.shard;
     report.cases = resumed.cases;
   }

@@ -74,6 +74,49 @@ inline std::string with_article(const std::string& noun) {
   return (std::string("aeio").find(c) != std::string::npos ? "an " : "a ") + noun;
 }
 
+// One command-line argument as a POSIX shell reads it back: as it is when it holds only
+// characters no shell treats specially, else in single quotes (a quote inside as '\'').
+inline std::string shell_quote(std::string_view arg) {
+  const bool plain = !arg.empty() && arg.find_first_not_of(
+                                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                         "0123456789_@%+=:,./-") == std::string_view::npos;
+  if (plain) return std::string(arg);
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// The words of a command line as a POSIX shell splits them (spaces; single quotes; a backslash
+// outside them escapes the next character): shell_quote's inverse.
+inline std::vector<std::string> shell_split(std::string_view line) {
+  std::vector<std::string> words;
+  std::string word;
+  bool quoted = false, started = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '\'')
+        quoted = false;
+      else
+        word += c;
+    } else if (c == '\'') {
+      quoted = started = true;
+    } else if (c == '\\' && i + 1 < line.size()) {
+      word += line[++i];
+      started = true;
+    } else if (c == ' ') {
+      if (started) words.push_back(word);
+      word.clear();
+      started = false;
+    } else {
+      word += c;
+      started = true;
+    }
+  }
+  if (started) words.push_back(word);
+  return words;
+}
+
 // A size in memory as people read it: "512 B", "3.25 MiB", "1.50 GiB".
 inline std::string format_bytes(int64_t bytes) {
   char buf[32];
