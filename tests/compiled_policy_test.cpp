@@ -27,7 +27,8 @@ TEST(PolicyTest, RefusesMalformedPoliciesWithTheFix) {
   const std::pair<const char*, const char*> bad[] = {
       {"w=f16", "needs both w= and a="},
       {"w=f16,a=f8e4m3", "fp8 is a weight dtype"},
-      {"w=f16,a=f16,acc=bf16", "accumulation is f32"},
+      {"w=f16,a=f16,acc=bf16",
+       "acc=bf16 is not an accumulation dtype of the compiled path; use acc=f32"},
       {"w=f16,a=f16,scale=tensor", "fp8 weights only"},
       {"w=f16,a=f16,x=1", "unknown key 'x'"},
       {"w=f17,a=f16", "f17"},
