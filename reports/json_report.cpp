@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "harness/core/format.h"
+#include "reports/margins.h"
 #include "reports/result_schema.h"
 
 namespace tp {
@@ -32,6 +33,13 @@ nlohmann::json case_json(const CaseResult& c) {
   j["failing_checkpoints"] = failing;
   for (const CheckpointRecord& r : c.checkpoints)
     if (!r.passed) j["failing"].push_back(row_json(checkpoint_schema(), r));
+  if (const auto worst = worst_checkpoint(c))
+    j["worst"] = {{"checkpoint", worst->checkpoint->name},
+                  {"judged", worst->local ? "local" : "accumulated"},
+                  {"measure", worst->measure},
+                  {"error", number(worst->error)},
+                  {"tolerance", worst->tolerance},
+                  {"margin", number(worst->margin)}};
   if (c.provenance.found) {
     const Provenance& p = c.provenance;
     nlohmann::json o;
@@ -87,6 +95,18 @@ nlohmann::json run_json(const RunReport& r) {
     j["not_run"].push_back({{"ordinal", ordinal}, {"id", id}});
   j["cases"] = nlohmann::json::array();
   for (const CaseResult& c : r.cases) j["cases"].push_back(case_json(c));
+  return j;
+}
+
+nlohmann::json diff_json(const std::vector<DiffFinding>& findings,
+                         const std::vector<std::string>& unmatched, double ratio) {
+  nlohmann::json j;
+  j["growth"] = ratio;
+  j["regressions"] = nlohmann::json::array();
+  for (const DiffFinding& f : findings)
+    j["regressions"].push_back(
+        {{"case", f.case_id}, {"checkpoint", f.checkpoint}, {"what", f.what}});
+  j["unmatched"] = unmatched;
   return j;
 }
 

@@ -309,10 +309,10 @@ TEST_F(ReportTest, DiffFlagsPlantedErrorGrowthAndNewNonFinite) {
   EXPECT_NE(diff.output.find("2 regressions"), std::string::npos) << diff.output;
 
   // The same commands in process, from a binary that links only the reports and the core.
-  auto in_process = report_diff_command(p("base.h5"), p("planted.h5"), 2.0);
+  auto in_process = report_diff_command(p("base.h5"), p("planted.h5"), 2.0, false);
   ASSERT_TRUE(in_process.ok());
   EXPECT_EQ(*in_process, 1);
-  auto shown = report_show_command(p("base.h5"), false);
+  auto shown = report_show_command(p("base.h5"), false, false);
   ASSERT_TRUE(shown.ok());
   EXPECT_EQ(*shown, 0);
 }

@@ -158,12 +158,16 @@ void add_run_command(CLI::App& app, std::vector<Command>& commands) {
                   "cases run concurrently, the threads divided among them: a number, or auto "
                   "(one per thread when every case is on a built-in tiny model on the CPU, else 1)")
       ->capture_default_str();
-  run->add_option("--report", ro->report, "write the HDF5 report here (atomically)");
+  run->add_option("--report", ro->report,
+                  "write the HDF5 report here (atomically); without it, out/runs/TIME.h5 and "
+                  "TIME.xml, linked as out/latest.h5 and out/latest.xml (the last 10 runs kept)");
   run->add_option("--resume", ro->resume,
                   "REPORT.h5 of a run stopped by SIGINT/SIGTERM: run only the cases it did not "
                   "(pass the run's other options again) and write the complete report (to "
                   "--report, else over REPORT.h5)");
-  run->add_option("--junit", ro->junit, "write JUnit XML here (atomically)");
+  run->add_option("--junit", ro->junit,
+                  "write JUnit XML here (atomically); default: beside the run's own report when "
+                  "there is no --report");
   run->add_option("--baseline", ro->baseline,
                   "an earlier report or a baseline file (report baseline): flag error growth, new "
                   "non-finite values, worse outcomes and changed plans against it");
@@ -310,25 +314,32 @@ void add_report_commands(CLI::App& app, std::vector<Command>& commands) {
   report_cmd->require_subcommand(1);
   CLI::App* show = report_cmd->add_subcommand("show", "Print a report's cases and summary");
   auto show_file = std::make_shared<std::string>();
-  auto show_json = std::make_shared<bool>(false);
+  auto show_json = std::make_shared<bool>(false), show_layers = std::make_shared<bool>(false);
   show->add_option("file", *show_file, "report .h5")->required();
-  show->add_flag("--json", *show_json, "print one JSON object");
-  commands.push_back({show, [show_file, show_json](const std::string&) {
-                        return exit_code(tp::report_show_command(*show_file, *show_json));
+  show->add_flag("--json", *show_json,
+                 "print one JSON object (each case's outcome, failing checkpoints and worst one)");
+  show->add_flag("--layers", *show_layers,
+                 "every checkpoint's judged error, tolerance and margin, not only the worst");
+  commands.push_back({show, [show_file, show_json, show_layers](const std::string&) {
+                        return exit_code(
+                            tp::report_show_command(*show_file, *show_json, *show_layers));
                       }});
   CLI::App* diff = report_cmd->add_subcommand(
       "diff", "Flag error growth, new non-finite values and worse outcomes from BASE to NEW");
   struct DiffOptions {
     std::string base, after;
     double growth = 2;
+    bool json = false;
   };
   auto d = std::make_shared<DiffOptions>();
   diff->add_option("base", d->base, "the baseline report (or baseline file)")->required();
   diff->add_option("new", d->after, "the report to review")->required();
   diff->add_option("--growth", d->growth, "flag rel L2 that grew by more than this factor")
       ->capture_default_str();
+  diff->add_flag("--json", d->json, "print one JSON object: the regressions and unmatched cases");
   commands.push_back({diff, [d](const std::string&) {
-                        return exit_code(tp::report_diff_command(d->base, d->after, d->growth));
+                        return exit_code(
+                            tp::report_diff_command(d->base, d->after, d->growth, d->json));
                       }});
   CLI::App* baseline_cmd = report_cmd->add_subcommand(
       "baseline",

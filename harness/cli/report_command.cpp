@@ -19,6 +19,7 @@
 #include "reports/baseline.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
+#include "reports/margins.h"
 #include "reports/report_tools.h"
 
 namespace tp {
@@ -155,7 +156,7 @@ Expected<RunReport> read_report_file(const std::string& path, bool baseline_too)
   return baseline_too ? read_report_or_baseline(path) : read_h5_report(path);
 }
 
-Expected<int> report_show_command(const std::string& path, bool json) {
+Expected<int> report_show_command(const std::string& path, bool json, bool layers) {
   TP_ASSIGN_OR_RETURN(RunReport r, read_report_file(path));
   if (json) {
     std::cout << run_json(r).dump(2) << "\n";
@@ -164,7 +165,13 @@ Expected<int> report_show_command(const std::string& path, bool json) {
   std::cout << path << ": twinpath " << r.tool_version << " (" << r.git_commit << ") on " << r.host
             << ", " << r.device << ", " << r.utc_time
             << (r.shard.empty() ? "" : ", shard " + r.shard) << "\n  " << r.command_line << "\n";
-  for (const CaseResult& c : r.cases) std::cout << case_lines(c);
+  for (const CaseResult& c : r.cases) {
+    std::cout << case_lines(c);
+    if (layers && !c.checkpoints.empty())
+      std::cout << "    checkpoints (judged error against tolerance):\n" << margin_table(c);
+    else if (const auto worst = worst_checkpoint(c))
+      std::cout << "    worst: " << margin_text(*worst) << "\n";
+  }
   std::cout << outcome_counts(r.cases) << "\n";
   if (r.incomplete)
     std::cout << "INCOMPLETE: " << r.not_run.size()
@@ -174,12 +181,16 @@ Expected<int> report_show_command(const std::string& path, bool json) {
 }
 
 Expected<int> report_diff_command(const std::string& base_path, const std::string& new_path,
-                                  double ratio) {
+                                  double ratio, bool json) {
   if (!(ratio > 1))
     return Error("--growth must be above 1 (it is the factor by which error may grow)");
   TP_ASSIGN_OR_RETURN(RunReport base, read_report_file(base_path, true));
   TP_ASSIGN_OR_RETURN(RunReport next, read_report_file(new_path, true));
   const std::vector<DiffFinding> findings = diff_reports(base, next, DiffOptions{ratio});
+  if (json) {
+    std::cout << diff_json(findings, unmatched_cases(base, next), ratio).dump(2) << "\n";
+    return findings.empty() ? 0 : 1;
+  }
   for (const DiffFinding& f : findings)
     std::cout << "GREW        " << f.case_id << (f.checkpoint.empty() ? "" : " @ " + f.checkpoint)
               << "\n    " << f.what << "\n";

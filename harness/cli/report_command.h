@@ -18,8 +18,10 @@ namespace tp {
 // core.
 Expected<RunReport> read_report_file(const std::string& path, bool baseline_too = false);
 
-Expected<int> report_show_command(const std::string& path, bool json);
-Expected<int> report_diff_command(const std::string& base, const std::string& next, double ratio);
+// Each case's outcome and its checkpoint nearest the tolerance (every checkpoint with `layers`).
+Expected<int> report_show_command(const std::string& path, bool json, bool layers);
+Expected<int> report_diff_command(const std::string& base, const std::string& next, double ratio,
+                                  bool json);
 // A report's summary as a baseline file (reports/baseline.h).
 Expected<int> report_baseline_command(const std::string& report, const std::string& out);
 Expected<int> report_merge_command(const std::vector<std::string>& inputs, const std::string& out);

@@ -21,6 +21,7 @@
 #include "reports/json_report.h"
 #include "reports/report_tools.h"
 #include "reports/result.h"
+#include "reports/run_files.h"
 
 namespace tp {
 namespace {
@@ -112,6 +113,14 @@ Status take_resumed_options(const std::string& stored, RunCommandOptions& o) {
   o.search = search == "on";
   o.contract = no_contract != "on";
   return Status();
+}
+
+// The file a link names (out/latest.h5 -> out/runs/TIME.h5), so completing it keeps the link.
+std::string resolved_link(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_symlink(path, ec)) return path;
+  const auto target = std::filesystem::canonical(path, ec);
+  return ec ? path : target.string();
 }
 
 }  // namespace
@@ -280,16 +289,11 @@ RunReport report_header(const std::string& command_line, compiled::Device device
 }
 
 Expected<int> run_command(const RunCommandOptions& given, const std::string& command_line) {
-  // With no cases named, the main job: the ci suite, reported to out/latest.h5 (+ JUnit), outside
-  // the sources.
+  // Without --report, the run's own files under out/ (reports/run_files.h): out/latest.h5 and
+  // out/latest.xml link the newest, and no run replaces another's.
   RunCommandOptions o = given;
-  if (o.cases.empty() && o.suite.empty() && o.report.empty() && o.junit.empty() &&
-      o.resume.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories("out", ec);
-    o.report = "out/latest.h5";
-    o.junit = "out/latest.xml";
-  }
+  const bool own_files = o.report.empty() && o.resume.empty();
+  const bool own_junit = own_files && o.junit.empty();
   // A resumed run takes its cases and run options from the report it completes.
   RunReport resumed;
   if (!o.resume.empty()) {
@@ -316,7 +320,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     TP_ASSIGN_OR_RETURN(auto todo, cases_to_resume(resumed, o.resume));
     cases = std::move(todo.first);
     resumed_ordinals = std::move(todo.second);
-    if (o.report.empty()) o.report = o.resume;
+    if (o.report.empty()) o.report = resolved_link(o.resume);
   } else {
     TP_ASSIGN_OR_RETURN(cases, selected_cases(o));
   }
@@ -379,17 +383,20 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     report.incomplete = true;
     for (std::size_t i = ran; i < mine.size(); ++i)
       report.not_run.emplace_back(ordinals[i], mine[i]->id());
-    progress << "interrupted by " << (g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM") << " after "
-             << ran << " of " << mine.size() << " cases; "
-             << (o.report.empty()
-                     ? "no --report was given, so nothing is kept"
-                     : "the report keeps them, marked incomplete: `twinpath run "
-                       "--resume " +
-                           o.report + "` runs the other " + std::to_string(mine.size() - ran))
-             << "\n";
   }
-  if (!o.report.empty()) TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
-  if (!o.junit.empty()) TP_RETURN_IF_ERROR(write_junit(o.junit, report));
+  if (own_files) {
+    TP_ASSIGN_OR_RETURN(const RunFiles files, write_run_files("out", report, own_junit));
+    o.report = files.report;
+    if (own_junit) o.junit = files.junit;
+  } else {
+    TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
+  }
+  if (!o.junit.empty() && !own_junit) TP_RETURN_IF_ERROR(write_junit(o.junit, report));
+  if (report.incomplete)
+    progress << "interrupted by " << (g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM") << " after "
+             << ran << " of " << mine.size()
+             << " cases; the report keeps them, marked incomplete: `twinpath run --resume "
+             << shell_quote(o.report) << "` runs the other " << mine.size() - ran << "\n";
   bool regressed = false;
   if (!o.baseline.empty()) {
     const auto findings = diff_reports(baseline, report, DiffOptions{o.growth});
@@ -399,7 +406,11 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     progress << findings.size() << " regressions against " << o.baseline << "\n";
     regressed = !findings.empty();
   }
-  if (!o.report.empty()) progress << "report: " << o.report << "\n";
+  progress << "report: " << o.report
+           << (own_files ? " (out/latest.h5 links the newest run's; out/runs keeps the last " +
+                               std::to_string(kKeptRuns) + ")"
+                         : "")
+           << "\n";
   if (!o.junit.empty()) progress << "junit: " << o.junit << "\n";
   if (o.json) std::cout << run_json(report).dump(2) << "\n";
   if (const std::string refused = refusal_summary(report.cases); !refused.empty())
