@@ -8,6 +8,7 @@
 #include "cases/stress_inputs.h"
 #include "harness/core/dtype.h"
 #include "harness/core/format.h"
+#include "harness/core/names.h"
 #include "harness/core/rng.h"
 #include "harness/models/family.h"
 
@@ -400,8 +401,10 @@ Status apply_case_option(Case& c, std::string_view token) {
   std::string listed;
   for (std::size_t i = 0; i < keys.size(); ++i)
     listed += (i == 0 ? "" : i + 1 == keys.size() ? " and " : ", ") + keys[i];
-  return Error("unknown option; a case takes " + listed +
-               " (twinpath cases options explains them)");
+  const std::string meant = closest_name(key, keys);
+  return Error("unknown option " + std::string(key) +
+               (meant.empty() ? "" : " (did you mean " + meant + "?)") + "; a case takes " +
+               listed + " (twinpath cases options explains them)");
 }
 
 Status apply_policy_text(Case& c, std::string_view policy) {
@@ -459,7 +462,8 @@ Expected<Case> parse_case(std::string_view line) {
   };
   const Token& first = tokens[0];
   if (!is_pipeline_name(std::string(first.text)))
-    return bad(first, "a case starts with its pipeline: " + pipeline_choices());
+    return bad(first, "a case starts with its pipeline: " + pipeline_choices() +
+                          did_you_mean(first.text, pipeline_names()));
   c.pipeline = std::string(first.text);
   for (std::size_t i = 1; i < tokens.size(); ++i)
     if (Status s = apply_case_option(c, tokens[i].text); !s.ok())

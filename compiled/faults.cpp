@@ -1,5 +1,7 @@
 #include "compiled/faults.h"
 
+#include "harness/core/names.h"
+
 namespace tp::compiled {
 
 const std::vector<FaultInfo>& all_faults() {
@@ -78,9 +80,13 @@ Expected<FaultSet> parse_faults(std::string_view text) {
       }
     if (!found) {
       std::string known;
-      for (const FaultInfo& f : all_faults())
+      std::vector<std::string> names;
+      for (const FaultInfo& f : all_faults()) {
         known += (known.empty() ? "" : ", ") + std::string(f.name);
-      return Error("unknown fault '" + std::string(name) + "'; the compiled path knows " + known);
+        names.emplace_back(f.name);
+      }
+      return Error("unknown fault '" + std::string(name) + "'; the compiled path knows " + known +
+                   did_you_mean(name, names));
     }
     start = end + 1;
   }

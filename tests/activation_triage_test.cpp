@@ -73,6 +73,10 @@ TEST_P(ActivationTriageTest, NamesTheModuleOpAndCause) {
     ASSERT_FALSE(t->clipped.empty());
     EXPECT_EQ(t->clipped.front().rfind(c.clipped, 0), 0u) << t->clipped.front();
   }
+  // The repro names the dump and the model folder; the reference's time is measured.
+  EXPECT_EQ(r.repro.find(" DIR"), std::string::npos) << r.repro;
+  EXPECT_NE(r.repro.find(" --model " + m.dir), std::string::npos) << r.repro;
+  EXPECT_GT(r.reference_seconds, 0);
   // Clean dumps: every module within the tolerance for their dtype on its own dumped inputs.
   if (c.outcome == Outcome::kPassed) {
     EXPECT_TRUE(t->over_tolerance.empty()) << t->over_tolerance[0];
@@ -123,6 +127,21 @@ TEST(ActivationTriage, RefusesWhatIsNotADumpOfThisModel) {
   ASSERT_FALSE(other_config.ok());
   EXPECT_NE(other_config.error().message().find("block_out_channels"), std::string::npos)
       << other_config.error().message();
+  // A model of the same config with other weights: the dump's weight fingerprint says so, before
+  // any module is blamed (the overflow dump's model had one layer scaled; this one has not).
+  auto other_weights = triage_activations(fixtures() + "kl-overflow-f16.safetensors", kl);
+  ASSERT_FALSE(other_weights.ok());
+  EXPECT_NE(other_weights.error().message().find(
+                "was dumped from other weights than --model's: 2 of "),  // weight and bias
+            std::string::npos)
+      << other_weights.error().message();
+  EXPECT_NE(other_weights.error().message().find("(decoder.up_blocks.0.resnets.0.conv2."),
+            std::string::npos);
+  const Model reseeded =
+      model_for({"reseeded", "kl-small.json", 4, "", Outcome::kPassed, "", "", "", "", ""});
+  auto other_seed = triage_activations(fixtures() + "kl-f16.safetensors", reseeded);
+  ASSERT_FALSE(other_seed.ok());
+  EXPECT_NE(other_seed.error().message().find("other weights"), std::string::npos);
   auto missing = triage_activations(fixtures() + "no-such-dump.safetensors", kl);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().message().find("no-such-dump"), std::string::npos);

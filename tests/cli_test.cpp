@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/format.h"
+#include "harness/core/names.h"
 #include "harness/core/safetensors.h"
 #include "harness/core/tensor_io.h"
 #include "tests/support/command.h"
@@ -484,6 +485,66 @@ TEST_F(CliTest, EmptySuitesZeroShardsAndWrongFamiliesAreNamedAsSuch) {
   for (const std::string& a : argv) line += (line.empty() ? "" : " ") + shell_quote(a);
   EXPECT_EQ(shell_split(line), argv) << line;
   EXPECT_EQ(with_article("UNet2DConditionModel"), "a UNet2DConditionModel");
+}
+
+// A mistake in what the user typed stops the run once, before anything runs, with exit 2 and
+// the name it most likely meant; it is not an ERROR outcome per matching case.
+TEST_F(CliTest, TypedMistakesInCasesExit2OnceBeforeRunning) {
+  const std::string line = "vae.decode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32";
+  for (const auto& [args, fragment] : std::vector<std::pair<std::string, std::string>>{
+           {"run --case 'vae.decode model=tiny_kl res=32x32'", "did you mean tiny-kl?"},
+           {"run --case '" + line + " tilling=on'",
+            "unknown option tilling (did you mean tiling?)"},
+           {"run --case 'vae.decode model=tiny-kl res=63x64'", "res=63x64 is not a multiple"},
+           {"run --case '" + line + "' --inject f16-store-trunc",
+            "did you mean f16-store-truncate?"},
+           {"run --case 'vae.decod model=tiny-kl'", "did you mean vae.decode?"}}) {
+    const CommandResult r = twinpath(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
+    EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("ERROR "), std::string::npos) << r.output;
+  }
+  // --model over a suite: one sentence for every case it touches, nothing run.
+  std::ofstream(p("three.txt")) << "vae.decode,vae.encode model=tiny-kl res=32x32,48x32 w=f16 "
+                                   "a=f16 acc=f32\n";
+  const CommandResult missing = twinpath("run --suite " + p("three.txt") + " --model " + p("none"));
+  EXPECT_EQ(missing.code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("is neither a built-in model"), std::string::npos);
+  EXPECT_NE(missing.output.find("[4 cases, the first"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("nothing ran"), std::string::npos);
+  expect_user_error("run --suite " + p("three.txt") + " --model tiny-unet", "which runs unet.step");
+  EXPECT_EQ(closest_name("TINY_KL", {"tiny-taesd", "tiny-kl"}), "tiny-kl");
+  EXPECT_EQ(closest_name("tiny-k", {"tiny-kl", "sd-kl"}), "tiny-kl");
+  EXPECT_EQ(closest_name("quantum", {"tiny-kl", "sd-kl"}), "");
+}
+
+// model init --scale-layer says from which factor the layer's output leaves f16's range; a
+// factor past it overflows there, one below it does not.
+TEST_F(CliTest, ScaleLayerNamesTheFactorThatOverflowsF16) {
+  const std::string layer = "decoder.up_blocks.0.resnets.0.conv2";
+  const CommandResult measured = twinpath("model init --config tiny-kl --seed 1 --scale-layer '" +
+                                          layer + "*1' --out " + p("measured"));
+  ASSERT_EQ(measured.code, 0) << measured.output;
+  const std::string said = "leaves f16 (max 65504) from a factor of about ";
+  const std::size_t at = measured.output.find(said);
+  ASSERT_NE(at, std::string::npos) << measured.output;
+  const double factor = std::strtod(measured.output.c_str() + at + said.size(), nullptr);
+  ASSERT_GT(factor, 1);
+  for (const double k : {4.0, 0.25}) {
+    const std::string dir = p(k > 1 ? "past" : "below");
+    ASSERT_EQ(twinpath("model init --config tiny-kl --seed 1 --scale-layer '" + layer + "*" +
+                       std::to_string(k * factor) + "' --out " + dir)
+                  .code,
+              0);
+    const CommandResult r = testing::shell(
+        std::string("(") + TWINPATH_BINARY + " run --json --report " + p("scaled.h5") +
+        " --case 'vae.decode model=" + dir + " res=64x64 w=f16 a=f16 acc=f32' 2>/dev/null)");
+    const auto j = nlohmann::json::parse(r.output, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.output;
+    const auto& c = j["cases"][0];
+    const bool overflowed = c.contains("origin") && c["origin"].value("layer", "") == layer;
+    EXPECT_EQ(overflowed, k > 1) << c.dump(2);
+  }
 }
 
 TEST_F(CliTest, TriageRefusesWrongInputsClearly) {

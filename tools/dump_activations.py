@@ -13,8 +13,17 @@ Around your own model and call (any torch.nn.Module whose submodule names follow
 
 Or for a diffusers model folder:
 
-    python3 tools/dump_activations.py --model DIR --pipeline vae.decode --input latents.npy \\
-        --dtype f16 --out dump.safetensors
+    bash tools/dump-venv.sh   # once: torch, diffusers, safetensors and numpy in .venv-dump/
+    .venv-dump/bin/python tools/dump_activations.py --model DIR --pipeline vae.decode \\
+        --input latents.npy --dtype f16 --out dump.safetensors
+
+Without --input the tool makes the pipeline's inputs itself, seeded (--seed), at the image
+resolution --res HxW (default 64x64), with the shapes twinpath's cases give them: a decoder's
+latents [1, latent_channels, H/s, W/s] with s = 2^(len(block_out_channels) - 1) of the model's
+config (encoder_block_out_channels for AutoencoderTiny), an encoder's image [1, in_channels, H, W],
+a UNet's sample [1, in_channels, H/8, W/8], timestep 500, encoder_hidden_states [1, 77,
+cross_attention_dim] and for SDXL's text_time conditioning text_embeds and time_ids. Your own
+latents as a .npy: numpy.save("latents.npy", latents.float().cpu().numpy()) of that shape.
 
 Needs torch, diffusers and safetensors (a venv of its own: tools/dump-venv.sh). Not used by
 twinpath's build or tests, which read the files it writes.
@@ -27,7 +36,8 @@ prefix); a module called again within one model call (diffusers' ResnetBlock2D c
 `nonlinearity` after norm1 and after norm2) has "callN/" before MODULE from its second call on.
 Metadata: format "twinpath-activations 1", pipeline, dtype, layerwise_fp8, config (the model's
 config as JSON), class_name, modules (the glob), classes (JSON: module path -> class name),
-steps (the model's own calls), torch and diffusers versions.
+steps (the model's own calls), weights (JSON: parameter -> [numel, up to 8 of its values as
+stored], which triage checks --model against), torch and diffusers versions.
 """
 import argparse
 import fnmatch
@@ -135,11 +145,31 @@ class ActivationDump:
             "modules": self.modules,
             "classes": json.dumps(self.classes),
             "steps": str(max(self.steps, 1)),
+            "weights": json.dumps(weight_fingerprint(self.model.state_dict())),
             "torch": torch.__version__,
             "diffusers": diffusers.__version__,
         }
         save_file(tensors, path, metadata=metadata)
         return len(tensors)
+
+
+def fingerprint_positions(numel):
+    """The elements a weight's fingerprint samples: k * numel // n for n = min(8, numel)."""
+    n = min(8, numel)
+    return [k * numel // n for k in range(n)]
+
+
+def weight_fingerprint(state_dict):
+    """{name: [numel, values...]} at fingerprint_positions, as the model stores them (fp8 under
+    layerwise casting): `twinpath triage --activations` checks --model's weights against it."""
+    out = {}
+    for name, t in state_dict.items():
+        flat = t.detach().reshape(-1)
+        if not flat.is_floating_point() or flat.numel() == 0:
+            continue
+        values = flat.float()[fingerprint_positions(flat.numel())].tolist()
+        out[name] = [flat.numel()] + [float(f"{v:.9g}") for v in values]
+    return out
 
 
 def _read_inputs(path):
@@ -161,6 +191,56 @@ def _pick(inputs, names, what):
         return names[0], inputs[""]
     raise SystemExit(f"dump_activations: the input file has no {what} tensor; name it one of "
                      f"{', '.join(names)}")
+
+
+def input_shapes(config, pipeline, height, width):
+    """The shapes of the inputs the tool makes for `pipeline` at an HxW image, from the model's
+    config (a dict), as twinpath's cases shape them; SystemExit when the size has none."""
+    def divided(scale):
+        if height % scale or width % scale:
+            raise SystemExit(f"dump_activations: --res {height}x{width} is not a multiple of the "
+                             f"model's {scale}x scale; use a multiple of {scale}")
+        return height // scale, width // scale
+
+    if pipeline in ("vae.decode", "vae.encode"):
+        blocks = config.get("block_out_channels") or config.get("encoder_block_out_channels")
+        if not blocks:
+            raise SystemExit("dump_activations: the config has no block_out_channels: is it a VAE's?")
+        if pipeline == "vae.encode":
+            return {"sample": [1, config.get("in_channels", 3), height, width]}
+        h, w = divided(2 ** (len(blocks) - 1))
+        return {"latents": [1, config.get("latent_channels", 4), h, w]}
+    h, w = divided(8)
+    shapes = {"sample": [1, config.get("in_channels", 4), h, w], "timestep": [1],
+              "encoder_hidden_states": [1, 77, config["cross_attention_dim"]]}
+    if config.get("addition_embed_type") == "text_time":
+        text = config["projection_class_embeddings_input_dim"] - 6 * config["addition_time_embed_dim"]
+        shapes.update({"text_embeds": [1, text], "time_ids": [1, 6]})
+    return shapes
+
+
+def made_inputs(config, pipeline, height, width, seed):
+    """Seeded inputs of input_shapes' shapes: normal latents and samples, an image in [-1, 1]."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    made = {}
+    for name, shape in input_shapes(config, pipeline, height, width).items():
+        if name == "timestep":
+            made[name] = torch.tensor([500.0])
+        elif name == "time_ids":
+            made[name] = torch.tensor([[height, width, 0, 0, height, width]], dtype=torch.float32)
+        elif pipeline == "vae.encode":
+            made[name] = torch.rand(shape, generator=g) * 2 - 1
+        else:
+            made[name] = torch.randn(shape, generator=g)
+    return made
+
+
+def _needs_venv(error):
+    raise SystemExit(f"dump_activations: needs torch, diffusers and safetensors ({error.name} is "
+                     "not installed here): run `bash tools/dump-venv.sh` once, then "
+                     "`.venv-dump/bin/python tools/dump_activations.py ...`")
 
 
 def run(model, pipeline, inputs, dtype):
@@ -193,20 +273,31 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", required=True, help="a diffusers model folder (config.json + weights)")
     p.add_argument("--pipeline", required=True, choices=PIPELINES)
-    p.add_argument("--input", required=True, help=".safetensors or .npy, tensors named as in twinpath exec")
+    p.add_argument("--input", help=".safetensors or .npy, tensors named as in twinpath exec; "
+                   "default: seeded inputs made at --res (see the tool's docstring)")
+    p.add_argument("--res", default="64x64", help="HxW image pixels of made inputs (default 64x64)")
+    p.add_argument("--seed", type=int, default=0, help="seed of made inputs (default 0)")
     p.add_argument("--dtype", default="f32", choices=sorted(DTYPES))
     p.add_argument("--layerwise-fp8", action="store_true",
                    help="diffusers' enable_layerwise_casting(storage float8_e4m3fn, compute --dtype)")
     p.add_argument("--modules", default="*", help="glob of module paths to dump (default every module)")
     p.add_argument("--out", required=True, help="the dump, a .safetensors file")
     a = p.parse_args(argv)
-
-    import torch
-    import diffusers
+    try:
+        height, width = (int(v) for v in a.res.lower().split("x"))
+    except ValueError:
+        raise SystemExit(f"dump_activations: --res {a.res} is not HxW, e.g. --res 64x64")
+    try:
+        import torch
+        import diffusers
+        import safetensors  # noqa: F401 (save() needs it; say so before the model loads)
+    except ImportError as e:
+        _needs_venv(e)
 
     try:
         with open(f"{a.model}/config.json") as f:
-            class_name = json.load(f)["_class_name"]
+            config = json.load(f)
+        class_name = config["_class_name"]
     except (OSError, KeyError, ValueError) as e:
         raise SystemExit(f"dump_activations: {a.model}/config.json cannot be read ({e}); "
                          "give a diffusers model folder")
@@ -217,7 +308,12 @@ def main(argv=None):
     if a.layerwise_fp8:
         model.enable_layerwise_casting(storage_dtype=torch.float8_e4m3fn,
                                        compute_dtype=getattr(torch, DTYPES[a.dtype]))
-    inputs = _read_inputs(a.input)
+    if a.input:
+        inputs = _read_inputs(a.input)
+    else:
+        inputs = made_inputs(config, a.pipeline, height, width, a.seed)
+        print("dump_activations: made inputs " +
+              ", ".join(f"{k} {list(v.shape)}" for k, v in inputs.items()))
     with ActivationDump(model, a.pipeline, a.dtype, a.modules, a.layerwise_fp8) as dump:
         used = run(model, a.pipeline, inputs, a.dtype)
     n = dump.save(a.out, used)

@@ -1,8 +1,10 @@
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 
 #include "harness/cli/commands.h"
 #include "harness/models/model.h"
+#include "harness/runner/layer_range.h"
 
 namespace tp {
 
@@ -14,6 +16,14 @@ Status model_init_command(const std::string& config, uint64_t seed, const std::s
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "wrote " << out_dir << " (config " << config << ", seed " << seed
             << (scale.empty() ? "" : ", scaled " + scale) << ") in " << seconds << " s\n";
+  if (scale.empty()) return Status();
+  // What the factor does to the layer's output, so the user sees which dtype it overflows.
+  const std::size_t star = scale.rfind('*');
+  const std::string layer = scale.substr(0, star);
+  TP_ASSIGN_OR_RETURN(const Model model, load_model(out_dir));
+  TP_ASSIGN_OR_RETURN(const LayerRange range, layer_output_range(model, layer));
+  std::cout << scaled_layer_advice(layer, std::strtod(scale.c_str() + star + 1, nullptr), range)
+            << "\n";
   return Status();
 }
 

@@ -360,6 +360,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     }
   TP_ASSIGN_OR_RETURN(const int jobs, resolve_jobs(o.jobs, mine, device));
   ModelCache models;
+  TP_RETURN_IF_ERROR(check_cases_before_running(mine, models));
   g_stop_requested = false;
   std::signal(SIGINT, request_stop);
   std::signal(SIGTERM, request_stop);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -105,6 +106,52 @@ Status DumpTriage::check_config() {
   return Status();
 }
 
+// The dump's weight fingerprint (metadata "weights": {name: [numel, a few values]}, the values at
+// elements k * numel / n, n = min(8, numel), as the user's stack stored them) against --model's:
+// a model other than the dump's would make every module look wrong. Values agree within what
+// storing them in the dump's dtype (fp8 under layerwise casting) can change.
+Status DumpTriage::check_weights() {
+  const std::string text = field("weights");
+  if (text.empty()) return Status();  // a dump made before the tool recorded it
+  const nlohmann::json dumped = nlohmann::json::parse(text, nullptr, false);
+  if (!dumped.is_object())
+    return Error(dump_path + ": its weight fingerprint is not a JSON object; dump it again");
+  int compared = 0, differ = 0;
+  std::string first;
+  for (const auto& [name, tensor] : model.weights) {
+    const auto it = dumped.find(name);
+    if (it == dumped.end() || !it->is_array() || it->size() < 2 || !(*it)[0].is_number()) continue;
+    const Tensor values = tensor.to(DType::kF32);
+    const int64_t numel = values.numel(), n = std::min<int64_t>(8, numel);
+    if ((*it)[0].get<double>() != double(numel) || int64_t(it->size()) != n + 1) {
+      differ += 1, compared += 1;
+      if (first.empty()) first = name + " has " + (*it)[0].dump() + " elements in the dump";
+      continue;
+    }
+    ++compared;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t at = k * numel / n;
+      double mine = values.data<float>()[at];
+      if (fp8) mine = std::clamp(mine, -448.0, 448.0);  // layerwise casting clips to e4m3's range
+      const double theirs = (*it)[std::size_t(k + 1)].is_number()
+                                ? (*it)[std::size_t(k + 1)].get<double>()
+                                : std::nan("");
+      if (std::fabs(mine - theirs) <= 0.0625 * std::fabs(mine) + 0.002) continue;
+      if (first.empty())
+        first = name + " element " + std::to_string(at) + " is " + format_number(theirs) +
+                " in the dump, " + format_number(mine) + " in --model";
+      ++differ;
+      break;
+    }
+  }
+  if (differ == 0) return Status();
+  return Error(dump_path +
+               " was dumped from other weights than --model's: " + std::to_string(differ) + " of " +
+               std::to_string(compared) + " parameters differ (" + first +
+               "), so every module would look wrong; give the model folder the dump was made "
+               "with");
+}
+
 Status DumpTriage::read_pipeline_inputs() {
   // The pipeline's inputs first (small): they size the graph, and with it the memory estimate,
   // before any module's tensors are read.
@@ -121,6 +168,9 @@ Status DumpTriage::read_pipeline_inputs() {
     return Error(dump_path +
                  " holds no pipeline inputs (input/NAME); dump it again with "
                  "tools/dump_activations.py, which stores them");
+  // As the pipeline's graphs take them (a UNet's scalar timestep broadcast to the batch).
+  TP_ASSIGN_OR_RETURN(pipeline_inputs,
+                      model.family().bind_inputs(model, t.pipeline, pipeline_inputs));
 
   return Status();
 }
@@ -234,6 +284,7 @@ Status DumpTriage::run_reference() {
     shapes[std::size_t(v)] = x->shape();
     reference[v] = *x;
   }
+  const auto start = std::chrono::steady_clock::now();
   auto ran = ref::run_graph(g, model.weights, graph_inputs, DType::kF32,
                             [&](const Op& op, const Tensor& x) {
                               shapes[std::size_t(op.output)] = x.shape();
@@ -241,6 +292,8 @@ Status DumpTriage::run_reference() {
                               if (wanted.count(op.output)) reference[op.output] = x;
                             });
   if (!ran.ok()) return ran.error().with_context("the reference on " + dump_path + "'s inputs");
+  t.result.reference_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   return Status();
 }
@@ -321,6 +374,7 @@ Expected<ActivationTriage> triage_activations(const std::string& dump_path, cons
   DumpTriage d(dump_path, model, std::move(file));
   TP_RETURN_IF_ERROR(d.read_header());
   TP_RETURN_IF_ERROR(d.check_config());
+  TP_RETURN_IF_ERROR(d.check_weights());
   TP_RETURN_IF_ERROR(d.read_pipeline_inputs());
   TP_RETURN_IF_ERROR(d.choose_graph(memory_budget));
   TP_RETURN_IF_ERROR(d.read_modules());

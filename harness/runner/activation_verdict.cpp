@@ -236,6 +236,7 @@ void DumpTriage::conclude() {
         " weights exceed fp8 e4m3's 448, which layerwise casting clips them to: " + t.clipped[0];
   else
     r.reason = "every compared module is finite and within tolerance of the reference";
-  r.repro = "twinpath triage --activations " + dump_path + " --model DIR";
+  r.repro = "twinpath triage --activations " + shell_quote(dump_path) + " --model " +
+            shell_quote(model.dir);
 }
 }  // namespace tp::activations

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "cases/stress_inputs.h"
 #include "compiled/backend.h"
 #include "compiled/describe_session.h"
 #include "harness/core/format.h"
+#include "harness/core/names.h"
 #include "harness/core/rng.h"
 #include "harness/core/tensor_io.h"
 #include "harness/runner/group_repro.h"
@@ -146,6 +148,16 @@ Status check_memory(const PreparedCase& p, const RunOptions& o) {
 
 }  // namespace
 
+namespace {
+
+std::string listed(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+}  // namespace
+
 Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_or_dir) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = models_.find(name_or_dir);
@@ -164,6 +176,12 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
                    "@7");
     seed = std::stoull(digits);
   }
+  std::error_code ec;
+  if (!builtin && !std::filesystem::is_directory(name_or_dir, ec))
+    return Error(name_or_dir + " is neither a built-in model (" + listed(names) +
+                 ") nor a model folder; pass a diffusers model folder (config.json + "
+                 "diffusion_pytorch_model.safetensors), or make one with `twinpath model init`" +
+                 did_you_mean(name, names));
   Expected<Model> m = builtin ? make_model(name, seed) : load_model(name_or_dir);
   if (!m.ok()) return m.error();
   auto shared = std::make_shared<const Model>(std::move(m).value());

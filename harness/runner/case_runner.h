@@ -51,6 +51,11 @@ class ModelCache {
 // `twinpath plan show`. Fails with the case's refusal when its policy has no kernels.
 Expected<std::unique_ptr<compiled::Session>> plan_case(const Case& c, ModelCache& models);
 
+// Mistakes in what the user typed, before anything runs (harness/runner/case_preflight.cpp): a
+// model that is neither built in nor a folder, a pipeline its family does not run, a resolution
+// the model has no input for; the first, with how many cases share it.
+Status check_cases_before_running(const std::vector<const Case*>& cases, ModelCache& models);
+
 // Never fails: what goes wrong is the result's ERROR (or SKIPPED / UNSUPPORTED) with its reason.
 CaseResult run_case(const Case& c, const RunOptions& options, ModelCache& models);
 

@@ -67,6 +67,8 @@ struct DumpTriage {
   Status read_header();
   // The dump's config against the model folder's.
   Status check_config();
+  // The dump's weight fingerprint against the model's.
+  Status check_weights();
   Status read_pipeline_inputs();
   Status choose_graph(int64_t memory_budget);
   Status read_modules();
