@@ -3,12 +3,18 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 namespace tp {
 namespace {
 
-const char* const kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-                                "#e377c2", "#17becf", "#bcbd22", "#7f7f7f", "#393b79", "#637939"};
+// Kelly's colours of maximum contrast (white and black left out: the background and the peer).
+const char* const kPalette[] = {"#0067a5", "#be0032", "#008856", "#f38400", "#875692",
+                                "#882d17", "#e68fac", "#2b3d26", "#a1caf1", "#f3c300",
+                                "#604e97", "#8db600", "#b3446c", "#848482", "#e25822",
+                                "#c2b280", "#654522", "#f99379", "#dcd300", "#f6a600"};
+constexpr std::size_t kColours = sizeof kPalette / sizeof *kPalette;
+constexpr std::size_t kShapes = 6;  // circle, square, triangle, diamond, down triangle, hexagon
 
 std::string num(double v) {
   char buf[32];
@@ -83,7 +89,63 @@ Scale fit(const PlotAxis& axis, std::vector<double> values, double from, double 
   return s;
 }
 
+// The SVG element a marker of shape `shape` is.
+std::string marker_tag(std::size_t shape) {
+  const std::size_t s = shape % kShapes;
+  return s == 0 ? "circle" : s == 1 ? "rect" : "polygon";
+}
+
+// The opening tag, unclosed, of a marker of shape `shape` (kShapes of them) centred at (x, y),
+// about 9 px across.
+std::string marker(std::size_t shape, double x, double y, const std::string& colour) {
+  auto polygon = [&](std::initializer_list<std::pair<double, double>> corners) {
+    std::string points;
+    for (const auto& [dx, dy] : corners)
+      points += (points.empty() ? "" : " ") + num(x + dx) + "," + num(y + dy);
+    return "<polygon points=\"" + points + "\" fill=\"" + colour + "\"";
+  };
+  switch (shape % kShapes) {
+    case 1:
+      return "<rect x=\"" + num(x - 4) + "\" y=\"" + num(y - 4) + "\" width=\"8\" height=\"8\" " +
+             "fill=\"" + colour + "\"";
+    case 2:
+      return polygon({{0, -5.5}, {5, 3.5}, {-5, 3.5}});
+    case 3:
+      return polygon({{0, -5.5}, {5, 0}, {0, 5.5}, {-5, 0}});
+    case 4:
+      return polygon({{0, 5.5}, {5, -3.5}, {-5, -3.5}});
+    case 5:
+      return polygon({{-2.5, -4.5}, {2.5, -4.5}, {5, 0}, {2.5, 4.5}, {-2.5, 4.5}, {-5, 0}});
+    default:
+      return "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"4.5\" fill=\"" + colour +
+             "\"";
+  }
+}
+
+// The opening tag, unclosed, of a ring around a marker at (x, y).
+std::string ring(double x, double y, const std::string& colour) {
+  return "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"8.5\" fill=\"none\" stroke=\"" +
+         colour + "\" stroke-width=\"1.5\"";
+}
+
 }  // namespace
+
+double text_width(const std::string& text, double font_px) {
+  double em = 0;
+  for (char c : text) {
+    if (std::string_view(",.:;' |!il").find(c) != std::string_view::npos)
+      em += 0.34;
+    else if (std::string_view("=+<>~*").find(c) != std::string_view::npos)
+      em += 0.84;
+    else if (c == 'm' || c == 'w' || c == 'M' || c == 'W')
+      em += 0.98;
+    else if (c >= 'A' && c <= 'Z')
+      em += 0.78;
+    else
+      em += 0.66;  // digits 0.64, most lower case up to 0.64
+  }
+  return em * font_px;
+}
 
 std::string markup_escape(const std::string& text) {
   std::string out;
@@ -117,13 +179,22 @@ std::string markup_escape(const std::string& text) {
 std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxis& ya,
                      const std::vector<PlotSeries>& series, const std::vector<PlotLine>& lines,
                      int width, int height) {
-  const int legend_w = 230, left = 78, right = legend_w + 20, top = 36, bottom = 58;
+  // The legend beside the plot, as wide as its longest label and as tall as its rows: the
+  // picture grows rather than cutting a label.
+  double longest = 0;
+  for (const PlotSeries& s : series) longest = std::max(longest, text_width(s.name, 12));
+  const int legend_w = std::max(120, int(std::ceil(longest)) + 40), left = 78,
+            right = legend_w + 20, top = 36, bottom = 58;
+  width = std::max(width, left + 520 + right);
+  height = std::max(height, top + bottom + 16 + 18 * int(series.size()));
   std::vector<double> xs, ys;
-  for (const PlotSeries& s : series)
+  for (const PlotSeries& s : series) {
     for (const auto& [x, y] : s.points) {
       xs.push_back(x);
       ys.push_back(y);
     }
+    for (const auto& [lo, hi] : s.x_spread) xs.insert(xs.end(), {lo, hi});
+  }
   for (const PlotLine& l : lines) ys.push_back(l.y);
   const Scale x = fit(xa, xs, left, width - right), y = fit(ya, ys, height - bottom, top);
   std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + std::to_string(width) +
@@ -165,18 +236,27 @@ std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxi
   // Series and legend.
   for (std::size_t i = 0; i < series.size(); ++i) {
     const PlotSeries& s = series[i];
-    const std::string colour =
-        s.colour.empty() ? kPalette[i % (sizeof kPalette / sizeof *kPalette)] : s.colour;
+    const std::string colour = s.colour.empty() ? kPalette[i % kColours] : s.colour;
     std::string path;
     for (std::size_t k = 0; k < s.points.size(); ++k) {
       const auto& [px, py] = s.points[k];
       if (!x.usable(px) || !y.usable(py)) continue;
       path += (path.empty() ? "" : " ") + num(x.at(px)) + "," + num(y.at(py));
-      if (s.markers) {
-        o += "<circle cx=\"" + num(x.at(px)) + "\" cy=\"" + num(y.at(py)) + "\" r=\"4.5\" fill=\"" +
-             colour + "\">";
+      if (k < s.x_spread.size() && x.usable(s.x_spread[k].first) &&
+          x.usable(s.x_spread[k].second)) {
+        const double a = x.at(s.x_spread[k].first), b = x.at(s.x_spread[k].second), yy = y.at(py);
+        o += "<path class=\"spread\" d=\"M" + num(a) + "," + num(yy - 4) + "v8M" + num(a) + "," +
+             num(yy) + "H" + num(b) + "M" + num(b) + "," + num(yy - 4) + "v8\" stroke=\"" + colour +
+             "\" stroke-width=\"1.4\" fill=\"none\"/>\n";
+      }
+      if (s.markers && s.rings) {
+        o += ring(x.at(px), y.at(py), colour) + ">";
         if (k < s.titles.size()) o += "<title>" + markup_escape(s.titles[k]) + "</title>";
         o += "</circle>\n";
+      } else if (s.markers) {
+        o += marker(i, x.at(px), y.at(py), colour) + ">";
+        if (k < s.titles.size()) o += "<title>" + markup_escape(s.titles[k]) + "</title>";
+        o += "</" + marker_tag(i) + ">\n";
       }
     }
     if (s.lines && !path.empty())
@@ -187,8 +267,7 @@ std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxi
     o += s.lines ? "<line x1=\"" + num(lx) + "\" y1=\"" + num(ly) + "\" x2=\"" + num(lx + 18) +
                        "\" y2=\"" + num(ly) + "\" stroke=\"" + colour + "\" stroke-width=\"2\"" +
                        (s.dashed ? " stroke-dasharray=\"5 4\"" : "") + "/>\n"
-                 : "<circle cx=\"" + num(lx + 9) + "\" cy=\"" + num(ly) + "\" r=\"4.5\" fill=\"" +
-                       colour + "\"/>\n";
+                 : (s.rings ? ring(lx + 9, ly, colour) : marker(i, lx + 9, ly, colour)) + "/>\n";
     o += "<text x=\"" + num(lx + 24) + "\" y=\"" + num(ly + 4) + "\">" + markup_escape(s.name) +
          "</text>\n";
   }

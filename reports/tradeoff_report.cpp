@@ -34,6 +34,7 @@ const RowSchema<PointRow>& point_schema() {
                           column("non_finite", &P::non_finite),
                           column("seconds_median", &P::seconds_median),
                           column("seconds_min", &P::seconds_min),
+                          column("seconds_max", &P::seconds_max),
                           column("repeats", &P::repeats),
                           column("peak_arena_bytes", &P::peak_arena_bytes),
                           column("weight_bytes", &P::weight_bytes)};
@@ -118,8 +119,7 @@ std::vector<std::size_t> pareto_front(const Tradeoff& t, const std::string& reso
     bool dominated = false;
     for (const PolicyPoint& b : t.points)
       if (&b != &a && b.resolution == resolution && !b.peer && b.ran && !b.non_finite &&
-          b.seconds_median <= a.seconds_median && b.rel_l2 <= a.rel_l2 &&
-          (b.seconds_median < a.seconds_median || b.rel_l2 < a.rel_l2))
+          b.rel_l2 <= a.rel_l2 && std::max(b.seconds_max, b.seconds_median) < a.seconds_min)
         dominated = true;
     if (!dominated) front.push_back(i);
   }
@@ -190,7 +190,8 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
     << markup_escape(t.device) << ", " << markup_escape(header.utc_time) << ". Error: the compiled "
     << "path's output against the fp32 reference on the same procedural picture. Time: median of "
     << t.repeats
-    << " runs after a warm-up, plans compiled once. Memory: the session's peak arena bytes; "
+    << " runs after a warm-up (the bar through each point: its fastest to its slowest run), "
+       "plans compiled once. Memory: the session's peak arena bytes; "
        "weights as stored.<br><code>"
     << markup_escape(header.command_line) << "</code></p>\n";
   for (const TradeoffResolution& res : t.resolutions) {
@@ -203,18 +204,14 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
       if (p.resolution != res.resolution || !p.ran) continue;
       PlotSeries s;
       s.name = p.peer ? p.policy + " (peer)" : p.policy;
-      if (p.peer) {
-        s.colour = "#000";
-        s.titles = {p.policy + " (peer): rel L2 " + format_number(p.rel_l2) + ", " +
-                    ms(p.seconds_median) + " ms"};
-        s.points = {{p.seconds_median * 1e3, p.rel_l2}};
-        scatter.push_back(s);
-        continue;
-      }
       s.points = {{p.seconds_median * 1e3, p.rel_l2}};
-      s.titles = {p.policy + ": rel L2 " + format_number(p.rel_l2) + ", " + ms(p.seconds_median) +
-                  " ms"};
+      s.x_spread = {{p.seconds_min * 1e3, std::max(p.seconds_max, p.seconds_median) * 1e3}};
+      s.titles = {s.name + ": rel L2 " + format_number(p.rel_l2) + ", median " +
+                  ms(p.seconds_median) + " ms of " + std::to_string(p.repeats) + " runs (" +
+                  ms(p.seconds_min) + " to " + ms(p.seconds_max) + ")"};
+      if (p.peer) s.colour = "#000";
       scatter.push_back(s);
+      if (p.peer) continue;
       PlotSeries prof;
       prof.name = p.policy;
       prof.lines = true;
@@ -227,14 +224,14 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
       profiles.push_back(prof);
       locals.push_back(loc);
     }
-    PlotSeries pareto;
-    pareto.name = "Pareto front";
-    pareto.lines = true;
-    pareto.markers = false;
-    pareto.dashed = true;
+    PlotSeries pareto;  // rings, not a line: points whose timings overlap share the front
+    pareto.name = "on the Pareto front";
+    pareto.rings = true;
     pareto.colour = "#000";
-    for (std::size_t i : front)
+    for (std::size_t i : front) {
       pareto.points.emplace_back(t.points[i].seconds_median * 1e3, t.points[i].rel_l2);
+      pareto.titles.push_back(t.points[i].policy + " is on the Pareto front");
+    }
     scatter.push_back(pareto);
     o << svg_plot("Output error vs time per dtype policy", {"median time per run (ms)", false},
                   {"output relative L2 error vs fp32 reference", true}, scatter);
@@ -258,7 +255,8 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
                   {{1.0, "below 1: the layer overflows f16"}});
     o << "<table><tr><th>policy</th><th>output rel L2</th><th>max abs</th><th>PSNR (dB, "
          "8-bit)</th><th>median ms</th>"
-      << "<th>min ms</th><th>arena peak MiB</th><th>weights MiB</th><th class=\"l\">worst layers "
+      << "<th>min ms</th><th>max ms</th><th>arena peak MiB</th><th>weights MiB</th><th "
+         "class=\"l\">worst layers "
          "(local error / its tolerance)</th></tr>\n";
     for (std::size_t i = 0; i < t.points.size(); ++i) {
       const PolicyPoint& p = t.points[i];
@@ -268,17 +266,19 @@ Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const Run
         << markup_escape(p.policy) << (on_front ? " ★" : "") << (p.peer ? " (peer)" : "")
         << "</td>";
       if (!p.ran) {
-        o << "<td class=\"l\" colspan=\"8\">not run: " << markup_escape(p.note) << "</td></tr>\n";
+        o << "<td class=\"l\" colspan=\"9\">not run: " << markup_escape(p.note) << "</td></tr>\n";
         continue;
       }
       o << "<td>" << format_number(p.rel_l2) << "</td><td>" << format_number(p.max_abs)
         << "</td><td>" << psnr_text(p, t) << "</td><td>" << ms(p.seconds_median) << "</td><td>"
-        << ms(p.seconds_min) << "</td><td>" << (p.peer ? "–" : mib(p.peak_arena_bytes))
-        << "</td><td>" << (p.peer ? "–" : mib(p.weight_bytes)) << "</td><td class=\"l\">"
+        << ms(p.seconds_min) << "</td><td>" << ms(p.seconds_max) << "</td><td>"
+        << (p.peer ? "–" : mib(p.peak_arena_bytes)) << "</td><td>"
+        << (p.peer ? "–" : mib(p.weight_bytes)) << "</td><td class=\"l\">"
         << markup_escape(readable_list(p.worst_layers)) << "</td></tr>\n";
     }
-    o << "</table>\n<p class=\"note\">★ Pareto front: no other policy is both faster and more "
-         "accurate. A peer (LibTorch's ops "
+    o << "</table>\n<p class=\"note\">★ Pareto front: no other policy is at least as "
+         "accurate with its slowest run faster than this one's fastest (timings that overlap "
+         "decide nothing). A peer (LibTorch's ops "
       << "doing the same work, black marker) is measured for comparison, not as a policy. "
          "Reference (fp32) run: "
       << format_number(res.reference_seconds) << " s.</p>\n";

@@ -15,8 +15,10 @@ namespace tp {
 Status write_tradeoff_h5(const std::string& path, const Tradeoff& t, const RunReport& header);
 Status write_tradeoff_html(const std::string& path, const Tradeoff& t, const RunReport& header);
 
-// The policies on the Pareto front of one resolution (no other policy is both faster and more
-// accurate), by index into t.points.
+// The policies on the Pareto front of one resolution, by index into t.points, fastest (by
+// median) first. A policy is off the front only when another is at least as accurate and its
+// slowest timed run was faster than this one's fastest: timings that overlap decide nothing on a
+// shared machine.
 std::vector<std::size_t> pareto_front(const Tradeoff& t, const std::string& resolution);
 
 }  // namespace tp

@@ -16,7 +16,7 @@ struct PolicyPoint {
   double rel_l2 = 0, max_abs = 0;
   double psnr_db = 0;  // decoded images in 8-bit space; inf when identical, 0 for latents
   int64_t non_finite = 0;
-  double seconds_median = 0, seconds_min = 0;
+  double seconds_median = 0, seconds_min = 0, seconds_max = 0;  // over the timed repeats
   int repeats = 0;
   int64_t peak_arena_bytes = 0, weight_bytes = 0;
   std::vector<double> layer_rel_l2,

@@ -133,6 +133,7 @@ TEST_F(CliTest, WrongInputsAndFlagsExitCode2) {
                     "no such model folder");
   expect_user_error("model init --config tiny-kll --out " + p("x"),
                     "unknown built-in config 'tiny-kll'");
+  expect_user_error("model init --config tiny-kll --out " + p("x"), "did you mean tiny-kl?");
   // A config within every size limit whose weights alone pass the machine's memory (about 80 GB
   // of fp32 here): refused before any is made, naming what it needs.
   std::ofstream(p("wide.json"))

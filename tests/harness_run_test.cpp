@@ -155,7 +155,8 @@ TEST(HarnessRun, RefusalsAreOutcomesWithReasons) {
   EXPECT_EQ(all_kept.outcome, Outcome::kPassed) << all_kept.reason;  // every layer in fp32: runs
   const CaseResult missing = run("vae.decode model=/no/such/model res=64x64 w=f16 a=f16 acc=f32");
   EXPECT_EQ(missing.outcome, Outcome::kError);
-  EXPECT_NE(missing.reason.find("no such model folder"), std::string::npos) << missing.reason;
+  EXPECT_NE(missing.reason.find("is neither a built-in model"), std::string::npos)
+      << missing.reason;
   const CaseResult odd = run("vae.decode model=tiny-kl res=62x64 w=f16 a=f16 acc=f32");
   EXPECT_EQ(odd.outcome, Outcome::kError);
   EXPECT_NE(odd.reason.find("multiple of 4"), std::string::npos) << odd.reason;

@@ -144,7 +144,7 @@ TEST(Tradeoff, WrongInputsGetOneSentence) {
   };
   for (const Bad& b :
        {Bad{"--model tiny-kl --res 64by64", "--res 64by64: expected res=HEIGHTxWIDTH"},
-        Bad{"--model /no/such/model", "/no/such/model: no such model folder"},
+        Bad{"--model /no/such/model", "/no/such/model is neither a built-in model"},
         Bad{"--model tiny-kl --pipeline vae.denoise", "--pipeline vae.denoise is unknown"},
         Bad{"--model tiny-kl --policy w=f16,x=1",
             "field 'x=1' is unknown; use w=, a=, acc=, scale=, sat=, clip= and attn="},

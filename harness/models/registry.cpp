@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/format.h"
+#include "harness/core/names.h"
 #include "harness/models/autoencoder_kl/family.h"
 #include "harness/models/autoencoder_tiny/family.h"
 #include "harness/models/family.h"
@@ -227,7 +228,8 @@ Expected<std::string> builtin_config_text(const std::string& name) {
     for (const std::string& n : f->builtin_names())
       if (n == name) return f->builtin_text(name);
   return Error("unknown built-in config '" + name + "'; use one of " +
-               joined(builtin_config_names()) + " or a config.json path");
+               joined(builtin_config_names()) + " or a config.json path" +
+               did_you_mean(name, builtin_config_names()));
 }
 
 std::vector<std::string> pipeline_names() {

@@ -42,6 +42,7 @@ void set_times(PolicyPoint& point, std::vector<double> times) {
   std::sort(times.begin(), times.end());
   point.repeats = int(times.size());
   point.seconds_min = times.front();
+  point.seconds_max = times.back();
   point.seconds_median = times.size() % 2
                              ? times[times.size() / 2]
                              : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
