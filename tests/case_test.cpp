@@ -105,7 +105,7 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
         Bad{"sdxl.denoise split=0.7", "split= is an option of sdxl.refine and sdxl.base+refiner"},
         Bad{"vae.decode vae=tiny-kl",
             "vae= is an option of sdxl.txt2img and sdxl.base+refiner (the VAE that decodes"},
-        Bad{"vae.decode frobnicate=1", "unknown option; a case takes model, res, "},
+        Bad{"vae.decode frobnicate=1", "unknown option frobnicate; a case takes model, res, "},
         Bad{"", "empty case line"}}) {
     auto c = parse_case(b.line);
     ASSERT_FALSE(c.ok()) << b.line;

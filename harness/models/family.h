@@ -258,6 +258,12 @@ class Family {
                             int64_t /*height*/, int64_t /*width*/) const {
     return 1;
   }
+  // How many times, at most, the tiles of a height x width image cover one pixel (tiles overlap):
+  // what a tiled run that keeps every tile's values holds, in images (1 when it does not tile).
+  virtual double tile_coverage(const ModelConfig& /*config*/, const TilingOptions& /*options*/,
+                               int64_t /*height*/, int64_t /*width*/) const {
+    return 1;
+  }
   // Where the `call`-th run (from 0) of graph `graph` in one run of `pipeline` puts its
   // checkpoints: a prefix of their names ("step3/"), distinct for every call of a graph. The
   // default leaves a graph's first call unprefixed and names later ones "call1/", "call2/".

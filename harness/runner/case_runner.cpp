@@ -136,12 +136,24 @@ void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref,
 
 // Refuses, before the inputs are made, a case whose estimate exceeds its budget: mem=, --mem,
 // or the machine's available memory. A pipeline the estimate cannot follow is left to the run,
-// which says what is wrong with it.
-Status check_memory(const PreparedCase& p, const RunOptions& o) {
+// which says what is wrong with it. A tiled case that fits only without keeping every tile's
+// values runs without them (its outputs, seams and decision still checked), and says so.
+Status check_memory(PreparedCase& p, const RunOptions& o) {
   const BudgetChoice budget = choose_memory_budget(p.c.memory_limit, o.memory_budget);
   auto estimate = estimate_case_memory(p, bool(o.contract));
   if (!estimate.ok()) return Status();
-  const std::string refusal = memory_refusal(p, *estimate, budget.bytes, budget.source);
+  std::string refusal = memory_refusal(p, *estimate, budget.bytes, budget.source);
+  if (!refusal.empty() && p.tiling.enabled && p.capture_tiles) {
+    PreparedCase bare = p;
+    bare.capture_tiles = false;
+    if (auto lighter = estimate_case_memory(bare, bool(o.contract)); lighter.ok())
+      if (memory_refusal(bare, *lighter, budget.bytes, budget.source).empty()) {
+        p.capture_tiles = false;
+        p.capture_note = "tiles' groups not captured: keeping every tile's values needs about " +
+                         estimate->text() + ", over the budget of " + format_bytes(budget.bytes);
+        return Status();
+      }
+  }
   if (!refusal.empty()) return Error(refusal);
   return Status();
 }
@@ -355,8 +367,14 @@ CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& m
   auto ref = run_reference(p, checkpoint_values(*run->session));
   if (!ref.ok()) return finish(Outcome::kError, "reference path: " + ref.error().message());
   r.reference_seconds = ref->seconds;
+  // Paths that tiled differently (a wrong engage decision) made calls the other did not: those
+  // calls' groups have nothing to compare with, and the tiling check names the cause.
+  run->groups.erase(
+      std::remove_if(run->groups.begin(), run->groups.end(),
+                     [&](const GroupCapture& g) { return !ref->values.count(g.key()); }),
+      run->groups.end());
 
-  Evaluation e = evaluate(p, *ref, *run, o.local_error && !p.tiling.enabled, o.contract);
+  Evaluation e = evaluate(p, *ref, *run, o.local_error && p.captures_groups(), o.contract);
   for (const compiled::Plan* plan : run->session->plans()) {
     std::vector<ContractRow> rows = compiled::plan_contract_rows(*plan);
     r.plans.push_back({plan->graph->name + " " + shape_string(plan->capacity_shape),
@@ -407,7 +425,8 @@ CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& m
     r.reason = e.mistrust_reason;
   } else {
     r.outcome = Outcome::kPassed;
-    r.reason = "every checkpoint within tolerance";
+    r.reason = "every checkpoint within tolerance" +
+               (p.capture_note.empty() ? "" : " (" + p.capture_note + ")");
   }
   add_dumps(r, o, *ref, *run);
   return r;

@@ -118,10 +118,15 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
   // primary input's.
   const double sh = double(full.end()[-2]) / double(recorded.end()[-2]),
                sw = double(full.end()[-1]) / double(recorded.end()[-1]);
-  // Tiled, the compiled path runs one tile at a time and captures nothing: its values scale down
-  // to a tile's share.
+  // Tiled, the compiled path runs one tile at a time: its working values scale down to a tile's
+  // share; what it captures is every tile's (the tiles cover each pixel up to `coverage` times),
+  // or nothing when the case runs without capturing its tiles.
   const double tile_share =
       p.tiling.enabled ? family.tile_share(*m.config, p.tiling, p.c.height, p.c.width) : 1.0;
+  const double held_share = !p.tiling.enabled ? 1.0
+                            : p.capture_tiles
+                                ? family.tile_coverage(*m.config, p.tiling, p.c.height, p.c.width)
+                                : tile_share;
   int64_t values = 0, live = 0, io = 0, columns = 0;
   for (Call& call : calls) {
     for (auto& [name, shape] : call.inputs)
@@ -130,7 +135,7 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
         shape[3] = std::max<int64_t>(1, std::llround(double(shape[3]) * sw));
       }
     TP_ASSIGN_OR_RETURN(CallBytes b, call_bytes(call));
-    values += int64_t(double(b.values) * tile_share);
+    values += int64_t(double(b.values) * held_share);
     live = std::max(live, b.live);
     columns = std::max(columns, int64_t(double(b.columns) * tile_share));
     for (const auto& [name, shape] : call.inputs) io = std::max(io, 4 * shape_numel(shape));
@@ -151,7 +156,7 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
   // A tiled run's reference is the untiled pipeline (seams are measured against it), the
   // compiled run goes tile by tile.
   e.working = int64_t(kWorkingPerLive * live_elements * (ref + act * tile_share)) + 4 * io;
-  if (contract && !p.tiling.enabled)  // a tiled run captures no groups to check
+  if (contract && p.captures_groups())  // a tiled run not captured has no groups to check
     e.working += int64_t(8 * (kContractColumns * double(columns) + kContractLive * live_elements));
   e.bytes = kProcessBytes + e.weights + e.held + e.working;
   if (std::getenv("TWINPATH_MEMORY_DEBUG"))

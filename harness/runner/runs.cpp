@@ -25,7 +25,9 @@ std::string unscoped(const std::string& checkpoint) {
 const std::string& ScopedExecutor::enter(const Graph& graph) {
   int& call = calls_[part_ + graph.name];
   std::string& scope = scopes_[graph.name];
-  scope = part_ + family_.call_scope(pipeline_, graph.name, call++);
+  scope = part_ + (tiles_ ? "tile" + std::to_string(call) + "/"
+                          : family_.call_scope(pipeline_, graph.name, call));
+  ++call;
   return scope;
 }
 
@@ -59,7 +61,8 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p,
   FunctionExecutor plain(
       [&](const Graph& g, const Weights& w, const NamedTensors& in) -> Expected<NamedTensors> {
         auto it = wanted.find(g.name);
-        if (it == wanted.end() || p.tiling.enabled) return ref::run_graph(g, w, in, p.reference);
+        if (it == wanted.end() || !p.captures_groups())
+          return ref::run_graph(g, w, in, p.reference);
         const std::set<int> want(it->second.begin(), it->second.end());
         std::map<int, Tensor>& store = r.values[call_key(scope, g.name)];
         for (const auto& [name, id] : g.inputs)
@@ -70,7 +73,8 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p,
       });
   ScopedExecutor executor(
       plain, p.model->family(), p.pipeline,
-      [&](const std::string& s, const Graph&, const NamedTensors&) { scope = s; });
+      [&](const std::string& s, const Graph&, const NamedTensors&) { scope = s; },
+      p.tiling.enabled);
   const auto start = std::chrono::steady_clock::now();
   TP_ASSIGN_OR_RETURN(r.outputs,
                       run_model(*p.model, p.pipeline, p.inputs(), executor, p.options()));
@@ -109,11 +113,13 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
     auto warm = run_model(*p.warm, p.pipeline, p.inputs(), *run.session, p.options());
     if (!warm.ok()) return Error("warm=" + p.c.warm + ": " + warm.error().message());
   }
-  const bool watch = capture && !p.tiling.enabled;
-  ScopedExecutor executor(*run.session, p.model->family(), p.pipeline,
-                          [&](const std::string& scope, const Graph& g, const NamedTensors& in) {
-                            if (watch) run.call_inputs[call_key(scope, g.name)] = in;
-                          });
+  const bool watch = capture && p.captures_groups();
+  ScopedExecutor executor(
+      *run.session, p.model->family(), p.pipeline,
+      [&](const std::string& scope, const Graph& g, const NamedTensors& in) {
+        if (watch) run.call_inputs[call_key(scope, g.name)] = in;
+      },
+      p.tiling.enabled);
   if (watch)
     run.session->watch([&run, &executor](const compiled::Plan& plan, int group,
                                          const NamedTensors& stored) {

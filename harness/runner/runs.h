@@ -42,6 +42,12 @@ struct PreparedCase {
   CudaChoice cuda;  // the case's kernels= and graphs=, else the run's
   std::string
       policy_refusal;  // the compiled path's policy parser refused the dtypes (field report 3)
+  // A tiled run captures every tile's groups (each tile a graph call, "tileK/") when the memory
+  // allows; else only its outputs, seams and decision are checked, and `capture_note` says why.
+  bool capture_tiles = true;
+  std::string capture_note;
+  // Whether the compiled run's groups are captured and judged (every untiled run).
+  bool captures_groups() const { return !tiling.enabled || capture_tiles; }
 
   // The pipeline's descriptor (prepare_case checked that the family runs it).
   const PipelineDescriptor& descriptor() const { return *model->family().pipeline(pipeline); }
@@ -129,7 +135,7 @@ struct GroupCapture {
 struct CompiledRun {
   std::unique_ptr<compiled::Session> session;
   NamedTensors outputs;
-  std::vector<GroupCapture> groups;  // execution order (empty for tiled runs)
+  std::vector<GroupCapture> groups;  // execution order (empty for a tiled run not captured)
   // Per graph call (call_key): the inputs the pipeline gave it (captured runs; a chained
   // pipeline's second graph reads the first's output in place and has none).
   std::map<std::string, NamedTensors> call_inputs;
@@ -137,17 +143,19 @@ struct CompiledRun {
 };
 
 // An executor that names each graph call by the family's call scope as it passes it on (the
-// inner executor runs it unchanged), and tells `on_call` first.
+// inner executor runs it unchanged), and tells `on_call` first. In a tiled run every call of a
+// graph is a tile: `tiles` names them "tile0/", "tile1/", ... in the order the tiler runs them.
 class ScopedExecutor : public GraphExecutor {
  public:
   using OnCall =
       std::function<void(const std::string& scope, const Graph& graph, const NamedTensors& inputs)>;
   ScopedExecutor(GraphExecutor& inner, const Family& family, std::string pipeline,
-                 OnCall on_call = {})
+                 OnCall on_call = {}, bool tiles = false)
       : inner_(inner),
         family_(family),
         pipeline_(std::move(pipeline)),
-        on_call_(std::move(on_call)) {}
+        on_call_(std::move(on_call)),
+        tiles_(tiles) {}
   Expected<NamedTensors> run(const Graph& graph, const Weights& weights,
                              const NamedTensors& inputs) override;
   Expected<NamedTensors> run_chained(const Graph& first, const Graph& second,
@@ -166,6 +174,7 @@ class ScopedExecutor : public GraphExecutor {
   const Family& family_;
   std::string pipeline_;
   OnCall on_call_;
+  bool tiles_ = false;
   std::string part_;                  // set_part's: before every scope, counted apart
   std::map<std::string, int> calls_;  // by part and graph name
   std::map<std::string, std::string> scopes_;

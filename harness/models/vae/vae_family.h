@@ -62,6 +62,8 @@ class VaeFamily : public Family {
       const TilingOptions& options) const override;
   double tile_share(const ModelConfig& config, const TilingOptions& options, int64_t height,
                     int64_t width) const override;
+  double tile_coverage(const ModelConfig& config, const TilingOptions& options, int64_t height,
+                       int64_t width) const override;
 
  private:
   VaeArchitecture arch_;

@@ -66,4 +66,19 @@ double VaeFamily::tile_share(const ModelConfig& config, const TilingOptions& opt
   return std::min(1.0, double(g->sample_min) * double(g->sample_min) / image);
 }
 
+// Per axis, a pixel lies in at most ceil(tile / stride) tiles (no more than the axis has), the
+// encode and decode grids taken at their larger.
+double VaeFamily::tile_coverage(const ModelConfig& config, const TilingOptions& options,
+                                int64_t height, int64_t width) const {
+  auto g = tile_geometry(dynamic_cast<const VaeConfig&>(config), options);
+  if (!g.ok() || !options.enabled) return 1;
+  const int64_t stride =
+      std::max<int64_t>(1, std::min(g->encode_stride, g->decode_stride * g->ratio));
+  auto per_axis = [&](int64_t pixels) {
+    const int64_t tiles_over_pixel = (g->sample_min + stride - 1) / stride;
+    return double(std::max<int64_t>(1, std::min(tiles_over_pixel, (pixels + stride - 1) / stride)));
+  };
+  return per_axis(height) * per_axis(width);
+}
+
 }  // namespace tp
