@@ -65,7 +65,9 @@ void add_model_commands(CLI::App& app, std::vector<Command>& commands) {
       ->capture_default_str();
   init->add_option(
       "--scale-layer", o->scale_layer,
-      "LAYER*FACTOR: multiply one layer's weights (e.g. to overflow f16 as the SDXL VAE does)");
+      "LAYER*FACTOR: multiply one layer's weights (e.g. to overflow f16 as the SDXL VAE does); "
+      "prints the layer's output range on the reference and the factor from which it leaves "
+      "f16 and bf16");
   init->add_option("--out", o->out_dir,
                    "folder to write config.json and diffusion_pytorch_model.safetensors")
       ->required();
