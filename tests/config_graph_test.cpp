@@ -312,6 +312,47 @@ TEST_F(CheckpointTest, MissingFilesSayWhatToDo) {
   EXPECT_NE(none.error().message().find("twinpath model init"), std::string::npos);
 }
 
+// A sharded checkpoint (diffusers' index file and its shards) loads as the single file does; a
+// shard missing, a key in the wrong shard or a damaged index gets one sentence.
+TEST_F(CheckpointTest, ShardedCheckpointsLoadAsTheSingleFile) {
+  const auto whole = load_model(dir_.string());
+  ASSERT_TRUE(whole.ok());
+  std::filesystem::remove(weights_path_);
+  NamedTensors first(tensors_.begin(), tensors_.begin() + long(tensors_.size() / 2)),
+      second(tensors_.begin() + long(tensors_.size() / 2), tensors_.end());
+  const std::string a = "diffusion_pytorch_model-00001-of-00002.safetensors",
+                    b = "diffusion_pytorch_model-00002-of-00002.safetensors";
+  ASSERT_TRUE(write_safetensors((dir_ / a).string(), first).ok());
+  ASSERT_TRUE(write_safetensors((dir_ / b).string(), second).ok());
+  nlohmann::json index;
+  index["metadata"] = {{"total_size", 0}};
+  for (const auto& [name, t] : first) index["weight_map"][name] = a;
+  for (const auto& [name, t] : second) index["weight_map"][name] = b;
+  const auto index_path = dir_ / "diffusion_pytorch_model.safetensors.index.json";
+  std::ofstream(index_path) << index.dump();
+  const auto sharded = load_model(dir_.string());
+  ASSERT_TRUE(sharded.ok()) << sharded.error().message();
+  ASSERT_EQ(sharded->weights.size(), whole->weights.size());
+  for (const auto& [key, t] : whole->weights)
+    EXPECT_EQ(std::memcmp(t.raw(), sharded->weights.at(key).raw(), t.nbytes()), 0) << key;
+
+  auto refused = [&](const nlohmann::json& damaged, const std::string& fragment) {
+    std::ofstream(index_path) << damaged.dump();
+    const auto m = load_model(dir_.string());
+    ASSERT_FALSE(m.ok()) << fragment;
+    EXPECT_NE(m.error().message().find(fragment), std::string::npos) << m.error().message();
+  };
+  nlohmann::json moved = index;
+  moved["weight_map"][first.front().first] = b;
+  refused(moved, "puts " + first.front().first + " in " + b + ", which does not hold it");
+  nlohmann::json escaping = index;
+  escaping["weight_map"][first.front().first] = "../elsewhere.safetensors";
+  refused(escaping, "a shard that is not a file name beside the index");
+  refused(nlohmann::json::array(), "not a safetensors index");
+  std::filesystem::remove(dir_ / b);
+  refused(index, "names the shard " + b + ", which is not in");
+}
+
 TEST_F(CheckpointTest, InitIsSeeded) {
   const auto other = dir_ / "again";
   ASSERT_TRUE(init_model("tiny-kl", 5, other.string()).ok());

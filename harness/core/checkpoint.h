@@ -19,6 +19,13 @@ using Weights = std::map<std::string, Tensor>;
 // wrongly shaped tensor.
 Expected<Weights> load_checkpoint(const std::string& path, const std::vector<ParamSpec>& specs);
 
+// The same over a sharded checkpoint: the safetensors files a diffusers index file
+// (`diffusion_pytorch_model.safetensors.index.json`: {"weight_map": {key: shard file}}) names,
+// beside it. Every shard must exist in the index's folder and hold the keys the index gives it;
+// the tensors of all shards together are checked against `specs` as one file's would be.
+Expected<Weights> load_sharded_checkpoint(const std::string& index_path,
+                                          const std::vector<ParamSpec>& specs);
+
 // The legacy-name rewrite alone (exposed for tests): returns the modern key.
 std::string modern_attention_key(const std::string& key);
 

@@ -25,19 +25,28 @@ Expected<Model> load_model(const std::string& dir) {
   Model m;
   m.dir = dir;
   TP_ASSIGN_OR_RETURN(m.config, load_model_config((fs::path(dir) / "config.json").string()));
-  fs::path weights = fs::path(dir) / "diffusion_pytorch_model.safetensors";
-  if (!fs::exists(weights) &&
-      fs::exists(fs::path(dir) / "diffusion_pytorch_model.fp16.safetensors"))
-    weights = fs::path(dir) / "diffusion_pytorch_model.fp16.safetensors";
-  if (!fs::exists(weights)) {
-    std::string hint = fs::exists(fs::path(dir) / "diffusion_pytorch_model.bin")
-                           ? "; only a pickle .bin is there: convert it to safetensors first"
-                           : "";
-    return Error(weights.string() + ": missing model weights" + hint);
+  // One file, else a sharded checkpoint's index (diffusers' names, the fp16 variant second).
+  const std::vector<ParamSpec> specs = m.family().param_specs(*m.config);
+  for (const char* variant : {"", ".fp16"}) {
+    const fs::path single =
+        fs::path(dir) / ("diffusion_pytorch_model" + std::string(variant) + ".safetensors");
+    if (fs::exists(single)) {
+      TP_ASSIGN_OR_RETURN(m.weights, load_checkpoint(single.string(), specs));
+      return m;
+    }
+    const fs::path index = single.string() + ".index.json";
+    if (fs::exists(index)) {
+      TP_ASSIGN_OR_RETURN(m.weights, load_sharded_checkpoint(index.string(), specs));
+      return m;
+    }
   }
-  TP_ASSIGN_OR_RETURN(m.weights,
-                      load_checkpoint(weights.string(), m.family().param_specs(*m.config)));
-  return m;
+  const std::string hint = fs::exists(fs::path(dir) / "diffusion_pytorch_model.bin")
+                               ? "; only a pickle .bin is there: convert it to safetensors first"
+                               : "";
+  return Error((fs::path(dir) / "diffusion_pytorch_model.safetensors").string() +
+               ": missing model weights (nor is there a sharded checkpoint's "
+               "diffusion_pytorch_model.safetensors.index.json)" +
+               hint);
 }
 
 namespace {
