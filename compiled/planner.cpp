@@ -225,8 +225,9 @@ std::vector<Group> partition_into_groups(const Graph& g) {
   // Channels-last, an image attention is one group with its token views, taken at its first op
   // (reserved until then: no epilogue absorbs its flatten).
   std::map<int, std::vector<int>> image_attention;
-  if (!g.has_nd_ops())
-    for (const ImageAttention& a : image_attentions(g)) {
+  const std::vector<ImageAttention> attentions = image_attentions(g);
+  if (!g.has_nd_ops(attentions))
+    for (const ImageAttention& a : attentions) {
       image_attention[a.flatten] = a.ops();
       for (int o : a.ops()) assigned[std::size_t(o)] = kReserved;
     }

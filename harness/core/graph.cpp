@@ -214,9 +214,11 @@ std::vector<ImageAttention> image_attentions(const Graph& g) {
   return found;
 }
 
-bool Graph::has_nd_ops() const {
+bool Graph::has_nd_ops() const { return has_nd_ops(image_attentions(*this)); }
+
+bool Graph::has_nd_ops(const std::vector<ImageAttention>& attentions) const {
   std::vector<bool> inside(ops.size(), false);
-  for (const ImageAttention& a : image_attentions(*this))
+  for (const ImageAttention& a : attentions)
     for (int o : a.ops()) inside[std::size_t(o)] = true;
   for (std::size_t i = 0; i < ops.size(); ++i)
     if (runs_nd(ops[i]) && !inside[i]) return true;

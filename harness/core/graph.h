@@ -156,6 +156,8 @@ struct Graph {
   // Whether any op runs_nd() outside an image attention: the whole graph then runs row-major
   // (and its image attentions on the N-dimensional kernels too).
   bool has_nd_ops() const;
+  // The same, given the graph's image attentions (image_attentions(*this)) already found.
+  bool has_nd_ops(const std::vector<ImageAttention>& attentions) const;
   // Index of the last op reading each value (for freeing buffers early); -1 if never read.
   std::vector<int> last_uses() const;
 };
