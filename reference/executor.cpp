@@ -46,6 +46,12 @@ Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* 
     case OpKind::kInterpolateNearest:
       if (in.size() == 1) return upsample_nearest2x<T>(*in[0]);  // upsamples_2x()
       return interpolate_nearest<T>(*in[0], *in[1]);
+    case OpKind::kAddParameter:
+      return binary<T>(BinaryOp::kAdd, *in[0], *w);
+    case OpKind::kRotaryEmbedding:
+      return rotary_embedding<T>(*in[0], in[1]->shape(), op.attrs);
+    case OpKind::kUnpatchify:
+      return unpatchify<T>(*in[0], in[1]->shape(), op.attrs);
     case OpKind::kSilu:
     case OpKind::kRelu:
     case OpKind::kTanhClamp:

@@ -169,6 +169,8 @@ TEST_F(FamilyRegistry, EveryDescriptorNamesTheOutputsItsPipelineReturns) {
       "sdxl.refine model=tiny-unet-xl-refiner res=64x64 steps=2",
       "sdxl.base+refiner model=tiny-unet-xl refiner=tiny-unet-xl-refiner vae=tiny-kl res=64x64 "
       "steps=2",
+      "wan.step model=tiny-wan res=32x48",
+      "wan.denoise model=tiny-wan res=32x48 steps=1",
       "toy.forward model=tiny-toy res=8x8",
       "toy.tokens model=tiny-toy res=4x4"};
   ModelCache models;
@@ -217,7 +219,8 @@ TEST_F(FamilyRegistry, TheRegistryFindsEveryFamily) {
   auto unknown = parse_model_config(nlohmann::json::parse(R"({"_class_name": "Nope"})"), "c.json");
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message().find(
-                "AutoencoderKL, AutoencoderTiny, UNet2DConditionModel, ToyConvNet"),
+                "AutoencoderKL, AutoencoderTiny, UNet2DConditionModel, WanTransformer3DModel, "
+                "ToyConvNet"),
             std::string::npos)
       << unknown.error().message();
 }

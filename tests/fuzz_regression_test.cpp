@@ -14,6 +14,7 @@
 #include "harness/models/family.h"
 #include "reports/baseline.h"
 #include "reports/h5_report.h"
+#include "tests/support/test_name.h"
 
 namespace tp {
 namespace {
@@ -75,10 +76,7 @@ TEST_P(FuzzRegression, IsRefusedWithASentence) {
 
 INSTANTIATE_TEST_SUITE_P(Found, FuzzRegression, ::testing::ValuesIn(kFound),
                          [](const ::testing::TestParamInfo<Regression>& info) {
-                           std::string name = info.param.file;
-                           for (char& ch : name)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return name;
+                           return testing::test_name(info.param.file);
                          });
 
 TEST(FuzzRegressions, EveryRegressionFileHasARow) {

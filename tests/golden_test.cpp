@@ -7,6 +7,7 @@
 #include "harness/cli/paths.h"
 #include "harness/models/model.h"
 #include "tests/support/compare.h"
+#include "tests/support/test_name.h"
 
 namespace tp {
 namespace {
@@ -110,10 +111,7 @@ std::vector<GoldenCase> tiled_cases() {  // the models whose fixtures hold tiled
 }
 
 std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {
-  std::string n = info.param.model + "_" + info.param.path + "_" + info.param.policy;
-  for (char& ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return n;
+  return testing::test_name(info.param.model + "_" + info.param.path + "_" + info.param.policy);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenTest, ::testing::ValuesIn(golden_cases()), case_name);

@@ -28,6 +28,7 @@
 #include "tests/support/device_pipeline.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/group_match.h"
+#include "tests/support/test_name.h"
 
 namespace tp {
 namespace {
@@ -209,11 +210,8 @@ std::vector<GpuCase> cases() {
 INSTANTIATE_TEST_SUITE_P(
     Policies, GpuCompiledTest, ::testing::ValuesIn(cases()),
     [](const ::testing::TestParamInfo<GpuCase>& info) {  // e.g. tiny_kl_w_f16_a_f16_acc_f32_fused
-      std::string name = std::string(info.param.model) + "_" + info.param.policy + "_" +
-                         compiled::cuda_kernels_name(info.param.kernels);
-      for (char& ch : name)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return name;
+      return testing::test_name(std::string(info.param.model) + "_" + info.param.policy + "_" +
+                                compiled::cuda_kernels_name(info.param.kernels));
     });
 
 TEST(GpuCompiled, RefusesClearlyWithoutADevice) {

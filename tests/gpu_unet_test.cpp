@@ -1,10 +1,12 @@
-// The CUDA kernels of the N-dimensional ops against the CPU emulation, on the UNet's plans (label
-// `gpu`; every test skips where no CUDA device is visible):
+// The CUDA kernels of the N-dimensional ops against the CPU emulation, on the denoisers' plans
+// (the UNet's and Wan's transformer; label `gpu`; every test skips where no CUDA device is
+// visible):
 //  - group by group: each fused group (attention with its norm, projections and residual; GEGLU;
 //    convs and GroupNorms on channels-last copies; the timestep sinusoid, concat, resize) runs
 //    alone on both backends, fed the emulation's stored values; its outputs must agree within a
 //    few units in the last place of their storage dtype;
-//  - a 3-step `sdxl.denoise` with classifier-free guidance (the scheduler's graphs too): as
+//  - a 3-step `sdxl.denoise` or `wan.denoise` with classifier-free guidance (the scheduler's
+//    graphs too): as
 //    accurate as the emulation against the fp32 reference, the same bits run after run
 //    (tests/support/device_pipeline.h).
 #include <gtest/gtest.h>
@@ -22,6 +24,7 @@
 #include "tests/support/compare.h"
 #include "tests/support/device_pipeline.h"
 #include "tests/support/group_match.h"
+#include "tests/support/test_name.h"
 
 namespace tp {
 namespace {
@@ -30,9 +33,10 @@ using compiled::Session;
 using compiled::SessionOptions;
 
 struct UnetGpuCase {
-  const char* model;  // a built-in UNet, seeded weights
+  const char* model;  // a built-in denoiser, seeded weights
   const char* policy;
-  const char* pipeline;  // sdxl.denoise (3 steps, CFG) for SDXL UNets, unet.step for others
+  const char* pipeline;            // a loop (3 steps, CFG), or the one call for UNets without one
+  const char* step = "unet.step";  // the one call, whose graph is the family's first
 };
 
 std::ostream& operator<<(std::ostream& os, const UnetGpuCase& c) {
@@ -88,7 +92,8 @@ TEST_P(GpuUnetTest, EveryGroupMatchesTheEmulationOnTheSameInputs) {
   const Model& m = builtin_model(GetParam().model);
   Session emulated(options()), device(options(), cuda());
   testing::expect_every_group_matches(m.family().graphs(*m.config).at(0), m.weights,
-                                      inputs_for(m, "unet.step"), emulated, device, "unet");
+                                      inputs_for(m, GetParam().step), emulated, device,
+                                      GetParam().step);
 }
 
 TEST_P(GpuUnetTest, PipelineIsAsAccurateAsTheEmulation) {
@@ -116,12 +121,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(UnetGpuCase{"tiny-unet-xl", "w=f16,a=f16,acc=f32", "sdxl.denoise"},
                       UnetGpuCase{"tiny-unet-xl", "w=bf16,a=bf16,acc=f32", "sdxl.denoise"},
                       UnetGpuCase{"tiny-unet-xl", "w=f8e4m3,a=bf16,acc=f32", "sdxl.denoise"},
-                      UnetGpuCase{"tiny-unet", "w=f16,a=f16,acc=f32", "unet.step"}),
+                      UnetGpuCase{"tiny-unet", "w=f16,a=f16,acc=f32", "unet.step"},
+                      UnetGpuCase{"tiny-wan", "w=bf16,a=bf16,acc=f32", "wan.denoise", "wan.step"},
+                      UnetGpuCase{"tiny-wan", "w=f16,a=f16,acc=f32", "wan.denoise", "wan.step"}),
     [](const ::testing::TestParamInfo<UnetGpuCase>& info) {
-      std::string name = std::string(info.param.model) + "_" + info.param.policy;
-      for (char& ch : name)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return name;
+      return testing::test_name(std::string(info.param.model) + "_" + info.param.policy);
     });
 
 }  // namespace

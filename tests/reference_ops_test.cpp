@@ -193,6 +193,25 @@ std::vector<OpCase> op_cases() {
                                 b.unary("denominator", OpKind::kAffine, y, away_from_zero)));
        },
        {{"y", {4, 1}}}},
+      // A DiT's modulation table added to the time projection; RoPE and unpatchify over a
+      // 3 x 2 x 4 token grid (the patch embedding's trailing axes).
+      {"nd_add_parameter",
+       {2, 6, 8},
+       [](GraphBuilder& b, int x) {
+         b.output("y", b.add_parameter("modulation", x, "scale_shift_table", {1, 6, 8}));
+       }},
+      {"nd_rotary_embedding_3_axes",
+       {2, 24, 24},
+       [](GraphBuilder& b, int x) {
+         b.output("y", b.rotary_embedding("rotary_q", x, b.input("grid"), 2, {4, 4, 4}, 10000));
+       },
+       {{"grid", {2, 5, 3, 2, 4}}}},
+      {"nd_unpatchify_odd_patch",
+       {2, 24, 30},
+       [](GraphBuilder& b, int x) {
+         b.output("y", b.unpatchify("unpatchify", x, b.input("grid"), {2, 1, 3}));
+       },
+       {{"grid", {2, 7, 3, 2, 4}}}},
       // A video ResNet block's ops on [B, C, T, H, W]: GroupNorm and SiLU at rank 5, then a
       // causal 3-D conv and the residual add.
       {"nd_video_resnet_5d",

@@ -45,6 +45,12 @@ const char* op_kind_name(OpKind kind) {
       return "timestep_embedding";
     case OpKind::kInterpolateNearest:
       return "interpolate_nearest";
+    case OpKind::kAddParameter:
+      return "add_parameter";
+    case OpKind::kRotaryEmbedding:
+      return "rotary_embedding";
+    case OpKind::kUnpatchify:
+      return "unpatchify";
   }
   return "?";
 }
@@ -399,6 +405,28 @@ int GraphBuilder::permute(const std::string& name, int x, const std::vector<int6
 int GraphBuilder::binary(const std::string& name, BinaryOp bop, int a, int b) {
   Op op{name, OpKind::kBinary, {a, b}, -1, {}, "", ""};
   op.attrs.binary = bop;
+  return emit(std::move(op));
+}
+
+int GraphBuilder::add_parameter(const std::string& name, int x, const std::string& key,
+                                const Shape& shape) {
+  param(key, shape);
+  return emit(Op{name, OpKind::kAddParameter, {x}, -1, {}, key, ""});
+}
+
+int GraphBuilder::rotary_embedding(const std::string& name, int x, int grid, int heads,
+                                   const std::vector<int64_t>& axis_dims, double theta) {
+  Op op{name, OpKind::kRotaryEmbedding, {x, grid}, -1, {}, "", ""};
+  op.attrs.heads = heads;
+  op.attrs.dims = axis_dims;
+  op.attrs.scale = theta;
+  return emit(std::move(op));
+}
+
+int GraphBuilder::unpatchify(const std::string& name, int x, int grid,
+                             const std::vector<int64_t>& patch) {
+  Op op{name, OpKind::kUnpatchify, {x, grid}, -1, {}, "", ""};
+  op.attrs.dims = patch;
   return emit(std::move(op));
 }
 

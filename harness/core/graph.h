@@ -45,6 +45,17 @@ enum class OpKind : uint8_t {
   kInterpolateNearest,  // x [B,C,*S] to in[1]'s trailing spatial sizes, or without in[1] to
                         // `scale` (a whole factor) times each: PyTorch's "nearest"
                         // (src = min(floor(dst * float(in/out)), in-1))
+  kAddParameter,        // x + the parameter `weight`, numpy broadcasting (a DiT's modulation
+                        // table added to the time projection, a learned position embedding)
+  kRotaryEmbedding,     // x [B,S,heads*Dh] with S the tokens of in[1]'s trailing 3 axes (a
+                        // patch embedding [B,D,F,H,W], frame-major): each head's adjacent pairs
+                        // (x[2i], x[2i+1]) rotated by the angle of its axis' position, the axes'
+                        // head-dim shares in `dims` (frame, height, width; each even), angle
+                        // p * theta^(-2k/dim) computed in float64 and rounded to float32
+                        // (diffusers' WanRotaryPosEmbed; theta in `scale`)
+  kUnpatchify,          // x [B,S,pt*ph*pw*C] (per token (pt, ph, pw, c), c fastest) with the
+                        // token grid of in[1]'s trailing 3 axes -> [B,C,F*pt,H*ph,W*pw]; the
+                        // patch in `dims`
 };
 
 enum class PadMode : uint8_t { kZeros, kReplicate };
@@ -63,8 +74,9 @@ struct OpAttrs {
   PadMode pad_mode = PadMode::kZeros;                     // Conv
   int conv_groups = 1;                                    // Conv
   int axis = 0;                      // Concat, Slice (negative counts from the end)
-  std::vector<int64_t> dims;         // Reshape (target), Permute (order)
-  int heads = 1;                     // MultiHeadAttention
+  std::vector<int64_t> dims;         // Reshape (target), Permute (order), RotaryEmbedding (the
+                                     // axes' shares of the head dim), Unpatchify (the patch)
+  int heads = 1;                     // MultiHeadAttention, RotaryEmbedding
   int64_t frame_tokens = 0;          // MultiHeadAttention: tokens per frame for the causal mask
   int norm_dims = 1;                 // LayerNorm
   bool tanh_approximation = false;   // Gelu
@@ -203,6 +215,13 @@ class GraphBuilder {
   int upsample_nearest2x(const std::string& name, int x);  // interpolate_nearest by 2
   int permute(const std::string& name, int x, const std::vector<int64_t>& order);
   int binary(const std::string& name, BinaryOp op, int a, int b);
+  // x + the parameter `key` of shape `shape`.
+  int add_parameter(const std::string& name, int x, const std::string& key, const Shape& shape);
+  // RoPE over the token grid of `grid` (its trailing 3 axes); `axis_dims` the frame, height
+  // and width shares of the head dim.
+  int rotary_embedding(const std::string& name, int x, int grid, int heads,
+                       const std::vector<int64_t>& axis_dims, double theta);
+  int unpatchify(const std::string& name, int x, int grid, const std::vector<int64_t>& patch);
   // [B,C,H,W] -> [B,H*W,C] tokens ("name.flatten", then the permute "name"), and tokens back to
   // the shape of `like` ("name.channels_first", then the reshape "name").
   int to_tokens(const std::string& name, int x, int64_t channels);

@@ -2,6 +2,7 @@
 // (no std::random_device, no std:: distributions, whose output is implementation-defined).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -28,6 +29,11 @@ class Rng {
   uint64_t next() { return splitmix64(state_); }
   double uniform() { return double(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
+  // N(0, sigma^2) by Box-Muller (u1 in (0, 1]), one uniform pair per value.
+  double normal(double sigma = 1) {
+    const double u1 = 1 - uniform(), u2 = uniform();
+    return sigma * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  }
 
  private:
   uint64_t state_;

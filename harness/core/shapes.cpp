@@ -17,6 +17,11 @@ std::string sizes_string(const Shape& s, std::size_t first) {
   return out;
 }
 
+// Tokens in the grid of a value's trailing 3 axes (a patch embedding [B,D,F,H,W]).
+int64_t grid_tokens(const Shape& grid) {
+  return grid[grid.size() - 3] * grid[grid.size() - 2] * grid[grid.size() - 1];
+}
+
 // Output shape of one op from its input shapes and parameter shapes; `graph_input` names the
 // graph's input in messages about sizes it is too small for.
 Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
@@ -167,6 +172,40 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
       Shape out{x[0], x[1]};
       for (std::size_t i = 0; i < spatial; ++i) out.push_back(like[like.size() - spatial + i]);
       return out;
+    }
+    case OpKind::kAddParameter: {
+      auto out = broadcast_shape(x, param(op.weight));
+      if (!out.ok()) return bad(out.error().message());
+      return out;
+    }
+    case OpKind::kRotaryEmbedding: {
+      const Shape& grid = *in[1];
+      int64_t share = 0;
+      bool even = true;
+      for (int64_t d : a.dims) {
+        share += d;
+        even = even && d > 0 && d % 2 == 0;
+      }
+      if (x.size() != 3 || grid.size() < 3 || a.dims.size() != 3 || !even || a.heads <= 0 ||
+          x[2] % a.heads || share != x[2] / a.heads)
+        return bad("rotates [B,S,heads*Dh] by axis shares that are even and sum to Dh, not " +
+                   shape_string(x) + " in " + std::to_string(a.heads) + " heads");
+      if (grid_tokens(grid) != x[1])
+        return bad(std::to_string(x[1]) + " tokens are not the grid " +
+                   sizes_string(grid, grid.size() - 3));
+      return x;
+    }
+    case OpKind::kUnpatchify: {
+      const Shape& grid = *in[1];
+      int64_t patch = 1;
+      for (int64_t d : a.dims) patch *= d;
+      if (x.size() != 3 || grid.size() < 3 || a.dims.size() != 3 || patch <= 0 || x[2] % patch ||
+          grid_tokens(grid) != x[1])
+        return bad("unpatchifies [B,S,P*C] on the grid of " + shape_string(grid) + " by a patch " +
+                   "of 3 sizes, not " + shape_string(x));
+      const std::size_t g = grid.size() - 3;
+      return Shape{x[0], x[2] / patch, grid[g] * a.dims[0], grid[g + 1] * a.dims[1],
+                   grid[g + 2] * a.dims[2]};
     }
   }
   return bad("unknown op kind");

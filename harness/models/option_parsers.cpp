@@ -1,6 +1,7 @@
 #include "harness/models/option_parsers.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "harness/core/format.h"
 
@@ -29,6 +30,27 @@ std::function<Expected<std::string>(std::string_view)> number_option(
 
 std::function<Expected<std::string>(std::string_view)> model_option() {
   return [](std::string_view v) -> Expected<std::string> { return std::string(v); };
+}
+
+PipelineOption steps_option(int default_steps) {
+  return {"steps",
+          "steps",
+          "steps=N",
+          std::to_string(default_steps),
+          "scheduler steps, 1 to 1000",
+          whole_number_option("steps=N", 1, 1000)};
+}
+
+PipelineOption guidance_option(double default_scale) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", default_scale);
+  return {"guidance",
+          "guidance-scale",
+          "guidance=SCALE",
+          text,
+          "classifier-free guidance scale, off at <= 1 as in diffusers",
+          number_option([](double g) { return g >= 0; },
+                        "expected guidance=SCALE, a number >= 0 (<= 1 turns guidance off)")};
 }
 
 }  // namespace tp

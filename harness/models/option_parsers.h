@@ -15,6 +15,11 @@ std::function<Expected<std::string>(std::string_view)> whole_number_option(std::
 // A finite number with `valid` true; canonical: printf's %.9g. The error is `expected`.
 std::function<Expected<std::string>(std::string_view)> number_option(
     std::function<bool(double)> valid, std::string expected);
+// The options every denoising loop takes, as diffusers' pipelines name them: steps=N
+// (num_inference_steps, 1 to 1000) and guidance=SCALE (guidance_scale, off at <= 1), with the
+// pipeline's defaults.
+PipelineOption steps_option(int default_steps);
+PipelineOption guidance_option(double default_scale);
 // Another model: a built-in config name or a folder, as written.
 std::function<Expected<std::string>(std::string_view)> model_option();
 

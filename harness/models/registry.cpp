@@ -8,6 +8,7 @@
 #include "harness/models/autoencoder_tiny/family.h"
 #include "harness/models/family.h"
 #include "harness/models/unet_2d_condition/family.h"
+#include "harness/models/wan_transformer_3d/family.h"
 
 namespace tp {
 namespace {
@@ -18,6 +19,7 @@ std::vector<const Family*>& registry() {
       &autoencoder_kl_family(),
       &autoencoder_tiny_family(),
       &unet_2d_condition_family(),
+      &wan_transformer_3d_family(),
   };
   return families;
 }

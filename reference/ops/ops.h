@@ -56,5 +56,11 @@ Tensor timestep_embedding(const Tensor& timesteps, const OpAttrs& attrs);
 // F.interpolate(mode="nearest", size=like's trailing spatial sizes) over x [B,C,*S].
 template <class T>
 Tensor interpolate_nearest(const Tensor& x, const Tensor& like);
+// RoPE (OpKind::kRotaryEmbedding) on x [B,S,heads*Dh] over the token grid of `grid`'s trailing
+// 3 axes, and unpatchify (OpKind::kUnpatchify) of x [B,S,P*C] on that grid.
+template <class T>
+Tensor rotary_embedding(const Tensor& x, const Shape& grid, const OpAttrs& attrs);
+template <class T>
+Tensor unpatchify(const Tensor& x, const Shape& grid, const OpAttrs& attrs);
 
 }  // namespace tp::ref

@@ -246,6 +246,17 @@ Bounded pointwise(const Op& op, const std::vector<Bounded>& in, const torch::Ten
     case OpKind::kClamp:
       out.e = ex + kU * ay;
       return out;
+    case OpKind::kAddParameter:  // the stored parameter is exact
+      out.e = ex + kU * (ay + ex) + kTiny;
+      return out;
+    case OpKind::kRotaryEmbedding: {  // x1 c - x2 s: two products and a sum, each rounded
+      const auto [c, s] = rotary_tensors(op, in[1].y, x.device());
+      const torch::Tensor ac = c.abs().to(x.scalar_type()), as = s.abs().to(x.scalar_type());
+      const torch::Tensor carried = combine_pairs(ex, a.heads, ac, as, as, ac);
+      const torch::Tensor size = combine_pairs(x.abs(), a.heads, ac, as, as, ac);
+      out.e = carried + 3 * kU * (size + carried) + kTiny;
+      return out;
+    }
     case OpKind::kBinary: {
       const torch::Tensor& z = in[1].y;
       const torch::Tensor ez = in[1].e.defined() ? in[1].e : torch::zeros_like(z);
@@ -277,7 +288,7 @@ Bounded pointwise(const Op& op, const std::vector<Bounded>& in, const torch::Ten
 // Ops that move elements without arithmetic: the same op on the bound.
 bool moves_only(OpKind k) {
   return k == OpKind::kConcat || k == OpKind::kSlice || k == OpKind::kReshape ||
-         k == OpKind::kPermute || k == OpKind::kInterpolateNearest;
+         k == OpKind::kPermute || k == OpKind::kInterpolateNearest || k == OpKind::kUnpatchify;
 }
 
 Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::Tensor& w,
@@ -330,7 +341,7 @@ Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::T
     std::vector<torch::Tensor> ys, es;
     for (const Bounded& v : in) {
       ys.push_back(v.y);
-      es.push_back(v.e);
+      es.push_back(v.e.defined() ? v.e : torch::zeros_like(v.y));
     }
     return {run_op(op, ys, w, b), run_op(op, es, w, b)};
   }

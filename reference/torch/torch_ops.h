@@ -32,6 +32,15 @@ class KeepOpenMpThreads {
   int threads_;
 };
 
+// RoPE's float32 tables for `op` over the grid of `grid`'s trailing 3 axes, as [S, 1, pairs]
+// (broadcast over the heads) on `device`: cos, then sin.
+std::pair<torch::Tensor, torch::Tensor> rotary_tensors(const Op& op, const torch::Tensor& grid,
+                                                       const torch::Device& device);
+// x [B,S,heads*Dh] as adjacent pairs (x1, x2) combined to (x1 a + x2 b, x1 c + x2 d), each of a,
+// b, c, d [S, 1, pairs]: RoPE's rotation is (cos, -sin, sin, cos).
+torch::Tensor combine_pairs(const torch::Tensor& x, int heads, const torch::Tensor& a,
+                            const torch::Tensor& b, const torch::Tensor& c, const torch::Tensor& d);
+
 // Op `op` on `in` with parameters `w` and `b` (undefined when the op has none).
 torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const torch::Tensor& w,
                      const torch::Tensor& b);

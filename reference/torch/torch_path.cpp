@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "harness/core/rotary.h"
 #include "reference/torch/torch_ops.h"
 
 namespace tp::torch_path {
@@ -33,6 +34,26 @@ Tensor from_torch(const torch::Tensor& t, DType compute) {
   Tensor out = Tensor::uninitialized(compute, Shape(c.sizes().begin(), c.sizes().end()));
   std::memcpy(out.raw(), c.data_ptr(), out.nbytes());
   return out;
+}
+
+std::pair<torch::Tensor, torch::Tensor> rotary_tensors(const Op& op, const torch::Tensor& grid,
+                                                       const torch::Device& device) {
+  const int64_t r = grid.dim();
+  RotaryTables t = rotary_tables(op.attrs.dims, op.attrs.scale, grid.size(r - 3), grid.size(r - 2),
+                                 grid.size(r - 1));
+  auto table = [&](std::vector<float>& v) {
+    // Copied: the tables die with this call.
+    return torch::from_blob(v.data(), {t.tokens, 1, t.pairs}, torch::kFloat32).to(device).clone();
+  };
+  return {table(t.cos), table(t.sin)};
+}
+
+torch::Tensor combine_pairs(const torch::Tensor& x, int heads, const torch::Tensor& a,
+                            const torch::Tensor& b, const torch::Tensor& c,
+                            const torch::Tensor& d) {
+  const torch::Tensor v = x.reshape({x.size(0), x.size(1), heads, -1, 2});
+  const torch::Tensor x1 = v.select(-1, 0), x2 = v.select(-1, 1);
+  return torch::stack({x1 * a + x2 * b, x1 * c + x2 * d}, -1).reshape(x.sizes());
 }
 
 torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const torch::Tensor& w,
@@ -163,6 +184,27 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       std::vector<int64_t> size(in[1].sizes().end() - (in[0].dim() - 2), in[1].sizes().end());
       return torch::nn::functional::interpolate(
           in[0], torch::nn::functional::InterpolateFuncOptions().size(size).mode(torch::kNearest));
+    }
+    case OpKind::kAddParameter:
+      return in[0] + w;
+    case OpKind::kRotaryEmbedding: {
+      // diffusers' WanAttnProcessor: a 16-bit x times the float32 tables is float32, rounded
+      // once when stored; float32 and float64 x compute in their own dtype.
+      const auto [c, s] = rotary_tensors(op, in[1], in[0].device());
+      const bool half = in[0].element_size() < 4;
+      const torch::Tensor x = half ? in[0].to(torch::kFloat32) : in[0];
+      const torch::Tensor cx = c.to(x.scalar_type()), sx = s.to(x.scalar_type());
+      return combine_pairs(x, a.heads, cx, -sx, sx, cx).to(in[0].scalar_type());
+    }
+    case OpKind::kUnpatchify: {
+      // transformer_wan.py: [B,F,H,W,pt,ph,pw,C] -> [B,C,F,pt,H,ph,W,pw], flattened in pairs.
+      const int64_t r = in[1].dim(), f = in[1].size(r - 3), h = in[1].size(r - 2),
+                    wd = in[1].size(r - 1);
+      const int64_t pt = a.dims[0], ph = a.dims[1], pw = a.dims[2];
+      return in[0]
+          .reshape({in[0].size(0), f, h, wd, pt, ph, pw, -1})
+          .permute({0, 7, 1, 4, 2, 5, 3, 6})
+          .reshape({in[0].size(0), -1, f * pt, h * ph, wd * pw});
     }
   }
   TP_CHECK(false, "unknown op kind");

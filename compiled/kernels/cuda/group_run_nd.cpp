@@ -1,6 +1,7 @@
 // GroupRun's N-dimensional ops (Plan::row_major: values in their logical shapes): N-d conv and
 // linear_last through cuBLAS, multi-head attention, norms, GELU, reshape, permute, broadcast
-// binaries, concat, slice, the timestep sinusoid and nearest resize (kernels in nd_ops.cu).
+// binaries, concat, slice, the timestep sinusoid, nearest resize, a parameter added, RoPE and
+// unpatchify (kernels in nd_ops.cu).
 #include <cmath>
 
 #include "compiled/kernels/cuda/cuda_backend.h"
@@ -150,6 +151,46 @@ Expected<DeviceMemory> GroupRun::nd_op(const Op& op, const FaultSet& f, const st
         r.ratio[d] = float(r.in[d]) / float(r.out[d]);
       }
       TP_CUDA(cuda::interpolate_nearest(x.src, r, po, st), what);
+      break;
+    }
+    case OpKind::kAddParameter: {
+      TP_ASSIGN_OR_RETURN(const float* p, optional_param(op.weight));
+      const Shape& ps = plan_.params.at(op.weight)->shape;
+      TP_ASSIGN_OR_RETURN(cuda::Strides sa, strides(os, broadcast_strides(xs, os), what));
+      TP_ASSIGN_OR_RETURN(cuda::Strides sp, strides(os, broadcast_strides(ps, os), what));
+      TP_CUDA(cuda::binary(cuda::Binary::kAdd, x.src, sa, cuda::Src{p, cuda::Storage::kF32}, sp, po,
+                           st),
+              what);
+      break;
+    }
+    case OpKind::kRotaryEmbedding: {
+      const Shape& grid = shape(op.inputs[1]);
+      cuda::Rotary r;
+      for (std::size_t i = 0; i < 3; ++i) {
+        r.grid[i] = grid[grid.size() - 3 + i];
+        r.shares[i] = a.dims[i];
+      }
+      r.theta = a.scale;
+      r.heads = a.heads;
+      r.pairs = xs[2] / a.heads / 2;
+      TP_CUDA(cuda::rotary_embedding(x.src, r, xs[0] * xs[1], po, st), what);
+      break;
+    }
+    case OpKind::kUnpatchify: {  // [B,F,H,W,pt,ph,pw,C] -> [B,C,F,pt,H,ph,W,pw]
+      const Shape& grid = shape(op.inputs[1]);
+      const std::size_t g = grid.size() - 3;
+      const Shape split{xs[0],     grid[g],   grid[g + 1], grid[g + 2],
+                        a.dims[0], a.dims[1], a.dims[2],   os[1]};
+      const int order[] = {0, 7, 1, 4, 2, 5, 3, 6};
+      std::vector<int64_t> in_strides(split.size(), 1), source, moved;
+      for (int d = int(split.size()) - 2; d >= 0; --d)
+        in_strides[std::size_t(d)] = in_strides[std::size_t(d) + 1] * split[std::size_t(d) + 1];
+      for (int d : order) {
+        source.push_back(in_strides[std::size_t(d)]);
+        moved.push_back(split[std::size_t(d)]);
+      }
+      TP_ASSIGN_OR_RETURN(cuda::Strides s, strides(moved, source, what));
+      TP_CUDA(cuda::gather(x.src, s, po, st), what);
       break;
     }
     default:

@@ -92,7 +92,7 @@ cudaError_t scale_bias_strided(float* acc, int64_t n, int64_t channels, int64_t 
                                const float* scale, const float* bias, cudaStream_t stream);
 
 // ---- The N-dimensional ops, on row-major values in their logical shapes (Plan::row_major).
-constexpr int kMaxRank = 6;
+constexpr int kMaxRank = 8;  // a DiT's unpatchify permutes 8 axes
 struct Strides {
   int rank = 0;
   int64_t dims[kMaxRank] = {};     // the output's extents
@@ -161,6 +161,16 @@ struct Resize {
   float ratio[3] = {1, 1, 1};
 };
 cudaError_t interpolate_nearest(Src x, const Resize& r, float* out, cudaStream_t stream);
+// RoPE (OpKind::kRotaryEmbedding) on x [rows][heads][pairs][2], rows token-major over a frames x
+// height x width grid; the angles computed on the device in float64 and rounded to float32, as
+// the host's rotary_tables() does.
+struct Rotary {
+  int64_t grid[3] = {1, 1, 1};    // frames, height, width
+  int64_t shares[3] = {0, 0, 0};  // each axis' share of the head dim
+  double theta = 10000;
+  int64_t heads = 1, pairs = 0;  // pairs per head
+};
+cudaError_t rotary_embedding(Src x, const Rotary& r, int64_t rows, float* out, cudaStream_t stream);
 
 // fp32 -> storage, round to nearest even (f16/bf16 overflow to inf): a group output's one rounding.
 cudaError_t store_rounded(const float* src, int64_t n, Storage storage, void* dst,

@@ -206,6 +206,26 @@ int64_t count(const Strides& s) {
   return n;
 }
 
+__global__ void rotary_kernel(Src x, Rotary r, int64_t n, float* out) {
+  TP_GRID_STRIDE(i, n) {  // i: one pair of one head of one row
+    const int64_t pair = i % r.pairs;
+    const int64_t token = i / (r.pairs * r.heads) % (r.grid[0] * r.grid[1] * r.grid[2]);
+    int axis = 0;
+    int64_t k = pair;
+    while (axis < 2 && k >= r.shares[axis] / 2) k -= r.shares[axis++] / 2;
+    const int64_t position = axis == 0   ? token / (r.grid[1] * r.grid[2])
+                             : axis == 1 ? token / r.grid[2] % r.grid[1]
+                                         : token % r.grid[2];
+    const double inverse = 1.0 / pow(r.theta, double(2 * k) / double(r.shares[axis]));
+    const double angle = double(position) * inverse;
+    const float c = float(cos(angle)), s = float(sin(angle));
+    const float x1 = load(x, 2 * i), x2 = load(x, 2 * i + 1);
+    // Rounded as the emulation computes them: no fused multiply-adds.
+    out[2 * i] = __fsub_rn(__fmul_rn(x1, c), __fmul_rn(x2, s));
+    out[2 * i + 1] = __fadd_rn(__fmul_rn(x1, s), __fmul_rn(x2, c));
+  }
+}
+
 }  // namespace
 
 cudaError_t transpose_channels(Src x, int64_t b, int64_t c, int64_t plane, bool to_last, float* out,
@@ -275,6 +295,13 @@ cudaError_t timestep_embedding(Src timesteps, int64_t n, int64_t dim, bool sin_f
   const float step = float(-9.210340371976184);  // -log(10000), as the emulation rounds it
   timestep_kernel<<<blocks_for(n * dim), kThreads, 0, stream>>>(timesteps, n, dim, sin_first, step,
                                                                 denominator, out);
+  return cudaGetLastError();
+}
+
+cudaError_t rotary_embedding(Src x, const Rotary& r, int64_t rows, float* out,
+                             cudaStream_t stream) {
+  const int64_t n = rows * r.heads * r.pairs;
+  rotary_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, r, n, out);
   return cudaGetLastError();
 }
 

@@ -13,6 +13,7 @@
 
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
+#include "harness/core/rotary.h"
 #include "harness/core/sgemm.h"
 #include "harness/core/shapes.h"
 
@@ -496,6 +497,50 @@ Tensor interpolate_nearest(const Tensor& x, const Shape& out_shape) {
   return result;
 }
 
+// x + a stored parameter (a modulation table), broadcast.
+template <class T>
+Tensor add_parameter(const Tensor& x, const PreparedParam& p, const Shape& out_shape) {
+  Tensor t = Tensor::uninitialized(dtype_of<T>(), p.shape);
+  std::transform(p.values.begin(), p.values.end(), t.data<T>(), [](float v) { return T(v); });
+  return binary<T>(BinaryOp::kAdd, x, t, out_shape);
+}
+
+// RoPE on x [B,S,heads*Dh]: per token, per pair, in T with the shared float32 tables.
+template <class T>
+Tensor rotary_embedding(const Tensor& x, const Shape& grid, const OpAttrs& a) {
+  const std::size_t g = grid.size() - 3;
+  const RotaryTables t = rotary_tables(a.dims, a.scale, grid[g], grid[g + 1], grid[g + 2]);
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), x.shape());
+  const int64_t rows = x.dim(0) * x.dim(1), heads = a.heads;
+  const T* px = x.data<T>();
+  T* po = result.data<T>();
+#pragma omp parallel for if (x.numel() >= kParallelWork)
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::size_t row = std::size_t((r % t.tokens) * t.pairs);
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < t.pairs; ++i) {
+        const int64_t at = (r * heads + h) * t.pairs * 2 + 2 * i;
+        const T c = T(t.cos[row + std::size_t(i)]), s = T(t.sin[row + std::size_t(i)]);
+        po[at] = px[at] * c - px[at + 1] * s;
+        po[at + 1] = px[at] * s + px[at + 1] * c;
+      }
+  }
+  return result;
+}
+
+// Tokens [B,S,(pt,ph,pw,C)] back to [B,C,F*pt,H*ph,W*pw]: diffusers' reshape, permute and
+// flattens.
+template <class T>
+Tensor unpatchify(const Tensor& x, const Shape& grid, const OpAttrs& a, const Shape& out_shape) {
+  const std::size_t g = grid.size() - 3;
+  const Shape split{x.dim(0),  grid[g],   grid[g + 1], grid[g + 2],
+                    a.dims[0], a.dims[1], a.dims[2],   out_shape[1]};
+  const std::vector<int64_t> order{0, 7, 1, 4, 2, 5, 3, 6};
+  Shape moved;
+  for (int64_t d : order) moved.push_back(split[std::size_t(d)]);
+  return permute<T>(x.reshaped(split), order, moved).reshaped(out_shape);
+}
+
 }  // namespace
 
 template <class T>
@@ -543,6 +588,12 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
       return permute<T>(x, a.dims, out_shape);
     case OpKind::kBinary:
       return binary<T>(a.binary, x, *in[1], out_shape);
+    case OpKind::kAddParameter:
+      return add_parameter<T>(x, *param(op.weight), out_shape);
+    case OpKind::kRotaryEmbedding:
+      return rotary_embedding<T>(x, in[1]->shape(), a);
+    case OpKind::kUnpatchify:
+      return unpatchify<T>(x, in[1]->shape(), a, out_shape);
     default:
       break;
   }

@@ -191,10 +191,7 @@ class UnetFamily : public Family {
     auto normal = [&](const Shape& s, const char* stream, double sigma) {
       Tensor t(DType::kF32, s);
       Rng rng(r.seed, stream);
-      for (int64_t i = 0; i < t.numel(); ++i) {
-        const double u1 = 1 - rng.uniform(), u2 = rng.uniform();  // Box-Muller, u1 in (0, 1]
-        t.data<float>()[i] = float(sigma * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
-      }
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = float(rng.normal(sigma));
       return t;
     };
     NamedTensors out;

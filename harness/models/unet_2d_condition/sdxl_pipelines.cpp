@@ -240,12 +240,8 @@ const std::vector<PipelineOption>& sdxl_options() {
        "refiner's denoising_start)",
        number_option([](double f) { return f > 0 && f < 1; },
                      "expected split=F with F between 0 and 1, e.g. split=0.8")},
-      {"steps", "steps", "steps=N", "50", "scheduler steps, 1 to 1000",
-       whole_number_option("steps=N", 1, 1000)},
-      {"guidance", "guidance-scale", "guidance=SCALE", "5",
-       "classifier-free guidance scale, off at <= 1 as in diffusers",
-       number_option([](double g) { return g >= 0; },
-                     "expected guidance=SCALE, a number >= 0 (<= 1 turns guidance off)")},
+      steps_option(50),
+      guidance_option(5),
   };
   return kOptions;
 }

@@ -127,8 +127,7 @@ Expected<Tensor> VaeFamily::generate_input(const Model& model, const InputReques
   float* d = t.data<float>();
   for (int64_t i = 0; i < t.numel(); ++i) {
     if (latents) {
-      const double u1 = 1 - rng.uniform(), u2 = rng.uniform();  // Box-Muller, u1 in (0, 1]
-      d[i] = float(r.sigma * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+      d[i] = float(rng.normal(r.sigma));
     } else {
       d[i] = float(r.sigma * rng.uniform(-1, 1));
     }

@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "harness/core/graph.h"
 #include "harness/core/status.h"
+#include "harness/models/family.h"
 
 namespace tp {
 
-struct WanConfig {
+struct WanConfig : ModelConfig {
   std::array<int, 3> patch_size = {1, 2, 2};  // (t, h, w)
   int num_attention_heads = 40;
   int attention_head_dim = 128;
@@ -36,6 +36,7 @@ struct WanConfig {
   int rope_w_dim() const { return rope_h_dim(); }
   int rope_t_dim() const { return attention_head_dim - rope_h_dim() - rope_w_dim(); }
   int patch_elements() const { return patch_size[0] * patch_size[1] * patch_size[2]; }
+  const Family& family() const override;
 };
 
 // `source` names the file in error messages.
@@ -44,5 +45,10 @@ Expected<WanConfig> parse_wan_config(const nlohmann::json& json, const std::stri
 // Every state-dict key and shape of the model, in diffusers' order (wan-1.3b-dit-keys.txt: the
 // top-level table, the patch embedding, the condition embedder, the blocks, proj_out).
 std::vector<ParamSpec> wan_param_specs(const WanConfig& config);
+
+// The transformer's graph "wan": inputs hidden_states [B,C,F,H,W], timestep [B] and
+// encoder_hidden_states [B,L,text_dim]; output sample [B,out_channels,F',H',W'], the sizes the
+// patch divides (floored, as diffusers).
+Graph build_wan_graph(const WanConfig& config);
 
 }  // namespace tp
