@@ -444,13 +444,7 @@ Status check_case(const Case& c) {
   return Status();
 }
 
-std::string pipeline_choices() {
-  const std::vector<std::string> names = pipeline_names();
-  std::string s;
-  for (std::size_t i = 0; i < names.size(); ++i)
-    s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
-  return s;
-}
+std::string pipeline_choices() { return comma_list(pipeline_names(), " or "); }
 
 Expected<Case> parse_case(std::string_view line) {
   const std::vector<Token> tokens = split(line);

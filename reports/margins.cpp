@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "harness/core/format.h"
+
 namespace tp {
 namespace {
 
@@ -12,14 +14,8 @@ double ratio(double tolerance, double error) {
   return error > 0 ? tolerance / error : std::numeric_limits<double>::infinity();
 }
 
-std::string printed(const char* format, double a, double b = 0) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, format, a, b);
-  return buf;
-}
-
 std::string margin_number(double margin) {
-  return std::isinf(margin) ? "no error" : printed("margin x%.3g", margin);
+  return std::isinf(margin) ? "no error" : printf_numbers("margin x%.3g", margin);
 }
 
 }  // namespace
@@ -64,7 +60,7 @@ std::string margin_text(const CheckpointMargin& m) {
            std::to_string(
                (m.local ? m.checkpoint->local : m.checkpoint->accumulated).non_finite_new) +
            " non-finite values where the reference is finite";
-  return name + ": " + m.measure + printed(" %.2e, tolerance %.2e, ", m.error, m.tolerance) +
+  return name + ": " + m.measure + printf_numbers(" %.2e, tolerance %.2e, ", m.error, m.tolerance) +
          margin_number(m.margin);
 }
 
@@ -73,7 +69,7 @@ std::string margin_table(const CaseResult& result) {
   for (const CheckpointRecord& r : result.checkpoints) {
     const auto m = checkpoint_margin(r);
     s += "      " + (m ? margin_text(*m) : r.name + ": not compared") +
-         (m && m->local ? printed("; accumulated rel L2 %.2e", r.accumulated.rel_l2) : "") +
+         (m && m->local ? printf_numbers("; accumulated rel L2 %.2e", r.accumulated.rel_l2) : "") +
          (r.passed ? "" : "  FAILED") + "\n";
   }
   return s;

@@ -19,6 +19,13 @@ inline std::string format_number(double v) {
   return buf;
 }
 
+// One or two numbers through a printf format of doubles ("%.2e > %.2e").
+inline std::string printf_numbers(const char* format, double a, double b = 0) {
+  char buf[96];
+  std::snprintf(buf, sizeof buf, format, a, b);
+  return buf;
+}
+
 // A number as a case line writes it back: 9 significant digits, so it parses to the same double.
 inline std::string format_double(double v) {
   char buf[32];
@@ -57,6 +64,15 @@ inline std::vector<std::string> split_list(std::string_view text, char sep) {
 inline std::string join_list(const std::vector<std::string>& parts, char sep) {
   std::string out;
   for (const std::string& p : parts) (out.empty() ? out : out += sep) += p;
+  return out;
+}
+
+// Names as a sentence lists them: "a, b, c", or with `last` before the final one ("a, b or c").
+inline std::string comma_list(const std::vector<std::string>& names,
+                              const std::string& last = ", ") {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? last : ", ") + names[i];
   return out;
 }
 

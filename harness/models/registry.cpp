@@ -24,12 +24,6 @@ std::vector<const Family*>& registry() {
   return families;
 }
 
-std::string joined(const std::vector<std::string>& names) {
-  std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
-
 }  // namespace
 
 bool Family::claims(const nlohmann::json& config) const {
@@ -171,7 +165,7 @@ Expected<const Family*> family_of_config(const nlohmann::json& config, const std
   return Error(source + ": " +
                (cls.empty() ? std::string("no _class_name, and no family recognizes the fields")
                             : "_class_name '" + cls + "' is not supported") +
-               "; twinpath runs " + joined(classes));
+               "; twinpath runs " + comma_list(classes));
 }
 
 namespace {
@@ -230,7 +224,7 @@ Expected<std::string> builtin_config_text(const std::string& name) {
     for (const std::string& n : f->builtin_names())
       if (n == name) return f->builtin_text(name);
   return Error("unknown built-in config '" + name + "'; use one of " +
-               joined(builtin_config_names()) + " or a config.json path" +
+               comma_list(builtin_config_names()) + " or a config.json path" +
                did_you_mean(name, builtin_config_names()));
 }
 
@@ -282,7 +276,7 @@ Status check_family_runs(const Model& model, const std::string& pipeline) {
   std::vector<std::string> names;
   for (const PipelineDescriptor& d : f.pipelines()) names.push_back(d.name);
   return Error("model " + model.dir + " is " + with_article(f.class_name()) + ", which runs " +
-               joined(names) + ", not " + pipeline);
+               comma_list(names) + ", not " + pipeline);
 }
 
 std::vector<const PipelineOption*> all_pipeline_options() {

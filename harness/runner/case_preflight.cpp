@@ -12,8 +12,7 @@ namespace tp {
 namespace {
 
 // The first mistake of one kind, with how many cases share it.
-struct Mistake {
-  std::string message;
+struct Mistake {  // by its message
   std::string first_case;
   int cases = 0;
 };
@@ -24,19 +23,20 @@ class Mistakes {
     auto [it, fresh] = found_.try_emplace(message);
     if (fresh) {
       order_.push_back(message);
-      it->second = Mistake{message, c.id(), 0};
+      it->second = Mistake{c.id(), 0};
     }
     ++it->second.cases;
   }
   Status status() const {
     if (order_.empty()) return Status();
-    const Mistake& m = found_.at(order_.front());
+    const std::string& message = order_.front();
+    const Mistake& m = found_.at(message);
     const std::string where =
         m.cases == 1 ? "the case '" + m.first_case + "'"
                      : std::to_string(m.cases) + " cases, the first '" + m.first_case + "'";
     const std::string more =
         order_.size() > 1 ? " (and " + std::to_string(order_.size() - 1) + " more mistakes)" : "";
-    return Error(m.message + " [" + where + "]" + more + "; nothing ran");
+    return Error(message + " [" + where + "]" + more + "; nothing ran");
   }
 
  private:

@@ -160,16 +160,6 @@ Status check_memory(PreparedCase& p, const RunOptions& o) {
 
 }  // namespace
 
-namespace {
-
-std::string listed(const std::vector<std::string>& names) {
-  std::string s;
-  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
-  return s;
-}
-
-}  // namespace
-
 Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_or_dir) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = models_.find(name_or_dir);
@@ -190,7 +180,7 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
   }
   std::error_code ec;
   if (!builtin && !std::filesystem::is_directory(name_or_dir, ec))
-    return Error(name_or_dir + " is neither a built-in model (" + listed(names) +
+    return Error(name_or_dir + " is neither a built-in model (" + comma_list(names) +
                  ") nor a model folder; pass a diffusers model folder (config.json + "
                  "diffusion_pytorch_model.safetensors), or make one with `twinpath model init`" +
                  did_you_mean(name, names));

@@ -109,22 +109,18 @@ ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
   return path;
 }
 
-std::string fmt(const char* f, double a, double b = 0) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, f, a, b);
-  return buf;
-}
-
 // Applies `tol` to `m`; returns why it fails, or "" when it passes.
 std::string judge(const Metrics& m, const Tolerance& tol) {
   if (m.non_finite_new > 0)
     return std::to_string(m.non_finite_new) + " non-finite values where the reference is finite";
   if (m.rel_l2 > tol.rel_l2)
-    return fmt("rel L2 %.3g > %.3g", m.rel_l2, tol.rel_l2) + " (" + tol.basis + ")";
+    return printf_numbers("rel L2 %.3g > %.3g", m.rel_l2, tol.rel_l2) + " (" + tol.basis + ")";
   const double element = m.want_max_abs > 0 ? m.max_abs / m.want_max_abs : m.max_abs;
   if (element > tol.max_element) {
     std::string where = m.worst.empty() ? "" : " at " + format_index(m.worst[0].index);
-    return fmt("worst element off by %.3g of max|ref| > %.3g", element, tol.max_element) + where;
+    return printf_numbers("worst element off by %.3g of max|ref| > %.3g", element,
+                          tol.max_element) +
+           where;
   }
   return "";
 }
@@ -492,7 +488,8 @@ void judge_outputs(const PreparedCase& p, const ReferenceRun& ref, const Compile
     if (constant(*want, value) && !e.mistrusted) {
       e.mistrusted = true;
       e.mistrust_reason =
-          "the reference output " + name + " is constant (every element " + fmt("%.6g", value) +
+          "the reference output " + name + " is constant (every element " +
+          printf_numbers("%.6g", value) +
           "), so agreeing with it proves nothing; check the model's weights and the input";
     }
     e.checkpoints.push_back(std::move(rec));

@@ -12,14 +12,7 @@ namespace tp {
 namespace {
 
 bool is_layer(const std::string& op, const std::string& layer) {
-  return op == layer || (op.size() > layer.size() && op.compare(0, layer.size(), layer) == 0 &&
-                         op[layer.size()] == '.');
-}
-
-std::string scientific(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
+  return op == layer || activations::under(op, layer);
 }
 
 }  // namespace
@@ -56,14 +49,14 @@ std::string scaled_layer_advice(const std::string& layer, double factor, const L
   const double before = range.max_abs / std::fabs(factor);
   std::string s = layer + " on the reference (" + range.pipeline + ", a seeded " +
                   std::to_string(range.height) + "x" + std::to_string(range.width) +
-                  " input): its output reaches |x| " + scientific(range.max_abs) + " scaled, " +
-                  scientific(before) + " before";
+                  " input): its output reaches |x| " + printf_numbers("%.3g", range.max_abs) +
+                  " scaled, " + printf_numbers("%.3g", before) + " before";
   if (!(before > 0)) return s + "; a zero output never overflows";
   // The activation dtypes a policy stores (a=f16, a=bf16).
   const double f16 = dtype_max_finite(DType::kF16), bf16 = dtype_max_finite(DType::kBF16);
   return s + "; its output leaves f16 (max 65504) from a factor of about " +
-         scientific(f16 / before) + ", bf16 from about " + scientific(bf16 / before) +
-         " (a later layer may overflow first)";
+         printf_numbers("%.3g", f16 / before) + ", bf16 from about " +
+         printf_numbers("%.3g", bf16 / before) + " (a later layer may overflow first)";
 }
 
 }  // namespace tp
