@@ -53,6 +53,10 @@ Tensor slice_channels(const Tensor& x, int begin, int end);
 // cfg-halves-swapped).
 using ParamLookup = std::function<const PreparedParam*(const std::string& key)>;
 // `attention_operands`: multi-head attention's q, k, v and P rounded to it (attn=act; float only).
+// RoPE on x [B,S,heads*Dh] over the token grid of `grid`'s trailing 3 axes (rotary.cpp).
+template <class T>
+Tensor rotary_embedding(const Tensor& x, const Shape& grid, const OpAttrs& attrs);
+
 template <class T>
 Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLookup& param,
              const Shape& out_shape, const FaultSet& faults = {},

@@ -13,7 +13,6 @@
 
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
-#include "harness/core/rotary.h"
 #include "harness/core/sgemm.h"
 #include "harness/core/shapes.h"
 
@@ -503,29 +502,6 @@ Tensor add_parameter(const Tensor& x, const PreparedParam& p, const Shape& out_s
   Tensor t = Tensor::uninitialized(dtype_of<T>(), p.shape);
   std::transform(p.values.begin(), p.values.end(), t.data<T>(), [](float v) { return T(v); });
   return binary<T>(BinaryOp::kAdd, x, t, out_shape);
-}
-
-// RoPE on x [B,S,heads*Dh]: per token, per pair, in T with the shared float32 tables.
-template <class T>
-Tensor rotary_embedding(const Tensor& x, const Shape& grid, const OpAttrs& a) {
-  const std::size_t g = grid.size() - 3;
-  const RotaryTables t = rotary_tables(a.dims, a.scale, grid[g], grid[g + 1], grid[g + 2]);
-  Tensor result = Tensor::uninitialized(dtype_of<T>(), x.shape());
-  const int64_t rows = x.dim(0) * x.dim(1), heads = a.heads;
-  const T* px = x.data<T>();
-  T* po = result.data<T>();
-#pragma omp parallel for if (x.numel() >= kParallelWork)
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::size_t row = std::size_t((r % t.tokens) * t.pairs);
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < t.pairs; ++i) {
-        const int64_t at = (r * heads + h) * t.pairs * 2 + 2 * i;
-        const T c = T(t.cos[row + std::size_t(i)]), s = T(t.sin[row + std::size_t(i)]);
-        po[at] = px[at] * c - px[at + 1] * s;
-        po[at + 1] = px[at] * s + px[at + 1] * c;
-      }
-  }
-  return result;
 }
 
 // Tokens [B,S,(pt,ph,pw,C)] back to [B,C,F*pt,H*ph,W*pw]: diffusers' reshape, permute and
