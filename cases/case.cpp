@@ -67,6 +67,7 @@ std::string Case::policy_text() const {
   if (saturation_given) p += std::string(",sat=") + saturation_name(policy.saturation);
   if (policy.clip != 1) p += ",clip=" + clip_text(policy.clip);
   if (policy.attention_in_activation) p += ",attn=act";
+  if (policy.layerwise) p += ",cast=layerwise";
   return p;
 }
 
@@ -182,6 +183,30 @@ const std::vector<CaseOption> kOptions = {
        return Status();
      },
      [](const Case& c) { return c.policy.attention_in_activation ? std::string("act") : ""; }},
+    {"cast", "cast=scaled|layerwise",
+     "fp8 weights with fp32 scales (scaled, the default) or diffusers' layerwise casting: the "
+     "block layers' weights and biases cast to fp8 without a scale, computed in a=",
+     [](Case& c, std::string_view v) -> Status {
+       TP_ASSIGN_OR_RETURN(c.policy.layerwise, parse_cast(v));
+       return Status();
+     },
+     [](const Case& c) { return c.policy.layerwise ? std::string("layerwise") : ""; }},
+    {"cast-skip", "cast-skip=GLOB+GLOB",
+     "cast=layerwise: the module globs left out of the casting, replacing diffusers' list (its "
+     "defaults, the model's _keep_in_fp32_modules and _skip_layerwise_casting_patterns)",
+     [](Case& c, std::string_view v) -> Status {
+       c.cast_skip = split_list(v, '+');
+       return Status();
+     },
+     [](const Case& c) { return c.cast_skip ? join_list(*c.cast_skip, '+') : ""; }},
+    {"load", "load=DTYPE",
+     "cast=layerwise: the dtype the model was loaded in before the casting (default a=); the "
+     "layers the casting skips keep it",
+     [](Case& c, std::string_view v) -> Status {
+       TP_ASSIGN_OR_RETURN(c.load, parse_dtype(v));
+       return Status();
+     },
+     [](const Case& c) { return c.load ? std::string(dtype_name(*c.load)) : ""; }},
     {"keep", "keep=GLOB+GLOB", "module globs kept in fp32 (--keep-fp32)",
      [](Case& c, std::string_view v) -> Status {
        c.keep_fp32 = split_list(v, '+');
@@ -411,9 +436,9 @@ Status apply_policy_text(Case& c, std::string_view policy) {
   for (const std::string& part : split_list(policy, ',')) {
     const std::string key = part.substr(0, part.find('='));
     if (key != "w" && key != "a" && key != "acc" && key != "scale" && key != "sat" &&
-        key != "clip" && key != "attn")
+        key != "clip" && key != "attn" && key != "cast")
       return Error("field '" + part +
-                   "' is unknown; use w=, a=, acc=, scale=, sat=, clip= and attn=");
+                   "' is unknown; use w=, a=, acc=, scale=, sat=, clip=, attn= and cast=");
     if (Status s = apply_case_option(c, part); !s.ok())
       return Error("field '" + part + "': " + s.error().message());
   }
@@ -423,6 +448,12 @@ Status apply_policy_text(Case& c, std::string_view policy) {
 Status check_case(const Case& c) {
   if (c.policy.clip != 1 && !dtype_is_fp8(c.policy.weight))
     return Error("clip= calibrates fp8 weight scales; it needs w=f8e4m3 or w=f8e5m2");
+  if ((c.cast_skip || c.load) && !c.policy.layerwise)
+    return Error("cast-skip= and load= describe layerwise casting; add cast=layerwise");
+  if (c.policy.layerwise && (c.scale_given || c.policy.clip != 1))
+    return Error(
+        "cast=layerwise is a plain cast without a scale; scale= and clip= belong to fp8 weights "
+        "with scales (leave cast= out)");
   if (c.policy.attention_in_activation && c.policy.activation == DType::kF32)
     return Error(
         "attn=act rounds attention's operands to the activation dtype; with a=f32 there is "

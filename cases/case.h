@@ -53,6 +53,10 @@ struct Case {
       policy;  // w=, a=, acc=, scale=, sat=, clip=, attn= (any dtypes: refusals are cases too)
   bool scale_given = false, saturation_given = false;  // written in the line: kept in the id
   std::vector<std::string> keep_fp32;                  // module globs
+  // cast=layerwise: the user's skip list (module globs replacing diffusers'), and the dtype the
+  // model was loaded in before the casting (compiled::DTypePolicy::cast_skip, load).
+  std::optional<std::vector<std::string>> cast_skip;
+  std::optional<DType> load;
   bool tiling = false;
   int64_t tile_min = 0, tile_stride = 0;  // 0: the model config's
   std::string input = "normal";

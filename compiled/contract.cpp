@@ -4,6 +4,7 @@
 #include "harness/core/contract.h"
 
 #include "compiled/plan.h"
+#include "compiled/prepared_weights.h"
 
 namespace tp::compiled {
 
@@ -17,11 +18,14 @@ GroupContract group_contract(const Plan& plan, int index) {
     const Op& op = g.ops[std::size_t(o)];
     c.label += (c.label.empty() ? "" : "+") + op_label(op);
     const bool matrix = is_matrix_op(op.kind);
+    const LayerPolicy layer = plan.policy.for_op(g, op, grp.policy);
     for (const std::string* key : {&op.weight, &op.bias}) {
       if (key->empty()) continue;
       const bool m = matrix && key == &op.weight;
-      c.params.push_back(ContractParam{*key, m, key == &op.bias, param_storage(grp.policy, m),
-                                       grp.policy.scale, grp.policy.saturation, grp.policy.clip});
+      const DType dt = param_storage(layer, m);
+      c.params.push_back(ContractParam{*key, m, key == &op.bias, dt, layer.scale, layer.saturation,
+                                       layer.clip, dtype_is_fp8(dt) && layer.layerwise,
+                                       dt == DType::kF32 && kept_in_fp32(g, *key).has_value()});
     }
   }
   for (int v : grp.inputs) c.inputs.push_back({v, plan.buffers.at(v).dtype});

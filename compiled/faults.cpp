@@ -55,6 +55,10 @@ const std::vector<FaultInfo>& all_faults() {
       {Fault::kFp8RoundHalfAway, "fp8-round-half-away",
        "fp8 weights round exact ties away from zero instead of to even (seen only where "
        "w / scale lands on a tie: weights=ties)"},
+      {Fault::kCastSkipsSubmodule, "cast-skips-submodule",
+       "under cast=layerwise the layers the casting skips (a DiT's patch embedding, condition "
+       "embedder, proj_out) keep fp8 weights and biases and run with them instead of being "
+       "refused, as a sub-model left out of the casting (field report 3)"},
   };
   return faults;
 }

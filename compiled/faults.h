@@ -43,8 +43,10 @@ enum class Fault : uint8_t {
   kGroupNormOnePass,       // GroupNorm statistics in one fp32 pass, var = E[x^2] - E[x]^2 (exact
                            // enough around zero, cancels when the mean is large against the spread)
   kFp8RoundHalfAway,       // fp8 weights rounded to nearest with ties away from zero, not to even
+  kCastSkipsSubmodule,     // cast=layerwise: the layers the casting skips keep fp8 weights and
+                           // run anyway, as a sub-model left out of the casting (field report 3)
 };
-constexpr int kFaultCount = 18;
+constexpr int kFaultCount = 19;
 
 struct FaultInfo {
   Fault fault;

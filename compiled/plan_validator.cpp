@@ -36,7 +36,13 @@ Status validate_plan(const Plan& plan) {
       const bool fp32_output =
           g.fp32_arithmetic && std::any_of(g.outputs.begin(), g.outputs.end(),
                                            [&](const auto& o) { return o.second == v; });
-      const DType want = fp32_output ? plan.policy.base.activation : grp.policy.activation;
+      // An fp32 island (Op::fp32_result) keeps its output in f32.
+      const bool island = std::any_of(g.ops.begin(), g.ops.end(), [&](const Op& op) {
+        return op.output == v && op.fp32_result;
+      });
+      const DType want = fp32_output ? plan.policy.base.activation
+                         : island    ? DType::kF32
+                                     : grp.policy.activation;
       if (b.dtype != want)
         return fail(where(gi) + " stores " + name(v) + " in " + dtype_name(b.dtype) +
                     " where its contract says " + dtype_name(want));

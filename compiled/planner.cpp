@@ -318,10 +318,13 @@ std::vector<Group> partition_into_groups(const Graph& g) {
 Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
   const Graph& g = *plan.graph;
   // Every layer is checked before anything is prepared, so a refused plan costs nothing.
+  const bool skipped_in_fp8 = plan.faults.has(Fault::kCastSkipsSubmodule);
   for (const Group& grp : plan.groups)
     for (int o : grp.ops) {
       const Op& op = g.ops[std::size_t(o)];
-      if (is_matrix_op(op.kind)) TP_RETURN_IF_ERROR(check_supported(op.name, grp.policy));
+      if (!skipped_in_fp8) TP_RETURN_IF_ERROR(plan.policy.check_layerwise(g, op, grp.policy));
+      const LayerPolicy layer = plan.policy.for_op(g, op, grp.policy, skipped_in_fp8);
+      if (is_matrix_op(op.kind)) TP_RETURN_IF_ERROR(check_supported(op.name, layer));
       if (plan.row_major && runs_nd(op) && grp.policy.accumulation != DType::kF32)
         return Error(op.name + ": weights in " + dtype_name(grp.policy.weight) +
                      " with activations in " + dtype_name(grp.policy.activation) +
@@ -335,9 +338,10 @@ Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
     for (int o : grp.ops) {
       const Op& op = g.ops[std::size_t(o)];
       const bool matrix = is_matrix_op(op.kind);
+      const LayerPolicy layer = plan.policy.for_op(g, op, grp.policy, skipped_in_fp8);
       for (const std::string* key : {&op.weight, &op.bias})
         if (!key->empty())
-          plan.params[*key] = store.get(weights, plan.weights_identity, *key, grp.policy,
+          plan.params[*key] = store.get(weights, plan.weights_identity, *key, layer,
                                         matrix && key == &op.weight, plan.faults);
     }
   plan.stats.weight_bytes = 0;
@@ -433,9 +437,14 @@ Expected<std::unique_ptr<Plan>> compile_plan(const PlanRequest& r, WeightStore& 
         add_buffer(v, reads_timesteps(v) ? DType::kF32 : grp.policy.activation, -1);
         break;
       }
+  // An fp32 island's output stays f32 whatever the group's activation dtype.
+  std::vector<bool> island(g.value_names.size(), false);
+  for (const Op& op : g.ops) island[std::size_t(op.output)] = op.fp32_result;
   for (int gi = 0; gi < last; ++gi)
     for (int v : plan->groups[std::size_t(gi)].outputs)
-      add_buffer(v, plan->groups[std::size_t(gi)].policy.activation, gi);
+      add_buffer(
+          v, island[std::size_t(v)] ? DType::kF32 : plan->groups[std::size_t(gi)].policy.activation,
+          gi);
   // fp32 arithmetic hands its results on in the pipeline's activation dtype.
   if (g.fp32_arithmetic)
     for (const auto& [name, v] : g.outputs) {

@@ -16,30 +16,10 @@ std::vector<std::string_view> split(std::string_view text, char sep) {
 
 const char* kSyntax =
     "write it as w=f16,a=f16,acc=f32 (fp8 weights also take scale=channel|tensor, "
-    "sat=satfinite|nonsat and clip=Q; attn=act rounds attention's operands to a=)";
+    "sat=satfinite|nonsat and clip=Q, or cast=layerwise; attn=act rounds attention's operands "
+    "to a=)";
 
 }  // namespace
-
-bool glob_match(std::string_view p, std::string_view s) {
-  // Iterative matcher with one backtrack point for the last `*`.
-  std::size_t pi = 0, si = 0, star = std::string_view::npos, mark = 0;
-  while (si < s.size()) {
-    if (pi < p.size() && (p[pi] == '?' || p[pi] == s[si])) {
-      ++pi;
-      ++si;
-    } else if (pi < p.size() && p[pi] == '*') {
-      star = pi++;
-      mark = si;
-    } else if (star != std::string_view::npos) {
-      pi = star + 1;
-      si = ++mark;
-    } else {
-      return false;
-    }
-  }
-  while (pi < p.size() && p[pi] == '*') ++pi;
-  return pi == p.size();
-}
 
 Expected<LayerPolicy> parse_layer_policy(std::string_view text) {
   LayerPolicy p;
@@ -65,6 +45,8 @@ Expected<LayerPolicy> parse_layer_policy(std::string_view text) {
       TP_ASSIGN_OR_RETURN(p.clip, parse_clip(value));
     } else if (key == "attn") {
       TP_ASSIGN_OR_RETURN(p.attention_in_activation, parse_attention(value));
+    } else if (key == "cast") {
+      TP_ASSIGN_OR_RETURN(p.layerwise, parse_cast(value));
     } else {
       return Error("policy '" + std::string(text) + "': unknown key '" + key + "'; " + kSyntax);
     }
@@ -91,6 +73,15 @@ Status check_layer_policy(const LayerPolicy& p) {
   if (!dtype_is_fp8(p.weight) && (p.scale != ScaleGranularity::kPerChannel ||
                                   p.saturation != Saturation::kSaturate || p.clip != 1))
     return Error("policy: scale=, sat= and clip= apply to fp8 weights only (w=f8e4m3 or w=f8e5m2)");
+  if (p.layerwise && (!dtype_is_fp8(p.weight) || p.activation == DType::kF32))
+    return Error(
+        std::string("policy: cast=layerwise stores the cast layers in fp8 and computes in "
+                    "16 bits; it needs w=f8e4m3 or w=f8e5m2 with a=bf16 or a=f16, not w=") +
+        dtype_name(p.weight) + ",a=" + dtype_name(p.activation));
+  if (p.layerwise && (p.scale != ScaleGranularity::kPerChannel || p.clip != 1))
+    return Error(
+        "policy: cast=layerwise is a plain cast without a scale; scale= and clip= belong to "
+        "cast=scaled (the default)");
   if (p.attention_in_activation && p.activation == DType::kF32)
     return Error(
         "policy: attn=act rounds attention's operands to the activation dtype, and a=f32 has "
@@ -117,12 +108,60 @@ LayerPolicy DTypePolicy::for_layer(const std::string& op_name) const {
   return base;
 }
 
+LayerPolicy DTypePolicy::for_op(const Graph& g, const Op& op, const LayerPolicy& group,
+                                bool skipped_in_fp8) const {
+  const std::string& key = op.weight.empty() ? op.bias : op.weight;
+  if (key.empty()) return group;
+  if (kept_in_fp32(g, key))
+    return LayerPolicy{DType::kF32, DType::kF32, DType::kF32, base.scale, base.saturation, 1};
+  if (!group.layerwise) return group;
+  const bool matrix = is_matrix_op(op.kind);
+  if (matrix && !skips(g).skipping(op.name)) return group;
+  const DType loaded = load.value_or(group.activation);
+  if (matrix && (skipped_in_fp8 || dtype_is_fp8(loaded))) return group;  // fp8, never cast up
+  LayerPolicy p = group;
+  p.weight = dtype_is_fp8(loaded) ? group.activation : loaded;
+  p.layerwise = false;
+  return p;
+}
+
+Status DTypePolicy::check_layerwise(const Graph& g, const Op& op, const LayerPolicy& group) const {
+  if (!group.layerwise || !is_matrix_op(op.kind)) return Status();
+  const LayerwiseSkips s = skips(g);
+  const std::optional<std::string> skipped = s.skipping(op.name);
+  const std::string w = dtype_name(group.weight), a = dtype_name(group.activation);
+  const std::optional<std::string> kept = kept_in_fp32(g, op.weight);
+  const std::string pair =
+      op.name + ": weights in " + w + " with activations in " + a + " because ";
+  if (kept && !skipped)
+    return Error(pair + "cast-skip= casts this layer, which the model keeps in fp32 ('" + *kept +
+                 "') and whose input it casts to the layer's dtype, so the activations would "
+                 "become " +
+                 w + " (PyTorch: \"mat1 and mat2 must have the same dtype\"); add '" + *kept +
+                 "' to cast-skip=, or leave cast-skip= out for diffusers' own list");
+  if (skipped && load && dtype_is_fp8(*load))
+    return Error(pair + "the model was loaded in " + w +
+                 " and layerwise casting skips the layer (pattern '" + *skipped +
+                 "'), so nothing casts its " + op_label(op) +
+                 "'s weight and bias up (PyTorch: \"Input type (" +
+                 (group.activation == DType::kBF16 ? "BFloat16" : "Half") + ") and bias type (" +
+                 (group.weight == DType::kF8E4M3 ? "Float8_e4m3fn" : "Float8_e5m2") +
+                 ") should be the same\"); load the model in " + a +
+                 " (leave load= out) and let cast=layerwise store the cast layers in " + w);
+  return Status();
+}
+
 std::string DTypePolicy::to_string() const {
   std::string s = layer_policy_string(base);
   if (!keep_fp32.empty()) {
     s += " keep-fp32=";
     for (std::size_t i = 0; i < keep_fp32.size(); ++i) s += (i ? "," : "") + keep_fp32[i];
   }
+  if (cast_skip) {
+    s += " cast-skip=";
+    for (std::size_t i = 0; i < cast_skip->size(); ++i) s += (i ? "," : "") + (*cast_skip)[i];
+  }
+  if (load) s += std::string(" load=") + dtype_name(*load);
   return s;
 }
 

@@ -44,7 +44,7 @@ uint64_t weights_identity(const Weights& weights) {
 }
 
 DType param_storage(const LayerPolicy& policy, bool matrix) {
-  if (dtype_is_fp8(policy.weight) && !matrix) return DType::kF32;
+  if (dtype_is_fp8(policy.weight) && !matrix && !policy.layerwise) return DType::kF32;
   return policy.weight;
 }
 
@@ -113,7 +113,7 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
     // That value maps to the dtype's largest finite one; the scale is an fp32 number.
     const double a = amax[std::size_t(r)];
     p.scales[std::size_t(r)] =
-        fp8_no_scale || a == 0 ? 1.0f : float(a / dtype_max_finite(p.storage));
+        fp8_no_scale || policy.layerwise || a == 0 ? 1.0f : float(a / dtype_max_finite(p.storage));
   }
 #pragma omp parallel for schedule(static) if (int64_t(w.size()) >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r)
@@ -141,7 +141,7 @@ std::shared_ptr<const PreparedParam> WeightStore::get(const Weights& weights, ui
   if (dtype_is_fp8(storage))
     id += "/" + std::to_string(int(policy.scale)) + "/" + std::to_string(int(policy.saturation)) +
           "/" + clip_text(policy.clip) + (no_scale ? "/noscale" : "") +
-          (half_away ? "/halfaway" : "");
+          (policy.layerwise ? "/layerwise" : "") + (half_away ? "/halfaway" : "");
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = entries_.find(id);
   if (it != entries_.end()) return it->second;

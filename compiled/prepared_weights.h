@@ -33,7 +33,8 @@ uint64_t weights_identity(const Weights& weights);
 class WeightStore {
  public:
   // The parameter `key` stored as `storage` (fp8: with scale granularity and saturation from
-  // `policy`). `matrix` marks conv/linear weights, the only ones stored in fp8.
+  // `policy`). `matrix` marks conv/linear weights, the only ones stored in fp8 with a scale
+  // (cast=layerwise stores the layer's bias in fp8 too, and neither has a scale).
   std::shared_ptr<const PreparedParam> get(const Weights& weights, uint64_t identity,
                                            const std::string& key, const LayerPolicy& policy,
                                            bool matrix, const FaultSet& faults);

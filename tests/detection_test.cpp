@@ -66,6 +66,9 @@ const Expectation kExpectations[] = {
     {"fp8-round-half-away",
      "^vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f16 acc=f32 weights=ties$",
      "post_quant_conv: "},
+    {"cast-skips-submodule",
+     "^wan.step model=tiny-wan res=\\S+ w=f8e4m3 a=\\S+ acc=f32 sat=\\S+ cast=layerwise$",
+     "patch_embedding: "},
 };
 
 // What `twinpath run` checks: the tolerance table, the plan validator and the contract check.

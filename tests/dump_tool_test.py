@@ -43,6 +43,7 @@ def same_shapes_as_twinpath(binary):
         for model, pipeline, name in [("tiny-kl", "vae.decode", "latents"),
                                       ("tiny-kl", "vae.encode", "sample"),
                                       ("tiny-taesd", "vae.decode", "latents"),
+                                      ("tiny-wan", "wan.step", "hidden_states"),
                                       ("tiny-unet-xl", "unet.step", "sample")]:
             out = os.path.join(folder, model)
             if not os.path.isdir(out):

@@ -13,6 +13,7 @@
 #include "harness/core/rng.h"
 #include "harness/core/shapes.h"
 #include "reference/executor.h"
+#include "reference/torch/contract_check.h"
 #include "reference/torch/torch_path.h"
 #include "tests/support/compare.h"
 
@@ -473,6 +474,42 @@ TEST(ReferenceExecutor, RefusesTooSmallInputsBeforeRunning) {
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.error().message().find("too small: at down"), std::string::npos)
       << out.error().message();
+}
+
+// The contract check's fp8 (LibTorch 1.13 has no fp8 dtype: frexp and round-half-even on the
+// values) against the bit-level table the compiled path stores with, on every finite code, the
+// ties between neighbours and just either side of them, and past the largest finite value:
+// layerwise casting's plain cast, saturating and not (docs/design.md, "fp8 in the contract").
+TEST(ContractCheckFp8, MatchesTheTableOnEveryCodeAndTie) {
+  for (DType dt : {DType::kF8E4M3, DType::kF8E5M2})
+    for (Saturation sat : {Saturation::kSaturate, Saturation::kNonSaturating}) {
+      std::vector<double> xs{0.0, 464, 465, 500, 480, 1e5, 61440, 57344 * 1.2, -1e9};
+      for (uint32_t code = 0; code < 0x7f; ++code) {
+        const double v = decode_narrow(dt, code), next = decode_narrow(dt, code + 1);
+        if (!std::isfinite(v) || !std::isfinite(next)) continue;
+        const double tie = (v + next) / 2;
+        for (double x : {v, tie, std::nextafter(tie, 0.0), std::nextafter(tie, 1e9)}) {
+          xs.push_back(x);
+          xs.push_back(-x);
+        }
+      }
+      Tensor w(DType::kF64, {int64_t(xs.size())});
+      std::copy(xs.begin(), xs.end(), w.data<double>());
+      ContractParam p;
+      p.key = "layer.bias";
+      p.bias = true;
+      p.dtype = dt;
+      p.saturation = sat;
+      p.unscaled = true;
+      const Tensor got = torch_path::contract_weights(w, p);
+      for (std::size_t i = 0; i < xs.size(); ++i) {
+        const double want = decode_narrow(dt, encode_narrow(dt, xs[i], sat));
+        const double g = got.data<double>()[i];
+        EXPECT_TRUE(g == want || (std::isnan(g) && std::isnan(want)))
+            << dtype_name(dt) << " " << saturation_name(sat) << ": " << xs[i] << " -> " << g
+            << ", the table gives " << want;
+      }
+    }
 }
 
 }  // namespace

@@ -147,7 +147,7 @@ TEST(Tradeoff, WrongInputsGetOneSentence) {
         Bad{"--model /no/such/model", "/no/such/model is neither a built-in model"},
         Bad{"--model tiny-kl --pipeline vae.denoise", "--pipeline vae.denoise is unknown"},
         Bad{"--model tiny-kl --policy w=f16,x=1",
-            "field 'x=1' is unknown; use w=, a=, acc=, scale=, sat=, clip= and attn="},
+            "field 'x=1' is unknown; use w=, a=, acc=, scale=, sat=, clip=, attn= and cast="},
         Bad{"--model tiny-kl --repeats 0", "--repeats must be at least 1"},
         Bad{"--model tiny-kl --res 512x512 --mem 64MiB",
             "over the memory budget of 64.00 MiB (--mem): refused before allocating"},

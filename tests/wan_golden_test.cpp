@@ -2,7 +2,8 @@
 // tools/make-wan-golden-fixtures.sh), on every path. out.f64 is diffusers' float64 call, which
 // keeps its float32 casts (the LayerNorm inputs, the sinusoid, the RoPE tables, temb.float()):
 // a pure float64 computation differs from it by ~1e-7 (dit-facts 5). out.bf16 is diffusers'
-// bfloat16 model: the compiled path's bf16 error may be at most 1.5 times diffusers' own.
+// bfloat16 model, out.layerwise the same with enable_layerwise_casting(float8_e4m3fn): the
+// compiled path's bf16 and cast=layerwise errors may be at most 1.5 times diffusers' own.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -39,10 +40,36 @@ TEST(WanGraph, ReadsExactlyTheCheckpointsParameters) {
   }
 }
 
+// frames= sets a generated input's latent frames (default 3); a count out of range is refused
+// with the syntax.
+TEST(WanInputs, FramesOptionSetsTheLatentFrames) {
+  auto model = load_model(fixture("tiny-wan"));
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  const Family& family = model->family();
+  OptionValues options;
+  ASSERT_TRUE(set_pipeline_option(options, "wan.step", "frames", "5", "frames=").ok());
+  auto shape = family.input_shape(*model->config, "wan.step", 48, 64, options);
+  ASSERT_TRUE(shape.ok()) << shape.error().message();
+  EXPECT_EQ(*shape, (Shape{1, 16, 5, 6, 8}));
+  EXPECT_EQ(family.input_shape(*model->config, "wan.step", 48, 64, {}).value(),
+            (Shape{1, 16, 3, 6, 8}));
+  InputRequest r;
+  r.pipeline = "wan.denoise";
+  r.height = 48;
+  r.width = 64;
+  r.options = options;
+  auto inputs = family.generate_inputs(*model, r, {});
+  ASSERT_TRUE(inputs.ok()) << inputs.error().message();
+  EXPECT_EQ(inputs->front().second.shape(), (Shape{1, 16, 5, 6, 8}));
+  const Status zero = set_pipeline_option(options, "wan.step", "frames", "0", "frames=");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.error().message().find("frames=N"), std::string::npos) << zero.error().message();
+}
+
 struct WanGoldenCase {
   std::string model, path, policy;
-  double max_rel_l2;  // against out.f64; for bf16, a factor on diffusers' own bf16 error
-  bool relative_to_diffusers_bf16 = false;
+  double max_rel_l2;  // against out.f64; with `relative_to`, a factor on diffusers' own error
+  std::string relative_to = "";  // out.bf16 or out.layerwise: diffusers' own low-precision output
 };
 
 std::ostream& operator<<(std::ostream& os, const WanGoldenCase& c) {
@@ -72,11 +99,11 @@ TEST_P(WanGolden, MatchesDiffusers) {
   ASSERT_EQ(out->front().second.shape(), golden.shape());
   const double err = testing::relative_l2(out->front().second.to(DType::kF64), golden);
   double bound = c.max_rel_l2;
-  if (c.relative_to_diffusers_bf16) {
+  if (!c.relative_to.empty()) {
     const double theirs =
-        testing::relative_l2(io->read("out.bf16").value().to(DType::kF64), golden);
+        testing::relative_l2(io->read(c.relative_to).value().to(DType::kF64), golden);
     bound *= theirs;
-    RecordProperty("diffusers_bf16_rel_l2", std::to_string(theirs));
+    RecordProperty("diffusers_rel_l2", std::to_string(theirs));
   }
   EXPECT_LE(err, bound) << c << " via " << path->description;
   char figure[32];
@@ -95,7 +122,9 @@ std::vector<WanGoldenCase> wan_cases() {
 #endif
     cases.push_back({m, "compiled:cpu", "w=f32,a=f32,acc=f32", 1e-5});
     cases.push_back({m, "compiled:cpu", "w=f16,a=f16,acc=f32", 5e-3});
-    cases.push_back({m, "compiled:cpu", "w=bf16,a=bf16,acc=f32", 1.5, true});
+    cases.push_back({m, "compiled:cpu", "w=bf16,a=bf16,acc=f32", 1.5, "out.bf16"});
+    cases.push_back(
+        {m, "compiled:cpu", "w=f8e4m3,a=bf16,acc=f32,cast=layerwise", 1.5, "out.layerwise"});
   }
   return cases;
 }

@@ -22,7 +22,10 @@ resolution --res HxW (default 64x64), with the shapes twinpath's cases give them
 latents [1, latent_channels, H/s, W/s] with s = 2^(len(block_out_channels) - 1) of the model's
 config (encoder_block_out_channels for AutoencoderTiny), an encoder's image [1, in_channels, H, W],
 a UNet's sample [1, in_channels, H/8, W/8], timestep 500, encoder_hidden_states [1, 77,
-cross_attention_dim] and for SDXL's text_time conditioning text_embeds and time_ids. Your own
+cross_attention_dim] and for SDXL's text_time conditioning text_embeds and time_ids; a Wan
+transformer's hidden_states [1, in_channels, 3, H/8, W/8], timestep 500 and
+encoder_hidden_states [1, 24, text_dim]. A model with _keep_in_fp32_modules (Wan) is loaded as
+from_pretrained(torch_dtype=...) loads it: those modules stay fp32, as twinpath assumes. Your own
 latents as a .npy: numpy.save("latents.npy", latents.float().cpu().numpy()) of that shape.
 
 Needs torch, diffusers and safetensors (a venv of its own: tools/dump-venv.sh). Not used by
@@ -46,7 +49,8 @@ import sys
 
 FORMAT = "twinpath-activations 1"
 DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
-PIPELINES = ("vae.decode", "vae.encode", "unet.step")
+PIPELINES = ("vae.decode", "vae.encode", "unet.step", "wan.step")
+WAN_FRAMES, WAN_TEXT_TOKENS = 3, 24  # the latent frames and text rows twinpath's cases give
 
 
 def _tensors(value, prefix):
@@ -211,6 +215,9 @@ def input_shapes(config, pipeline, height, width):
         h, w = divided(2 ** (len(blocks) - 1))
         return {"latents": [1, config.get("latent_channels", 4), h, w]}
     h, w = divided(8)
+    if pipeline == "wan.step":
+        return {"hidden_states": [1, config.get("in_channels", 16), WAN_FRAMES, h, w],
+                "timestep": [1], "encoder_hidden_states": [1, WAN_TEXT_TOKENS, config["text_dim"]]}
     shapes = {"sample": [1, config.get("in_channels", 4), h, w], "timestep": [1],
               "encoder_hidden_states": [1, 77, config["cross_attention_dim"]]}
     if config.get("addition_embed_type") == "text_time":
@@ -257,6 +264,12 @@ def run(model, pipeline, inputs, dtype):
             name, x = _pick(inputs, ["sample", "image"], "image")
             model.encode(x.to(torch_dtype))
             return {"sample": x}
+        if pipeline == "wan.step":  # WanTransformer3DModel's arguments by name
+            x = _pick(inputs, ["hidden_states"], "hidden_states")[1]
+            timestep = _pick(inputs, ["timestep"], "timestep")[1]
+            context = _pick(inputs, ["encoder_hidden_states"], "encoder_hidden_states")[1]
+            model(x.to(torch_dtype), timestep, context.to(torch_dtype), return_dict=False)
+            return {"hidden_states": x, "timestep": timestep, "encoder_hidden_states": context}
         # unet.step: diffusers' UNet arguments by name.
         sample = _pick(inputs, ["sample"], "sample")[1]
         timestep = _pick(inputs, ["timestep"], "timestep")[1]

@@ -18,5 +18,8 @@ trap 'rm -rf "$work"' EXIT
 "$tp" model init --config "$fx/unet-small.json" --seed 5 --out "$work/unet"
 "$tp" model init --config "$fx/unet-small.json" --seed 5 \
   --scale-layer 'down_blocks.0.attentions.0.proj_in*10000' --out "$work/unet-fp8-clipped"
+"$tp" model init --config "$fx/wan-tiny.json" --seed 7 --out "$work/wan"
+"$tp" model init --config "$fx/wan-tiny.json" --seed 7 \
+  --scale-layer 'blocks.1.ffn.net.0.proj*60000' --out "$work/wan-overflow"
 "$py" "$root/tools/make_activation_fixtures.py" "$work" "$fx"
 du -sh "$fx"

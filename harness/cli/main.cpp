@@ -90,10 +90,17 @@ void add_exec_command(CLI::App& app, std::vector<Command>& commands) {
   exec->add_option(
           "--policy", ex->compiled.policy,
           "compiled path dtype policy: w=f32|f16|bf16|f8e4m3|f8e5m2,a=f32|f16|bf16,acc=f32|f16"
-          "[,scale=channel|tensor][,sat=satfinite|nonsat][,clip=Q]")
+          "[,scale=channel|tensor][,sat=satfinite|nonsat][,clip=Q] or w=f8e4m3,a=bf16,acc=f32,"
+          "cast=layerwise[,sat=...] (diffusers' layerwise casting)")
       ->capture_default_str();
   exec->add_option("--keep-fp32", ex->compiled.keep_fp32,
                    "module globs kept in fp32, comma-separated (e.g. 'decoder.up_blocks.3.*')");
+  exec->add_option("--cast-skip", ex->compiled.cast_skip,
+                   "cast=layerwise: module globs left out of the casting, comma-separated, "
+                   "replacing diffusers' list (its defaults and the model's own)");
+  exec->add_option("--load", ex->compiled.load,
+                   "cast=layerwise: the dtype the model was loaded in before the casting "
+                   "(default the activation dtype); the layers the casting skips keep it");
   std::string faults_help = "deliberate faults in the compiled path, comma-separated:";
   for (const tp::compiled::FaultInfo& f : tp::compiled::all_faults())
     faults_help += std::string("\n  ") + f.name + ": " + f.description;

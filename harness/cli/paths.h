@@ -13,6 +13,8 @@ namespace tp {
 struct CompiledOptions {
   std::string policy = "w=f16,a=f16,acc=f32";
   std::string keep_fp32;  // comma-separated module globs
+  std::string cast_skip;  // cast=layerwise: comma-separated globs replacing diffusers' skip list
+  std::string load;       // cast=layerwise: the dtype the model was loaded in ("": a=)
   std::string inject;     // comma-separated fault names
   std::string shape_policy = "exact";
   std::string load_plan;        // plan file read before the first run

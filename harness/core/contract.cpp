@@ -9,8 +9,13 @@ namespace tp {
 namespace {
 
 std::string param_rounding(const ContractParam& p) {
-  if (p.dtype == DType::kF32) return "exact from the checkpoint's f32, else nearest even";
+  const std::string f32 = "exact from the checkpoint's f32, else nearest even";
+  if (p.kept_in_fp32) return f32 + " (an fp32 island: the model keeps it in fp32)";
+  if (p.dtype == DType::kF32) return f32;
   if (!dtype_is_fp8(p.dtype)) return "nearest even";
+  if (p.unscaled)
+    return std::string("nearest even, ") + saturation_name(p.saturation) +
+           ", no scale (layerwise casting: a plain cast, computed in the activation dtype)";
   return std::string("nearest even of w / scale, ") + saturation_name(p.saturation) +
          "; fp32 scale " +
          (p.clip == 1 ? std::string("max|w|")
@@ -57,9 +62,16 @@ std::vector<ContractRow> contract_rows(const Graph& graph, const GroupContract& 
         "q, k, v and the normalized softmax weights rounded to nearest even before the products "
         "(attn=act)");
   add("compute", c.label, DType::kF32, "every op between the reads and the stores");
-  for (const ContractValue& v : c.outputs)
+  for (const ContractValue& v : c.outputs) {
+    bool island = false;
+    for (int o : c.ops)
+      island = island || (graph.ops[std::size_t(o)].output == v.value &&
+                          graph.ops[std::size_t(o)].fp32_result);
     add("output", graph.value_names[std::size_t(v.value)], v.dtype,
-        v.dtype == DType::kF32 ? "as computed" : "nearest even, overflow to inf");
+        v.dtype != DType::kF32 ? "nearest even, overflow to inf"
+        : island ? "as computed (an fp32 island: diffusers computes it in float32 in any dtype)"
+                 : "as computed");
+  }
   return rows;
 }
 

@@ -35,7 +35,9 @@ struct ContractParam {
   DType dtype = DType::kF32;
   ScaleGranularity scale = ScaleGranularity::kPerChannel;  // fp8 only
   Saturation saturation = Saturation::kSaturate;           // fp8 only
-  double clip = 1;  // fp8 only: the quantile of |w| the scale maps to the largest value
+  double clip = 1;            // fp8 only: the quantile of |w| the scale maps to the largest value
+  bool unscaled = false;      // fp8 by a plain cast, without a scale (cast=layerwise)
+  bool kept_in_fp32 = false;  // f32 because the model keeps it so (_keep_in_fp32_modules)
 };
 
 struct ContractValue {

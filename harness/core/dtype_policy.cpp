@@ -13,7 +13,9 @@ std::string dtypes_string(const LayerPolicy& p) {
 std::string layer_policy_string(const LayerPolicy& p) {
   std::string s = dtypes_string(p);
   if (dtype_is_fp8(p.weight))
-    s += std::string(",scale=") + scale_name(p.scale) + ",sat=" + saturation_name(p.saturation);
+    s += std::string(p.layerwise ? ",cast=layerwise"
+                                 : std::string(",scale=") + scale_name(p.scale)) +
+         ",sat=" + saturation_name(p.saturation);
   if (dtype_is_fp8(p.weight) && p.clip != 1) s += ",clip=" + clip_text(p.clip);
   if (p.attention_in_activation) s += ",attn=act";
   return s;
@@ -55,6 +57,15 @@ Expected<bool> parse_attention(std::string_view text) {
   return Error("attn=" + std::string(text) +
                " is unknown; use attn=act (attention's q, k, v and softmax weights rounded to the "
                "activation dtype, as f16/bf16 attention kernels do) or attn=f32 (the default)");
+}
+
+Expected<bool> parse_cast(std::string_view text) {
+  if (text == "scaled") return false;
+  if (text == "layerwise") return true;
+  return Error("cast=" + std::string(text) +
+               " is unknown; use cast=layerwise (diffusers' enable_layerwise_casting: the block "
+               "layers' weights and biases cast to fp8 without a scale, computed in the "
+               "activation dtype) or cast=scaled (the default: fp32 scales, fp32 biases)");
 }
 
 int64_t clip_rank(double q, int64_t n) {

@@ -101,12 +101,15 @@ uint64_t Graph::hash() const {
     }
     f.str(op.weight);
     f.str(op.bias);
+    if (op.fp32_result) f.pod(uint8_t(2));  // left out when off: earlier hashes unchanged
   }
   for (const ParamSpec& p : params) {
     f.str(p.key);
     for (int64_t d : p.shape) f.pod(d);
   }
   if (fp32_arithmetic) f.pod(uint8_t(1));  // left out when off: earlier hashes unchanged
+  for (const auto* list : {&keep_in_fp32_modules, &skip_layerwise_casting_patterns})
+    for (const std::string& s : *list) f.str(s);
   return f.h;
 }
 
@@ -457,12 +460,27 @@ int GraphBuilder::clamp(const std::string& name, int x, double lo, double hi) {
   return emit(Op{name, OpKind::kClamp, {x}, -1, a, "", ""});
 }
 
+void GraphBuilder::fp32_result(int value) {
+  for (Op& op : g_.ops)
+    if (op.output == value) op.fp32_result = true;
+}
+
+void GraphBuilder::keep_in_fp32_modules(std::vector<std::string> components) {
+  g_.keep_in_fp32_modules = std::move(components);
+}
+
+void GraphBuilder::skip_layerwise_casting(std::vector<std::string> patterns) {
+  g_.skip_layerwise_casting_patterns = std::move(patterns);
+}
+
 Graph GraphBuilder::finish() { return std::move(g_); }
 
 Graph subgraph(const Graph& g, const std::vector<int>& ops) {
   Graph sub;
   sub.name = g.name + "[group]";
   sub.value_names = g.value_names;
+  sub.keep_in_fp32_modules = g.keep_in_fp32_modules;
+  sub.skip_layerwise_casting_patterns = g.skip_layerwise_casting_patterns;
   std::vector<bool> produced(g.value_names.size(), false), read(g.value_names.size(), false);
   for (int o : ops) {
     const Op& op = g.ops[std::size_t(o)];

@@ -93,6 +93,10 @@ struct Op {
   OpAttrs attrs;
   std::string weight;  // parameter keys; empty when the op has none
   std::string bias;
+  // An fp32 island: diffusers computes this op in float32 inside a 16-bit model (a `.float()`
+  // value: a DiT's modulation vectors, its timestep MLP) and hands the result on unrounded, so
+  // the compiled path stores its output in f32 whatever the activation dtype.
+  bool fp32_result = false;
 };
 
 // A conv's window as the [B,C,H,W] kernels read it: two spatial axes, one stride for both, no
@@ -162,6 +166,13 @@ struct Graph {
   // the compiled path runs its ops in fp32 and stores only its outputs in the activation dtype
   // (diffusers casts the step's result back to the model output's dtype).
   bool fp32_arithmetic = false;
+  // diffusers' `_keep_in_fp32_modules`: a parameter whose dotted key has one of these as a
+  // component stays fp32 under every weight dtype (from_pretrained's rule), and the layer
+  // computes in fp32 (its input is cast to the parameter's dtype).
+  std::vector<std::string> keep_in_fp32_modules;
+  // The model's `_skip_layerwise_casting_patterns` (regular expressions searched in a layer's
+  // module path), which layerwise casting adds to its default patterns.
+  std::vector<std::string> skip_layerwise_casting_patterns;
 
   // Stable across runs and machines: a function of the ops, attributes and parameter shapes.
   uint64_t hash() const;
@@ -230,6 +241,11 @@ class GraphBuilder {
   int add(const std::string& name, int a, int b);
   int slice_channels(const std::string& name, int x, int begin, int end);
   int clamp(const std::string& name, int x, double lo, double hi);
+  // Marks the op that made `value` an fp32 island (Op::fp32_result).
+  void fp32_result(int value);
+  // The model class's lists (Graph::keep_in_fp32_modules, skip_layerwise_casting_patterns).
+  void keep_in_fp32_modules(std::vector<std::string> components);
+  void skip_layerwise_casting(std::vector<std::string> patterns);
 
   Graph finish();
 

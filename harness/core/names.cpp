@@ -50,4 +50,25 @@ std::string did_you_mean(std::string_view typed, const std::vector<std::string>&
   return name.empty() ? "" : "; did you mean " + name + "?";
 }
 
+bool glob_match(std::string_view p, std::string_view s) {
+  // Iterative matcher with one backtrack point for the last `*`.
+  std::size_t pi = 0, si = 0, star = std::string_view::npos, mark = 0;
+  while (si < s.size()) {
+    if (pi < p.size() && (p[pi] == '?' || p[pi] == s[si])) {
+      ++pi;
+      ++si;
+    } else if (pi < p.size() && p[pi] == '*') {
+      star = pi++;
+      mark = si;
+    } else if (star != std::string_view::npos) {
+      pi = star + 1;
+      si = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (pi < p.size() && p[pi] == '*') ++pi;
+  return pi == p.size();
+}
+
 }  // namespace tp

@@ -1,4 +1,5 @@
-// "Did you mean": the known name a mistyped one most likely stands for, for error messages.
+// "Did you mean": the known name a mistyped one most likely stands for, for error messages;
+// module globs.
 #pragma once
 
 #include <string>
@@ -13,5 +14,8 @@ namespace tp {
 std::string closest_name(std::string_view typed, const std::vector<std::string>& names);
 // "; did you mean X?" for closest_name's answer, or "" when it has none.
 std::string did_you_mean(std::string_view typed, const std::vector<std::string>& names);
+
+// Whether a module glob (`*` any run of characters, `?` one character) matches `name` whole.
+bool glob_match(std::string_view pattern, std::string_view name);
 
 }  // namespace tp

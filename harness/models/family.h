@@ -97,8 +97,9 @@ struct InputRequest {
   std::string pipeline;
   int64_t height = 0, width = 0;  // the case's res=, in image pixels
   uint64_t seed = 0;
-  bool image = false;  // input=image
-  double sigma = 1;    // input=normal*SIGMA
+  bool image = false;         // input=image
+  double sigma = 1;           // input=normal*SIGMA
+  OptionValues options = {};  // the case's family options
 };
 
 // One option of a family's pipelines, declared beside its code: in a case line as KEY=VALUE, on
@@ -192,10 +193,12 @@ class Family {
   const PipelineOption* option(const std::string& key) const;
   // The pipeline a tradeoff measures when none is named.
   const PipelineDescriptor& tradeoff_pipeline() const;
-  // The input a case of `pipeline` at `height`x`width` image pixels runs on (batch 1); an
-  // error when the size has none (e.g. not a multiple of a decoder's upscale).
+  // The input a case of `pipeline` at `height`x`width` image pixels runs on (batch 1), given
+  // the case's family options (a video model's frames=); an error when the size has none (e.g.
+  // not a multiple of a decoder's upscale).
   virtual Expected<Shape> input_shape(const ModelConfig& config, const std::string& pipeline,
-                                      int64_t height, int64_t width) const = 0;
+                                      int64_t height, int64_t width,
+                                      const OptionValues& options) const = 0;
   // Image pixels per input element along the input's last two axes (a decoder's upscale).
   virtual int64_t input_scale(const ModelConfig& config, const std::string& pipeline) const = 0;
   // The pipeline's input among a file's tensors (the only one, or by name).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <set>
 
+#include "harness/core/layerwise_casting.h"
 #include "harness/core/shapes.h"
 #include "reference/executor.h"
 
@@ -103,28 +104,28 @@ int64_t reduction(const Op& op, const Weights& w, const std::vector<Shape>& shap
                      [&](int v) { return &shapes[std::size_t(v)]; });
 }
 
-// Whether diffusers' layerwise casting stores a parameter in fp8: the weights and biases of
-// convs and linears (a weight of rank 2 or more), except under its default skip patterns
-// (pos_embed, patch_embed, norm).
-bool layerwise_cast(const Weights& w, const std::string& key) {
-  for (const char* skip : {"pos_embed", "patch_embed", "norm"})
-    if (key.find(skip) != std::string::npos) return false;
-  const auto dot = key.rfind('.');
-  if (dot == std::string::npos) return false;
-  auto weight = w.find(key.substr(0, dot) + ".weight");
-  return weight != w.end() && weight->second.rank() >= 2;
+// Whether diffusers' layerwise casting stores a parameter in fp8: the weight or bias of a conv
+// or linear of `g` the casting does not skip (harness/core/layerwise_casting.h).
+bool layerwise_cast(const Graph& g, const std::string& key) {
+  const LayerwiseSkips skips = LayerwiseSkips::of(g, std::nullopt);
+  for (const Op& op : g.ops)
+    if ((op.weight == key || op.bias == key) && is_matrix_op(op.kind))
+      return !skips.skipping(op.name);
+  return false;
 }
 
-// The user's weights as their stack stores them: every parameter rounded to the dump's dtype,
-// or, under layerwise casting, the convs' and linears' to fp8 e4m3 as PyTorch casts them
-// (nearest even, saturating at 448).
-Weights stored_weights(const Weights& w, DType dtype, bool fp8) {
+// The user's weights as their stack stores them (from_pretrained with torch_dtype): every
+// parameter rounded to the dump's dtype but those the model keeps in fp32, or, under layerwise
+// casting, the cast layers' to fp8 e4m3 as PyTorch casts them (nearest even, saturating at 448).
+Weights stored_weights(const Graph& g, const Weights& w, DType dtype, bool fp8) {
   Weights out;
   for (const auto& [key, t] : w) {
-    if (fp8 && layerwise_cast(w, key))
+    if (fp8 && layerwise_cast(g, key))
       out.emplace(key, t.to(DType::kF8E4M3, Saturation::kSaturate).to(DType::kF32));
+    else if (dtype == DType::kF32 || kept_in_fp32(g, key))
+      out.emplace(key, t.to(DType::kF32));
     else
-      out.emplace(key, dtype == DType::kF32 ? t.to(DType::kF32) : t.to(dtype).to(DType::kF32));
+      out.emplace(key, t.to(dtype).to(DType::kF32));
   }
   return out;
 }
@@ -157,7 +158,15 @@ std::vector<int> module_ops(const Graph& g, const std::string& path, int call) {
   }
   if (call > 0) return {};
   if (int i = named(path); i >= 0) return {i};
-  for (int i = 0; i < int(g.ops.size()); ++i)
+  // A composite module the graph registers (GraphBuilder::module) ends at the op making its
+  // value, where later ops under its path compute something else (WanTimeTextImageEmbedding
+  // returns temb first; its time and text projections follow).
+  int end = -1;
+  for (const auto& [module, v] : g.modules)
+    if (module == path)
+      for (int i = 0; i < int(g.ops.size()); ++i)
+        if (g.ops[std::size_t(i)].output == v && under(g.ops[std::size_t(i)].name, path)) end = i;
+  for (int i = 0; i < int(g.ops.size()) && (end < 0 || i <= end); ++i)
     if (under(g.ops[std::size_t(i)].name, path)) ops.push_back(i);
   return ops;
 }

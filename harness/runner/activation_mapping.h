@@ -29,10 +29,10 @@ bool under(const std::string& name, const std::string& path);
 OpClass op_class(OpKind k);
 // The longest sum behind one output element of `op`.
 int64_t reduction(const Op& op, const Weights& w, const std::vector<Shape>& shapes);
-// Whether diffusers' layerwise casting stores parameter `key` in fp8.
-bool layerwise_cast(const Weights& w, const std::string& key);
+// Whether diffusers' layerwise casting stores parameter `key` of `g` in fp8.
+bool layerwise_cast(const Graph& g, const std::string& key);
 // The user's weights as their stack stores them (in f32).
-Weights stored_weights(const Weights& w, DType dtype, bool fp8);
+Weights stored_weights(const Graph& g, const Weights& w, DType dtype, bool fp8);
 // The ops of `g` a dumped module path (and its call within one model call) stands for.
 std::vector<int> module_ops(const Graph& g, const std::string& path, int call);
 // The values `ops` read from outside them, first read first.

@@ -47,7 +47,7 @@ std::map<int, Tensor> DumpTriage::module_inputs(const Placed& p, bool& finite,
 
 Status DumpTriage::compare_modules() {
   // Per module: accumulated and local error.
-  const Weights local_weights = stored_weights(model.weights, dtype, fp8);
+  const Weights local_weights = stored_weights(g, model.weights, dtype, fp8);
   CaseResult& r = t.result;
   r.id = "triage --activations " + dump_path;
   r.device = "user's stack (" + t.dtype + (fp8 ? ", layerwise fp8 " + t.layerwise_fp8 : "") + ")";
@@ -96,7 +96,7 @@ void DumpTriage::list_keep_fp32() {
   // Under layerwise fp8: weights past e4m3's range, which the cast clips to +-448.
   if (fp8)
     for (const auto& [key, w] : model.weights) {
-      if (!layerwise_cast(model.weights, key)) continue;
+      if (!layerwise_cast(g, key)) continue;
       const double largest = max_abs_finite(w.to(DType::kF32));
       if (largest > dtype_max_finite(DType::kF8E4M3))
         t.clipped.push_back(key + " (max |w| " + format_number(largest) + ")");

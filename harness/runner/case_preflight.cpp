@@ -59,7 +59,7 @@ void check_resolutions(const Case& c, const Model& m, Mistakes& mistakes) {
   std::vector<std::pair<int64_t, int64_t>> sizes = c.stream;
   if (sizes.empty()) sizes.emplace_back(c.height, c.width);
   for (const auto& [h, w] : sizes)
-    if (auto shape = m.family().input_shape(*m.config, c.pipeline, h, w); !shape.ok())
+    if (auto shape = m.family().input_shape(*m.config, c.pipeline, h, w, c.options); !shape.ok())
       mistakes.add(shape.error().message(), c);
 }
 

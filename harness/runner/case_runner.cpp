@@ -8,6 +8,7 @@
 #include "compiled/backend.h"
 #include "compiled/describe_session.h"
 #include "harness/core/format.h"
+#include "harness/core/layerwise_casting.h"
 #include "harness/core/names.h"
 #include "harness/core/rng.h"
 #include "harness/core/tensor_io.h"
@@ -35,6 +36,7 @@ Expected<NamedTensors> case_inputs(const Case& c, const Model& m, const std::str
   r.seed = c.seed();
   r.image = c.input == "image";
   r.sigma = c.input.rfind("normal*", 0) == 0 ? std::stod(c.input.substr(7)) : 1.0;
+  r.options = c.options;
   const GraphRunner reference = [](const Graph& g, const Weights& w, const NamedTensors& in) {
     return ref::run_graph(g, w, in, DType::kF32);
   };
@@ -46,7 +48,8 @@ Expected<NamedTensors> case_inputs(const Case& c, const Model& m, const std::str
   }
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(c.input));
   TP_ASSIGN_OR_RETURN(Tensor t, family.select_input(pipeline, file, c.input));
-  TP_ASSIGN_OR_RETURN(Shape want, family.input_shape(*m.config, pipeline, c.height, c.width));
+  TP_ASSIGN_OR_RETURN(Shape want,
+                      family.input_shape(*m.config, pipeline, c.height, c.width, c.options));
   if (t.rank() != int(want.size()) ||
       !std::equal(want.begin() + 1, want.end(), t.shape().begin() + 1))
     return Error(c.input + " holds " + shape_string(t.shape()) +
@@ -253,6 +256,8 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   p.other_inputs.assign(inputs.begin() + 1, inputs.end());
   TP_ASSIGN_OR_RETURN(p.session.faults, compiled::parse_faults(join_list(c.inject, ',')));
   p.session.policy.keep_fp32 = c.keep_fp32;
+  p.session.policy.cast_skip = c.cast_skip;
+  p.session.policy.load = c.load;
   TP_ASSIGN_OR_RETURN(p.session.shapes, compiled::parse_shape_policy(c.shapes));
   p.session.memory_limit_bytes = c.memory_limit;
   p.session.validate_plans = true;  // the gate checks every plan before it runs
@@ -291,8 +296,24 @@ bool accumulates_f16_in_nd_ops(const Case& c, const Model& m) {
   return false;
 }
 
+// Layerwise casting that would hand a kernel mismatched dtypes (dit-facts 10.5): a model
+// loaded in fp8 whose skipped layers nothing casts up (field report 3), or a skip list of the
+// user's that casts a layer the model keeps in fp32 (its input then follows it into fp8).
+bool layerwise_mismatch(const Case& c, const Model& m) {
+  if (!c.policy.layerwise) return false;
+  if (c.load && dtype_is_fp8(*c.load)) return true;
+  if (!c.cast_skip) return false;
+  for (const Graph& g : m.family().graphs(*m.config)) {
+    const LayerwiseSkips skips = LayerwiseSkips::of(g, c.cast_skip);
+    for (const Op& op : g.ops)
+      if (is_matrix_op(op.kind) && kept_in_fp32(g, op.weight) && !skips.skipping(op.name))
+        return true;
+  }
+  return false;
+}
+
 bool case_supported(const Case& c, const Model& m) {
-  if (accumulates_f16_in_nd_ops(c, m)) return false;
+  if (accumulates_f16_in_nd_ops(c, m) || layerwise_mismatch(c, m)) return false;
   return expected_supported(c) ||
          (expected_supported_base_in_fp32(c) && every_weighted_layer_kept(c, m));
 }

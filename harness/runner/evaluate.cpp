@@ -89,8 +89,9 @@ ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
   for (int o : grp.ops) {
     const Op& op = plan.graph->ops[std::size_t(o)];
     if (op.weight.empty()) continue;
-    path.dtypes.push_back(compiled::param_storage(grp.policy, is_matrix_op(op.kind)));
-    if (!op.bias.empty()) path.dtypes.push_back(compiled::param_storage(grp.policy, false));
+    const LayerPolicy layer = plan.policy.for_op(*plan.graph, op, grp.policy);
+    path.dtypes.push_back(compiled::param_storage(layer, is_matrix_op(op.kind)));
+    if (!op.bias.empty()) path.dtypes.push_back(compiled::param_storage(layer, false));
   }
   path.accumulation = grp.policy.accumulation;
   for (int o : grp.ops) {

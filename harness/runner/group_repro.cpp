@@ -66,6 +66,7 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
   TP_ASSIGN_OR_RETURN(std::string config,
                       config_text(p.model_of(plan.graph->name, capture->scope)));
   const std::string keep = join_list(p.session.policy.keep_fp32, ',');
+  const compiled::DTypePolicy& cast = p.session.policy;
   std::string other_shapes;
   for (const Shape& other : plan.other_inputs)
     other_shapes += (other_shapes.empty() ? "" : ";") + join_numbers(other, ',');
@@ -82,6 +83,8 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
       {"other_input_shapes", other_shapes},      // a multi-input graph's others, ";"-separated
       {"policy", compiled::layer_policy_string(p.session.policy.base)},
       {"keep_fp32", keep},
+      {"cast_skip", cast.cast_skip ? join_list(*cast.cast_skip, ',') : ""},  // "": diffusers'
+      {"load", cast.load ? dtype_name(*cast.load) : ""},
       {"faults", plan.faults.empty() ? "" : plan.faults.to_string()},
       {"origin_layer", origin.layer},
       {"origin_cause", origin.cause},
@@ -123,6 +126,12 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::De
   compiled::SessionOptions options;
   TP_ASSIGN_OR_RETURN(options.policy.base, compiled::parse_layer_policy(meta(m, "policy")));
   TP_ASSIGN_OR_RETURN(options.policy.keep_fp32, compiled::parse_keep_fp32(meta(m, "keep_fp32")));
+  if (const std::string skip = meta(m, "cast_skip"); !skip.empty()) {
+    TP_ASSIGN_OR_RETURN(options.policy.cast_skip, compiled::parse_keep_fp32(skip));
+  }
+  if (const std::string load = meta(m, "load"); !load.empty()) {
+    TP_ASSIGN_OR_RETURN(options.policy.load, parse_dtype(load));
+  }
   TP_ASSIGN_OR_RETURN(options.faults, compiled::parse_faults(meta(m, "faults")));
   TP_ASSIGN_OR_RETURN(Shape input_shape, parse_shape_text(meta(m, "input_shape")));
   TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Backend> backend, compiled::make_backend(device));

@@ -88,7 +88,8 @@ std::string MemoryEstimate::text() const {
 Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contract) {
   const Model& m = *p.model;
   const Family& family = m.family();
-  TP_ASSIGN_OR_RETURN(Shape full, family.input_shape(*m.config, p.pipeline, p.c.height, p.c.width));
+  TP_ASSIGN_OR_RETURN(
+      Shape full, family.input_shape(*m.config, p.pipeline, p.c.height, p.c.width, p.c.options));
   const int64_t scale = family.input_scale(*m.config, p.pipeline);
   const int64_t rh = std::min(full.end()[-2], kRecordSize),
                 rw = std::min(full.end()[-1], kRecordSize);
@@ -97,6 +98,7 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
   r.height = rh * scale;
   r.width = rw * scale;
   r.seed = p.c.seed();
+  r.options = p.c.options;
   const GraphRunner none = [](const Graph& g, const Weights&,
                               const NamedTensors&) -> Expected<NamedTensors> {
     return Error("the memory estimate runs no graph (" + g.name + ")");

@@ -141,6 +141,11 @@ std::vector<std::string> default_tradeoff_policies() {
         c.policy.attention_in_activation = true;
         out.push_back(c.policy_text());
       }
+      // fp8 storage the way diffusers' layerwise casting does it (no scale, 16-bit compute).
+      if (dtype_is_fp8(w) && a != DType::kF32) {
+        c.policy.layerwise = true;
+        out.push_back(c.policy_text());
+      }
     }
   return out;
 }

@@ -49,6 +49,7 @@ torch::Tensor fp8_round(const torch::Tensor& x, const ContractParam& p) {
 torch::Tensor contract_param(const Tensor& w, const ContractParam& p) {
   const torch::Tensor w64 = to_torch(w, DType::kF64, torch::kCPU);
   if (!dtype_is_fp8(p.dtype)) return f64(w64.to(torch_dtype(p.dtype)));
+  if (p.unscaled) return fp8_round(w64, p);  // layerwise casting: a plain cast
   const int64_t rows = w64.size(0);
   // The clip= quantile of |w| by nearest rank (the largest at clip=1), per row or per tensor.
   const torch::Tensor a = p.scale == ScaleGranularity::kPerTensor ? w64.abs().reshape({1, -1})
@@ -357,6 +358,10 @@ Tensor stored(const torch::Tensor& v, DType dt) {
 }
 
 }  // namespace
+
+Tensor contract_weights(const Tensor& w, const ContractParam& p) {
+  return from_torch(contract_param(w, p), DType::kF64);
+}
 
 Expected<std::vector<ContractInterval>> contract_intervals(const Graph& graph,
                                                            const GroupContract& c,

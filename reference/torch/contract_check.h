@@ -18,4 +18,8 @@ Expected<std::vector<ContractInterval>> contract_intervals(const Graph& graph,
                                                            const Weights& weights,
                                                            const std::map<int, Tensor>& inputs);
 
+// A parameter as the contract check stores it, decoded to f64 (fp8 by its own arithmetic route,
+// not the table of harness/core/dtype.h, which the tests hold it to).
+Tensor contract_weights(const Tensor& w, const ContractParam& p);
+
 }  // namespace tp::torch_path

@@ -191,7 +191,7 @@ class ToyFamily : public Family {
     return std::min(1.0, double(kTile * kTile) / (double(height) * double(width)));
   }
   Expected<Shape> input_shape(const ModelConfig& c, const std::string&, int64_t height,
-                              int64_t width) const override {
+                              int64_t width, const OptionValues&) const override {
     return Shape{1, toy(c).channels, height, width};
   }
   int64_t input_scale(const ModelConfig&, const std::string&) const override { return 1; }
@@ -208,7 +208,8 @@ class ToyFamily : public Family {
   }
   Expected<Tensor> generate_input(const Model& m, const InputRequest& r,
                                   const GraphRunner&) const override {
-    TP_ASSIGN_OR_RETURN(Shape shape, input_shape(*m.config, r.pipeline, r.height, r.width));
+    TP_ASSIGN_OR_RETURN(Shape shape,
+                        input_shape(*m.config, r.pipeline, r.height, r.width, r.options));
     Tensor t(DType::kF32, shape);
     Rng rng(r.seed, "input");
     for (int64_t i = 0; i < t.numel(); ++i)

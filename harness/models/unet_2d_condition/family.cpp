@@ -120,7 +120,7 @@ class UnetFamily : public Family {
   const std::vector<PipelineOption>& options() const override { return sdxl_options(); }
 
   Expected<Shape> input_shape(const ModelConfig& config, const std::string&, int64_t height,
-                              int64_t width) const override {
+                              int64_t width, const OptionValues&) const override {
     if (height % kLatentScale || width % kLatentScale)
       return Error("res=" + std::to_string(height) + "x" + std::to_string(width) +
                    " is not a multiple of the VAE's 8x downscale, so it has no latent size; use "
@@ -187,7 +187,7 @@ class UnetFamily : public Family {
     if (r.image)
       return Error("input=image is a VAE's; a UNet case takes input=normal[*SIGMA] or a file");
     const UnetConfig& c = unet(*model.config);
-    TP_ASSIGN_OR_RETURN(Shape shape, input_shape(c, r.pipeline, r.height, r.width));
+    TP_ASSIGN_OR_RETURN(Shape shape, input_shape(c, r.pipeline, r.height, r.width, r.options));
     auto normal = [&](const Shape& s, const char* stream, double sigma) {
       Tensor t(DType::kF32, s);
       Rng rng(r.seed, stream);

@@ -77,7 +77,7 @@ VaeFamily::VaeFamily(VaeArchitecture architecture,
       pipelines_(vae_pipelines(arch_.encoder_outputs)) {}
 
 Expected<Shape> VaeFamily::input_shape(const ModelConfig& config, const std::string& pipeline,
-                                       int64_t height, int64_t width) const {
+                                       int64_t height, int64_t width, const OptionValues&) const {
   const auto& c = dynamic_cast<const VaeConfig&>(config);
   TP_ASSIGN_OR_RETURN(Pipeline p, parse_pipeline(pipeline));
   if (p != Pipeline::kDecode) return Shape{1, c.image_channels(), height, width};
@@ -112,7 +112,7 @@ Expected<Tensor> VaeFamily::generate_input(const Model& model, const InputReques
                                            const GraphRunner& reference) const {
   const VaeConfig& c = vae_config(model);
   TP_ASSIGN_OR_RETURN(Pipeline p, parse_pipeline(r.pipeline));
-  TP_ASSIGN_OR_RETURN(Shape shape, input_shape(c, r.pipeline, r.height, r.width));
+  TP_ASSIGN_OR_RETURN(Shape shape, input_shape(c, r.pipeline, r.height, r.width, r.options));
   const bool latents = p == Pipeline::kDecode;
   if (r.image) {
     Tensor image = procedural_image(r.seed, c.image_channels(), r.height, r.width);

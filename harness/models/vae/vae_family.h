@@ -39,7 +39,7 @@ class VaeFamily : public Family {
   std::vector<ParamSpec> param_specs(const ModelConfig& config) const override;
   const std::vector<PipelineDescriptor>& pipelines() const override { return pipelines_; }
   Expected<Shape> input_shape(const ModelConfig& config, const std::string& pipeline,
-                              int64_t height, int64_t width) const override;
+                              int64_t height, int64_t width, const OptionValues&) const override;
   int64_t input_scale(const ModelConfig& config, const std::string& pipeline) const override;
   Expected<Tensor> select_input(const std::string& pipeline, const NamedTensors& tensors,
                                 const std::string& source) const override;

@@ -1,5 +1,6 @@
 #include "harness/models/wan_transformer_3d/family.h"
 
+#include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -13,8 +14,17 @@ namespace {
 // Image pixels per latent pixel (the Wan VAE's spatial downscale), so res= is the video's frame
 // size as for the other denoisers.
 constexpr int64_t kLatentScale = 8;
-// Latent frames of a generated input (9 video frames through the VAE's 4x temporal downscale).
+// Latent frames of a generated input when frames= is not given (9 video frames through the
+// VAE's 4x temporal downscale).
 constexpr int64_t kLatentFrames = 3;
+
+// The case's frames= (canonical digits: the option's parser checked them), or the default.
+int64_t latent_frames(const OptionValues& options) {
+  const std::string v = given_option(options, "frames");
+  int64_t n = kLatentFrames;
+  if (!v.empty()) std::from_chars(v.data(), v.data() + v.size(), n);
+  return n;
+}
 // Text tokens of a generated input: the prompt's kPromptTokens rows, then padding rows of exact
 // zeros, as the pipeline pads UMT5's output (to 512 rows: dit-facts 4). Fewer padding rows than
 // the pipeline's: the padding becomes one repeated key and value, whose rounding errors in the
@@ -32,12 +42,13 @@ std::vector<PipelineDescriptor> wan_pipelines() {
       "wan.step",
       "one transformer call: hidden_states [B,C,F,H,W], timestep, encoder_hidden_states -> sample",
       {kInputs[0], kInputs[1], kInputs[2]}, {"sample"}, Produces::kNoisePrediction);
+  step.options = {"frames"};
   PipelineDescriptor denoise = describe_pipeline(
       "wan.denoise",
       "WanPipeline's loop, flow-matching Euler with guidance: latents, prompt_embeds [, "
       "negative_prompt_embeds] -> latents",
       {kLoopInputs[0], kLoopInputs[1], kLoopInputs[2]}, {"latents"}, Produces::kLatents);
-  denoise.options = {"steps", "guidance", "shift"};
+  denoise.options = {"steps", "guidance", "shift", "frames"};
   denoise.denoising = Denoising{};
   for (PipelineDescriptor* d : {&step, &denoise}) d->train_timesteps = 1000;
   return {step, denoise};
@@ -98,12 +109,12 @@ class WanFamily : public Family {
   }
 
   Expected<Shape> input_shape(const ModelConfig& config, const std::string&, int64_t height,
-                              int64_t width) const override {
+                              int64_t width, const OptionValues& options) const override {
     if (height % kLatentScale || width % kLatentScale)
       return Error("res=" + std::to_string(height) + "x" + std::to_string(width) +
                    " is not a multiple of the VAE's 8x downscale, so it has no latent size; use "
                    "a multiple of 8");
-    return Shape{1, wan(config).in_channels, kLatentFrames, height / kLatentScale,
+    return Shape{1, wan(config).in_channels, latent_frames(options), height / kLatentScale,
                  width / kLatentScale};
   }
   int64_t input_scale(const ModelConfig&, const std::string&) const override {
@@ -171,7 +182,7 @@ class WanFamily : public Family {
     if (r.image)
       return Error("input=image is a VAE's; a Wan case takes input=normal[*SIGMA] or a file");
     const WanConfig& c = wan(*model.config);
-    TP_ASSIGN_OR_RETURN(Shape shape, input_shape(c, r.pipeline, r.height, r.width));
+    TP_ASSIGN_OR_RETURN(Shape shape, input_shape(c, r.pipeline, r.height, r.width, r.options));
     auto padded_text = [&](const char* stream) {
       Tensor text(DType::kF32, {1, kTextTokens, c.text_dim});  // zeros
       const Tensor prompt = normal({1, kPromptTokens, c.text_dim}, r.seed, stream, 1);

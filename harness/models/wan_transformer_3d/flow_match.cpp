@@ -85,6 +85,10 @@ const std::vector<PipelineOption>& wan_options() {
        "uses 3 at 480p, 5 at 720p)",
        number_option([](double s) { return s > 0 && s <= 100; },
                      "expected shift=S, a number in (0, 100], e.g. shift=3")},
+      {"frames", "frames", "frames=N", "3",
+       "latent frames of a generated input (a video of 4(N-1)+1 frames through the VAE's 4x "
+       "temporal downscale; 21 is Wan 2.1's 81-frame default)",
+       whole_number_option("frames=N", 1, 1024)},
   };
   return kOptions;
 }

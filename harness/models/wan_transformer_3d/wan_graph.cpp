@@ -22,6 +22,7 @@ struct Builder {
     OpAttrs one_plus;
     one_plus.shift = 1;
     const int s = b.unary(p + ".one_plus_scale", OpKind::kAffine, scale, one_plus);
+    b.fp32_result(s);
     return b.binary(p + ".shift", BinaryOp::kAdd, b.binary(p + ".scale", BinaryOp::kMul, x, s),
                     shift);
   }
@@ -45,6 +46,11 @@ struct Builder {
     return out;
   }
 
+  // The `.float()` values of diffusers' forward (dit-facts 5): fp32 in a 16-bit model too.
+  void fp32_results(std::initializer_list<int> values) {
+    for (int v : values) b.fp32_result(v);
+  }
+
   // WanTransformerBlock (dit-facts 5): the table plus the time projection gives six [B,1,D]
   // vectors; modulated self-attention with a gated residual, cross-attention on the text with a
   // plain residual, modulated feed-forward with a gated residual.
@@ -55,6 +61,7 @@ struct Builder {
     const char* names[] = {"shift_msa",   "scale_msa",   "gate_msa",
                            "c_shift_msa", "c_scale_msa", "c_gate_msa"};
     for (int i = 0; i < 6; ++i) m.push_back(b.slice(p + "." + names[i], mod, 1, i, i + 1));
+    fp32_results({mod, m[0], m[1], m[2], m[3], m[4], m[5]});
     int n = modulate(p + ".norm1", b.layer_norm(p + ".norm1", h, {d}, c.eps, false), m[1], m[0]);
     int a = attention(p + ".attn1", n, n, true);
     h = b.binary(p + ".attn1.residual", BinaryOp::kAdd, h,
@@ -79,9 +86,12 @@ struct Builder {
   // projection as [B,6,D].
   std::pair<int, int> condition(int timestep, int context) {
     const std::string p = "condition_embedder";
-    int t = b.timestep_embedding(p + ".timesteps_proj", timestep, c.freq_dim, true, 0);
-    t = b.linear_last(p + ".time_embedder.linear_1", t, c.freq_dim, d);
-    t = b.unary(p + ".time_embedder.act", OpKind::kSilu, t);
+    // The time embedder is kept in fp32 (_keep_in_fp32_modules) and its input cast to it; its
+    // output is cast back to the model's dtype (type_as(encoder_hidden_states)).
+    const int sinusoid = b.timestep_embedding(p + ".timesteps_proj", timestep, c.freq_dim, true, 0);
+    const int hidden = b.linear_last(p + ".time_embedder.linear_1", sinusoid, c.freq_dim, d);
+    const int t = b.unary(p + ".time_embedder.act", OpKind::kSilu, hidden);
+    fp32_results({sinusoid, hidden, t});
     const int temb = b.linear_last(p + ".time_embedder.linear_2", t, d, d);
     b.module(p + ".time_embedder", temb);
     int proj =
@@ -91,10 +101,15 @@ struct Builder {
     x = b.gelu(p + ".text_embedder.act_1", x, true);
     text = b.linear_last(p + ".text_embedder.linear_2", x, d, d);
     b.module(p + ".text_embedder", text);
+    b.module(p, temb);  // WanTimeTextImageEmbedding returns (temb, timestep_proj, text, image)
     return {temb, proj};
   }
 
   Graph build() {
+    // WanTransformer3DModel's class attributes (transformer_wan.py L547-549).
+    b.keep_in_fp32_modules(
+        {"rope", "time_embedder", "scale_shift_table", "norm1", "norm2", "norm3"});
+    b.skip_layerwise_casting({"patch_embedding", "condition_embedder", "norm"});
     const int x = b.input("hidden_states");
     const int timestep = b.input("timestep");
     const int context = b.input("encoder_hidden_states");
@@ -109,6 +124,7 @@ struct Builder {
     const int mod = b.add_parameter("modulation", b.reshape("temb.unsqueeze", temb, {0, 1, -1}),
                                     "scale_shift_table", {1, 2, d});
     const int shift = b.slice("shift", mod, 1, 0, 1), scale = b.slice("scale", mod, 1, 1, 2);
+    fp32_results({mod, shift, scale});
     h = modulate("norm_out", b.layer_norm("norm_out", h, {d}, c.eps, false), scale, shift);
     h = b.linear_last("proj_out", h, d, int64_t(c.out_channels) * c.patch_elements());
     const std::vector<int64_t> p(c.patch_size.begin(), c.patch_size.end());
