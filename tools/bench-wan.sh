@@ -61,8 +61,10 @@ run_twinpath() {  # name model input path policy
 }
 run_torch() {  # name model input
   /usr/bin/time -v "$py" "$root/tools/bench/wan_peer.py" --model "$out/$2" --input "$out/$3" \
-    --output "$out/$1-torch.safetensors" --threads "$threads" --name "$1" 2> "$out/$1-torch.time" |
-    python3 -c "import json,sys; r=json.load(sys.stdin); r['peak_rss_mb']=$(peak "$out/$1-torch.time" 2>/dev/null || echo 0); print(json.dumps(r))"
+    --output "$out/$1-torch.safetensors" --threads "$threads" --name "$1" \
+    > "$out/$1-torch.json" 2> "$out/$1-torch.time"
+  python3 -c "import json,sys; r=json.load(open(sys.argv[1])); r['peak_rss_mb']=int(sys.argv[2]); print(json.dumps(r))" \
+    "$out/$1-torch.json" "$(peak "$out/$1-torch.time")"
 }
 
 : > "$out/results.jsonl"

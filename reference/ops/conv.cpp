@@ -1,13 +1,120 @@
 // N-dimensional convolution (1 to 3 spatial axes): per-axis stride, dilation and padding, zero
 // or replicate padding (a causal time axis is padding (k-1)*dilation before, 0 after: diffusers'
-// HunyuanVideoCausalConv3d), grouped. Direct loops, accumulating in T like the reference GEMM;
-// a conv that conv2d_window() takes runs on the image conv (conv2d.cpp: im2col and GEMM).
+// HunyuanVideoCausalConv3d), grouped. One group: im2col over blocks of output positions, then
+// the shared GEMM (sgemm in fp32, Eigen in fp64), so the column buffer stays small at any size;
+// grouped convs: direct loops, accumulating in T. A conv that conv2d_window() takes runs on the
+// image conv (conv2d.cpp).
+#include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
+#include <vector>
 
 #include "harness/core/parallel.h"
+#include "harness/core/sgemm.h"
 #include "reference/ops/ops.h"
 
 namespace tp::ref {
+namespace {
+
+// Element budget of one block's column buffer (as conv2d.cpp's).
+constexpr int64_t kColumnBudget = 1 << 21;
+
+// The conv's geometry with its spatial axes padded to three (leading axes of size 1).
+struct Geometry {
+  int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, lo[3] = {0, 0, 0};
+  bool replicate = false;
+  int64_t in_vol() const { return in[0] * in[1] * in[2]; }
+  int64_t out_vol() const { return out[0] * out[1] * out[2]; }
+  int64_t k_vol() const { return k[0] * k[1] * k[2]; }
+
+  // The input offset tap `kk` of output position `o` reads, or -1 for a zero pad.
+  int64_t source(int64_t o, int64_t kk) const {
+    const int64_t o_at[3] = {o / (out[1] * out[2]), (o / out[2]) % out[1], o % out[2]};
+    const int64_t k_at[3] = {kk / (k[1] * k[2]), (kk / k[2]) % k[1], kk % k[2]};
+    int64_t i[3];
+    for (int a = 0; a < 3; ++a) {
+      i[a] = o_at[a] * s[a] - lo[a] + k_at[a] * d[a];
+      if (replicate) i[a] = std::clamp<int64_t>(i[a], 0, in[a] - 1);
+      if (i[a] < 0 || i[a] >= in[a]) return -1;
+    }
+    return (i[0] * in[1] + i[1]) * in[2] + i[2];
+  }
+};
+
+Geometry geometry(const Tensor& x, const Tensor& weight, const OpAttrs& a) {
+  const int spatial = x.rank() - 2;
+  Geometry g;
+  g.replicate = a.pad_mode == PadMode::kReplicate;
+  for (int i = 0; i < spatial; ++i) {
+    const int j = 3 - spatial + i;
+    g.in[j] = x.dim(2 + i);
+    g.k[j] = weight.dim(2 + i);
+    g.s[j] = a.strides[std::size_t(i)];
+    g.d[j] = a.dilations[std::size_t(i)];
+    g.lo[j] = a.pads_lo[std::size_t(i)];
+    const int64_t span = g.in[j] + g.lo[j] + a.pads_hi[std::size_t(i)] - g.d[j] * (g.k[j] - 1) - 1;
+    TP_CHECK(span >= 0, "conv: input " + shape_string(x.shape()) + " is smaller than its kernel");
+    g.out[j] = span / g.s[j] + 1;
+  }
+  return g;
+}
+
+// cols[ci * k_vol + kk][o - o0] for output positions [o0, o0 + n): the input each tap reads.
+template <class T>
+void im2col(const T* x, int64_t cin, const Geometry& g, int64_t o0, int64_t n, T* cols) {
+  const int64_t k_vol = g.k_vol(), in_vol = g.in_vol();
+#pragma omp parallel for schedule(static) if (cin * k_vol * n >= kParallelElements)
+  for (int64_t row = 0; row < cin * k_vol; ++row) {
+    const T* xc = x + (row / k_vol) * in_vol;
+    T* out = cols + row * n;
+    for (int64_t o = 0; o < n; ++o) {
+      const int64_t at = g.source(o0 + o, row % k_vol);
+      out[o] = at < 0 ? T(0) : xc[at];
+    }
+  }
+}
+
+// out[co][o] (row stride out_vol) = w[co][:] . cols[:][o] + bias[co], for n positions.
+template <class T>
+void gemm(const T* w, const T* cols, const T* bias, int64_t cout, int64_t k, int64_t n,
+          int64_t out_vol, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    sgemm::gemm(cout, n, k, {w, k, 1}, sgemm::pack_strided({cols, n, 1}), {out, out_vol, 1}, bias);
+  } else {
+    using Rows = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    Eigen::Map<Rows, 0, Eigen::OuterStride<>> o(out, cout, n, Eigen::OuterStride<>(out_vol));
+    o.noalias() = Eigen::Map<const Rows>(w, cout, k) * Eigen::Map<const Rows>(cols, k, n);
+    if (bias)
+      for (int64_t c = 0; c < cout; ++c) o.row(c).array() += bias[c];
+  }
+}
+
+// Grouped convs: direct sums.
+template <class T>
+void direct(const T* px, const T* pw, const T* pb, const Geometry& g, int64_t batch, int64_t cin,
+            int64_t cout, int groups, T* po) {
+  const int64_t cin_g = cin / groups, cout_g = cout / groups;
+  const int64_t in_vol = g.in_vol(), out_vol = g.out_vol(), k_vol = g.k_vol();
+#pragma omp parallel for collapse(2) \
+    schedule(static) if (batch * cout * out_vol * cin_g * k_vol >= kParallelMacs)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t co = 0; co < cout; ++co) {
+      const int64_t grp = co / cout_g;
+      for (int64_t o = 0; o < out_vol; ++o) {
+        T acc = pb ? pb[co] : T(0);
+        for (int64_t ci = 0; ci < cin_g; ++ci) {
+          const T* xc = px + (b * cin + grp * cin_g + ci) * in_vol;
+          const T* wc = pw + (co * cin_g + ci) * k_vol;
+          for (int64_t kk = 0; kk < k_vol; ++kk)
+            if (const int64_t at = g.source(o, kk); at >= 0) acc += xc[at] * wc[kk];
+        }
+        po[(b * cout + co) * out_vol + o] = acc;
+      }
+    }
+}
+
+}  // namespace
 
 template <class T>
 Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpAttrs& a) {
@@ -19,61 +126,27 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpA
       "conv: input " + shape_string(x.shape()) + ", weight " + shape_string(weight.shape()));
   const int groups = a.conv_groups;
   const int64_t batch = x.dim(0), cin = x.dim(1), cout = weight.dim(0);
-  const int64_t cin_g = cin / groups, cout_g = cout / groups;
-  TP_CHECK(weight.dim(1) == cin_g, "conv: weight " + shape_string(weight.shape()) +
-                                       " does not match " + std::to_string(cin) + " channels in " +
-                                       std::to_string(groups) + " groups");
-  // Spatial axes padded to three (leading axes of size 1).
-  int64_t in[3] = {1, 1, 1}, k[3] = {1, 1, 1}, out[3] = {1, 1, 1};
-  int s[3] = {1, 1, 1}, d[3] = {1, 1, 1}, lo[3] = {0, 0, 0};
-  for (int i = 0; i < spatial; ++i) {
-    const int j = 3 - spatial + i;
-    in[j] = x.dim(2 + i);
-    k[j] = weight.dim(2 + i);
-    s[j] = a.strides[std::size_t(i)];
-    d[j] = a.dilations[std::size_t(i)];
-    lo[j] = a.pads_lo[std::size_t(i)];
-    const int64_t span = in[j] + lo[j] + a.pads_hi[std::size_t(i)] - int64_t(d[j]) * (k[j] - 1) - 1;
-    TP_CHECK(span >= 0, "conv: input " + shape_string(x.shape()) + " is smaller than its kernel");
-    out[j] = span / s[j] + 1;
-  }
+  TP_CHECK(weight.dim(1) == cin / groups, "conv: weight " + shape_string(weight.shape()) +
+                                              " does not match " + std::to_string(cin) +
+                                              " channels in " + std::to_string(groups) + " groups");
+  const Geometry g = geometry(x, weight, a);
   Shape out_shape{batch, cout};
-  for (int i = 0; i < spatial; ++i) out_shape.push_back(out[3 - spatial + i]);
+  for (int i = 0; i < spatial; ++i) out_shape.push_back(g.out[3 - spatial + i]);
   Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
-  const T* px = x.data<T>();
-  const T* pw = weight.data<T>();
   const T* pb = bias ? bias->data<T>() : nullptr;
-  T* po = result.data<T>();
-  const int64_t in_vol = in[0] * in[1] * in[2], out_vol = out[0] * out[1] * out[2];
-  const int64_t k_vol = k[0] * k[1] * k[2];
-  const bool replicate = a.pad_mode == PadMode::kReplicate;
-#pragma omp parallel for collapse(2) \
-    schedule(static) if (batch * cout * out_vol * cin_g * k_vol >= kParallelMacs)
+  if (groups != 1) {
+    direct(x.data<T>(), weight.data<T>(), pb, g, batch, cin, cout, groups, result.data<T>());
+    return result;
+  }
+  const int64_t k = cin * g.k_vol(), out_vol = g.out_vol();
+  const int64_t block = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(k, 1), 1, out_vol);
+  std::vector<T> cols(std::size_t(k * block));
   for (int64_t b = 0; b < batch; ++b)
-    for (int64_t co = 0; co < cout; ++co) {
-      const int64_t g = co / cout_g;
-      for (int64_t o = 0; o < out_vol; ++o) {
-        const int64_t o0 = o / (out[1] * out[2]), o1 = (o / out[2]) % out[1], o2 = o % out[2];
-        T acc = pb ? pb[co] : T(0);
-        for (int64_t ci = 0; ci < cin_g; ++ci) {
-          const T* xc = px + (b * cin + g * cin_g + ci) * in_vol;
-          const T* wc = pw + (co * cin_g + ci) * k_vol;
-          for (int64_t kk = 0; kk < k_vol; ++kk) {
-            const int64_t k0 = kk / (k[1] * k[2]), k1 = (kk / k[2]) % k[1], k2 = kk % k[2];
-            int64_t i0 = o0 * s[0] - lo[0] + k0 * d[0], i1 = o1 * s[1] - lo[1] + k1 * d[1],
-                    i2 = o2 * s[2] - lo[2] + k2 * d[2];
-            if (replicate) {
-              i0 = std::clamp<int64_t>(i0, 0, in[0] - 1);
-              i1 = std::clamp<int64_t>(i1, 0, in[1] - 1);
-              i2 = std::clamp<int64_t>(i2, 0, in[2] - 1);
-            } else if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) {
-              continue;
-            }
-            acc += xc[(i0 * in[1] + i1) * in[2] + i2] * wc[kk];
-          }
-        }
-        po[(b * cout + co) * out_vol + o] = acc;
-      }
+    for (int64_t o0 = 0; o0 < out_vol; o0 += block) {
+      const int64_t n = std::min(block, out_vol - o0);
+      im2col(x.data<T>() + b * cin * g.in_vol(), cin, g, o0, n, cols.data());
+      gemm(weight.data<T>(), cols.data(), pb, cout, k, n, out_vol,
+           result.data<T>() + b * cout * out_vol + o0);
     }
   return result;
 }
