@@ -123,6 +123,9 @@ std::vector<OpCase> op_cases() {
        self_attention(16, 2, 0, true),
        {{"mask", {10, 10}}}},
       {"nd_attention_causal_per_frame", {1, 12, 8}, self_attention(8, 2, 4, false)},
+      // 9,000 tokens: 81 M scores, past the torch path's 64 M per block of query rows, so its
+      // attention runs in two blocks (the frame mask sliced with them).
+      {"nd_attention_blocked_rows_per_frame", {1, 9000, 8}, self_attention(8, 1, 3000, false)},
       {"nd_attention_cross",
        {2, 9, 16},
        [](GraphBuilder& b, int x) {

@@ -2,6 +2,7 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -55,6 +56,39 @@ torch::Tensor combine_pairs(const torch::Tensor& x, int heads, const torch::Tens
   const torch::Tensor x1 = v.select(-1, 0), x2 = v.select(-1, 1);
   return torch::stack({x1 * a + x2 * b, x1 * c + x2 * d}, -1).reshape(x.sizes());
 }
+
+namespace {
+
+// Score elements one block of query rows may hold: wan-1.3b at 480x832 and 21 latent frames
+// attends over 32,760 tokens with 12 heads, whose whole score matrix is 51 GB in fp32.
+constexpr int64_t kScoreElements = int64_t(1) << 26;
+
+// softmax(q k^T * scale + mask [, per-frame causal]) v over q [B,H,Lq,D], k and v [B,H,Lk,D],
+// one block of query rows at a time (each row's softmax is its own, so blocks change nothing).
+torch::Tensor attention_by_rows(const torch::Tensor& q, const torch::Tensor& k,
+                                const torch::Tensor& v, const torch::Tensor& mask,
+                                const OpAttrs& a) {
+  const int64_t lq = q.size(2), lk = k.size(2);
+  const int64_t rows =
+      std::clamp<int64_t>(kScoreElements / std::max<int64_t>(q.size(0) * q.size(1) * lk, 1), 1, lq);
+  const torch::Tensor kf = a.frame_tokens > 0
+                               ? torch::arange(lk, q.options()).div(a.frame_tokens, "floor")
+                               : torch::Tensor();
+  std::vector<torch::Tensor> blocks;
+  for (int64_t r0 = 0; r0 < lq; r0 += rows) {
+    const int64_t r1 = std::min(lq, r0 + rows);
+    torch::Tensor scores = torch::matmul(q.slice(2, r0, r1), k.transpose(-1, -2)) * a.scale;
+    if (mask.defined()) scores = scores + (mask.size(-2) == 1 ? mask : mask.slice(-2, r0, r1));
+    if (a.frame_tokens > 0) {
+      const torch::Tensor qf = torch::arange(r0, r1, q.options()).div(a.frame_tokens, "floor");
+      scores = scores.masked_fill(kf.unsqueeze(0) > qf.unsqueeze(1), -INFINITY);
+    }
+    blocks.push_back(torch::matmul(torch::softmax(scores, -1), v));
+  }
+  return blocks.size() == 1 ? blocks[0] : torch::cat(blocks, 2);
+}
+
+}  // namespace
 
 torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const torch::Tensor& w,
                      const torch::Tensor& b) {
@@ -115,16 +149,7 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
             .transpose(1, 2)
             .reshape({in[0].size(0), in[0].size(1), -1});
 #endif
-      torch::Tensor scores = torch::matmul(heads(in[0]), heads(in[1]).transpose(-1, -2)) * a.scale;
-      if (mask.defined()) scores = scores + mask;
-      if (a.frame_tokens > 0) {
-        const torch::Tensor qf =
-            torch::arange(in[0].size(1), in[0].options()).div(a.frame_tokens, "floor");
-        const torch::Tensor kf =
-            torch::arange(in[1].size(1), in[1].options()).div(a.frame_tokens, "floor");
-        scores = scores.masked_fill(kf.unsqueeze(0) > qf.unsqueeze(1), -INFINITY);
-      }
-      torch::Tensor o = torch::matmul(torch::softmax(scores, -1), heads(in[2]));
+      const torch::Tensor o = attention_by_rows(heads(in[0]), heads(in[1]), heads(in[2]), mask, a);
       return o.transpose(1, 2).reshape({in[0].size(0), in[0].size(1), -1});
     }
     case OpKind::kLayerNorm: {
