@@ -16,6 +16,7 @@
 #include "harness/core/safetensors.h"
 #include "harness/core/tensor_io.h"
 #include "tests/support/command.h"
+#include "tests/support/user_error.h"
 
 namespace tp {
 namespace {
@@ -23,6 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using testing::CommandResult;
+using testing::expect_user_error;
 using testing::twinpath;
 
 class CliTest : public ::testing::Test {
@@ -47,14 +49,6 @@ class CliTest : public ::testing::Test {
     for (int64_t i = 0; i < t.numel(); ++i)
       t.data<float>()[i] = float(((i + salt) * 7919) % 200) / 100.0f - 1.0f;
     return t;
-  }
-
-  // A user error: exit code 2 and one line naming the problem.
-  static void expect_user_error(const std::string& args, const std::string& fragment) {
-    const CommandResult r = twinpath(args);
-    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
-    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
   }
 
   static fs::path dir_;

@@ -6,12 +6,14 @@
 #include <filesystem>
 
 #include "tests/support/command.h"
+#include "tests/support/user_error.h"
 
 namespace tp {
 namespace {
 
 namespace fs = std::filesystem;
 using testing::CommandResult;
+using testing::expect_user_error;
 using testing::twinpath;
 
 class CliWanTest : public ::testing::Test {
@@ -22,13 +24,6 @@ class CliWanTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string p(const std::string& name) { return (dir_ / name).string(); }
-  // A user error: exit code 2 and one line naming the problem.
-  static void expect_user_error(const std::string& args, const std::string& fragment) {
-    const CommandResult r = twinpath(args);
-    EXPECT_EQ(r.code, 2) << args << "\n" << r.output;
-    EXPECT_NE(r.output.find(fragment), std::string::npos) << r.output;
-    EXPECT_EQ(r.output.find("internal error"), std::string::npos) << r.output;
-  }
 
   static fs::path dir_;
 };
