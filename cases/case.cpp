@@ -207,6 +207,14 @@ const std::vector<CaseOption> kOptions = {
        return Status();
      },
      [](const Case& c) { return c.load ? std::string(dtype_name(*c.load)) : ""; }},
+    {"fuse-qkv", "fuse-qkv=before-cast|after-cast",
+     "cast=layerwise: fuse_qkv_projections() called before enable_layerwise_casting (the fused "
+     "Linears are cast like the rest) or after it (they keep fp8 weights: refused)",
+     [](Case& c, std::string_view v) -> Status {
+       TP_ASSIGN_OR_RETURN(c.fuse_qkv, parse_qkv_fusion(v));
+       return Status();
+     },
+     [](const Case& c) { return std::string(qkv_fusion_name(c.fuse_qkv)); }},
     {"keep", "keep=GLOB+GLOB", "module globs kept in fp32 (--keep-fp32)",
      [](Case& c, std::string_view v) -> Status {
        c.keep_fp32 = split_list(v, '+');
@@ -448,8 +456,8 @@ Status apply_policy_text(Case& c, std::string_view policy) {
 Status check_case(const Case& c) {
   if (c.policy.clip != 1 && !dtype_is_fp8(c.policy.weight))
     return Error("clip= calibrates fp8 weight scales; it needs w=f8e4m3 or w=f8e5m2");
-  if ((c.cast_skip || c.load) && !c.policy.layerwise)
-    return Error("cast-skip= and load= describe layerwise casting; add cast=layerwise");
+  if ((c.cast_skip || c.load || c.fuse_qkv != QkvFusion::kNone) && !c.policy.layerwise)
+    return Error("cast-skip=, load= and fuse-qkv= describe layerwise casting; add cast=layerwise");
   if (c.policy.layerwise && (c.scale_given || c.policy.clip != 1))
     return Error(
         "cast=layerwise is a plain cast without a scale; scale= and clip= belong to fp8 weights "

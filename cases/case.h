@@ -40,6 +40,7 @@
 
 #include "harness/core/cuda_choice.h"
 #include "harness/core/dtype_policy.h"
+#include "harness/core/layerwise_casting.h"
 #include "harness/core/status.h"
 #include "harness/models/family.h"
 
@@ -57,6 +58,7 @@ struct Case {
   // model was loaded in before the casting (compiled::DTypePolicy::cast_skip, load).
   std::optional<std::vector<std::string>> cast_skip;
   std::optional<DType> load;
+  QkvFusion fuse_qkv = QkvFusion::kNone;  // when fuse_qkv_projections() ran (fuse-qkv=)
   bool tiling = false;
   int64_t tile_min = 0, tile_stride = 0;  // 0: the model config's
   std::string input = "normal";

@@ -42,7 +42,7 @@ class GroupRun {
         for (int v : op.inputs) in.push_back(&value(v));
         local_[op.output] = em::nd_op<float>(
             op, in, [this](const std::string& key) { return &param(key); },
-            shapes_[std::size_t(op.output)], f, pol.attention_operands());
+            shapes_[std::size_t(op.output)], f, pol.attention_operands(), pol.activation);
         continue;
       }
       // In a row-major plan the [B,C,H,W] kinds whose kernels index channels run on

@@ -133,6 +133,17 @@ Status DTypePolicy::check_layerwise(const Graph& g, const Op& op, const LayerPol
   const std::optional<std::string> kept = kept_in_fp32(g, op.weight);
   const std::string pair =
       op.name + ": weights in " + w + " with activations in " + a + " because ";
+  const std::optional<std::string> fused =
+      fuse_qkv == QkvFusion::kAfterCast && !skipped ? fused_projection(g, op) : std::nullopt;
+  if (fused)
+    return Error(
+        *fused + ": weights in " + w + " with activations in " + a +
+        " because fuse_qkv_projections() ran after enable_layerwise_casting: the fused "
+        "Linear is built from the " +
+        w +
+        " storage of the projections it replaces and no hook casts it up (PyTorch: \"mat1 and "
+        "mat2 must have the same dtype\"); fuse the projections before enabling the "
+        "casting (fuse-qkv=before-cast) or not at all");
   if (kept && !skipped)
     return Error(pair + "cast-skip= casts this layer, which the model keeps in fp32 ('" + *kept +
                  "') and whose input it casts to the layer's dtype, so the activations would "
@@ -162,6 +173,7 @@ std::string DTypePolicy::to_string() const {
     for (std::size_t i = 0; i < cast_skip->size(); ++i) s += (i ? "," : "") + (*cast_skip)[i];
   }
   if (load) s += std::string(" load=") + dtype_name(*load);
+  if (fuse_qkv != QkvFusion::kNone) s += std::string(" fuse-qkv=") + qkv_fusion_name(fuse_qkv);
   return s;
 }
 

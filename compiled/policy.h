@@ -31,6 +31,10 @@ struct DTypePolicy {
   // not given), which the layers the casting skips keep.
   std::optional<std::vector<std::string>> cast_skip = std::nullopt;
   std::optional<DType> load = std::nullopt;
+  // cast=layerwise: when fuse_qkv_projections() ran (fuse-qkv=). Fused before the casting, the
+  // fused Linears compute exactly as the three did (no scale: each element is cast alone), so
+  // the plan runs the three.
+  QkvFusion fuse_qkv = QkvFusion::kNone;
 
   // The policy a layer (op name, a diffusers path) runs with.
   LayerPolicy for_layer(const std::string& op_name) const;
@@ -43,7 +47,7 @@ struct DTypePolicy {
                      bool skipped_in_fp8 = false) const;
   // What layerwise casting would hand a kernel in mismatched dtypes (field report 3), refused
   // with the layer, both dtypes and the fix: a skipped layer loaded in fp8, a module the model
-  // keeps in fp32 cast by a custom skip list.
+  // keeps in fp32 cast by a custom skip list, projections fused after the casting was enabled.
   Status check_layerwise(const Graph& g, const Op& op, const LayerPolicy& group) const;
   LayerwiseSkips skips(const Graph& g) const { return LayerwiseSkips::of(g, cast_skip); }
   // Canonical text: parse(to_string()) gives the same policy; used in plan keys and reports.

@@ -4,6 +4,7 @@
 // mismatched dtypes (dit-facts 10.5, field report 3).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "compiled/planner.h"
@@ -156,6 +157,41 @@ TEST_F(WanLayerwise, RefusesCastingAModuleTheModelKeepsInFp32) {
   EXPECT_NE(why.find("'time_embedder'"), std::string::npos) << why;
   p.cast_skip->push_back("*time_embedder*");
   EXPECT_EQ(first_refusal(p), "");
+}
+
+// fuse_qkv_projections(): to_qkv for a self-attention's three projections (one input), to_kv
+// for a cross-attention's key and value (the text), nothing for the query of a cross-attention.
+TEST_F(WanLayerwise, NamesTheLinearsFuseQkvProjectionsMakes) {
+  std::map<std::string, std::string> fused;
+  for (const Op& op : graph_.ops)
+    if (auto f = fused_projection(graph_, op)) fused[op.name] = *f;
+  std::map<std::string, std::string> want;
+  for (const std::string b : {"blocks.0.", "blocks.1."}) {
+    for (const char* l : {"to_q", "to_k", "to_v"}) want[b + "attn1." + l] = b + "attn1.to_qkv";
+    for (const char* l : {"to_k", "to_v"}) want[b + "attn2." + l] = b + "attn2.to_kv";
+  }
+  EXPECT_EQ(fused, want);
+}
+
+// dit-facts 10.5 B: fused after the casting, the fused Linear is built from fp8 storage and
+// nothing casts it up; fused before, it is cast like the rest and computes as the three did.
+TEST_F(WanLayerwise, RefusesProjectionsFusedAfterTheCasting) {
+  DTypePolicy p = policy("w=f8e4m3,a=bf16,acc=f32,cast=layerwise");
+  p.fuse_qkv = QkvFusion::kBeforeCast;
+  EXPECT_EQ(first_refusal(p), "");
+  p.fuse_qkv = QkvFusion::kAfterCast;
+  const std::string why = first_refusal(p);
+  EXPECT_EQ(why.rfind("blocks.0.attn1.to_qkv: weights in f8e4m3 with activations in bf16 "
+                      "because fuse_qkv_projections() ran after enable_layerwise_casting",
+                      0),
+            0u)
+      << why;
+  EXPECT_NE(why.find("fuse-qkv=before-cast"), std::string::npos) << why;
+  auto refused = plan(p);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().message(), why);
+  p.cast_skip = std::vector<std::string>{"*attn1*", "*attn2*", "*time_embedder*"};
+  EXPECT_EQ(first_refusal(p), "") << "a skipped attention is never fused from fp8";
 }
 
 }  // namespace

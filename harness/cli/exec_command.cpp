@@ -17,12 +17,13 @@ Status exec_command(const ExecOptions& o) {
   const CompiledOptions defaults;
   if (!is_compiled_path(o.path) &&
       (o.compiled.policy != defaults.policy || !o.compiled.keep_fp32.empty() ||
-       !o.compiled.cast_skip.empty() || !o.compiled.load.empty() || !o.compiled.inject.empty() ||
-       o.compiled.shape_policy != defaults.shape_policy || !o.compiled.load_plan.empty() ||
-       !o.compiled.save_plan.empty() || o.compiled.validate_plans))
+       !o.compiled.cast_skip.empty() || !o.compiled.load.empty() || !o.compiled.fuse_qkv.empty() ||
+       !o.compiled.inject.empty() || o.compiled.shape_policy != defaults.shape_policy ||
+       !o.compiled.load_plan.empty() || !o.compiled.save_plan.empty() || o.compiled.validate_plans))
     return Error(
-        "--policy, --keep-fp32, --cast-skip, --load, --inject, --shape-policy, --save-plan, "
-        "--load-plan and --validate-plan apply to the compiled path; use --path compiled:cpu, or "
+        "--policy, --keep-fp32, --cast-skip, --load, --fuse-qkv, --inject, --shape-policy, "
+        "--save-plan, --load-plan and --validate-plan apply to the compiled path; use --path "
+        "compiled:cpu, or "
         "drop them");
   if (o.tiling != "on" && o.tiling != "off")
     return Error("--tiling " + o.tiling + " is unknown; use --tiling on or --tiling off");

@@ -101,6 +101,9 @@ void add_exec_command(CLI::App& app, std::vector<Command>& commands) {
   exec->add_option("--load", ex->compiled.load,
                    "cast=layerwise: the dtype the model was loaded in before the casting "
                    "(default the activation dtype); the layers the casting skips keep it");
+  exec->add_option("--fuse-qkv", ex->compiled.fuse_qkv,
+                   "cast=layerwise: when fuse_qkv_projections() ran, before-cast or after-cast "
+                   "(the fused Linears then keep fp8 weights: refused)");
   std::string faults_help = "deliberate faults in the compiled path, comma-separated:";
   for (const tp::compiled::FaultInfo& f : tp::compiled::all_faults())
     faults_help += std::string("\n  ") + f.name + ": " + f.description;

@@ -37,14 +37,18 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
   compiled::SessionOptions so;
   TP_ASSIGN_OR_RETURN(so.policy.base, compiled::parse_layer_policy(o.policy));
   TP_ASSIGN_OR_RETURN(so.policy.keep_fp32, compiled::parse_keep_fp32(o.keep_fp32));
-  if ((!o.cast_skip.empty() || !o.load.empty()) && !so.policy.base.layerwise)
+  if ((!o.cast_skip.empty() || !o.load.empty() || !o.fuse_qkv.empty()) && !so.policy.base.layerwise)
     return Error(
-        "--cast-skip and --load describe layerwise casting; add cast=layerwise to --policy");
+        "--cast-skip, --load and --fuse-qkv describe layerwise casting; add cast=layerwise to "
+        "--policy");
   if (!o.cast_skip.empty()) {
     TP_ASSIGN_OR_RETURN(so.policy.cast_skip, compiled::parse_keep_fp32(o.cast_skip));
   }
   if (!o.load.empty()) {
     TP_ASSIGN_OR_RETURN(so.policy.load, parse_dtype(o.load));
+  }
+  if (!o.fuse_qkv.empty()) {
+    TP_ASSIGN_OR_RETURN(so.policy.fuse_qkv, parse_qkv_fusion(o.fuse_qkv));
   }
   TP_ASSIGN_OR_RETURN(so.faults, compiled::parse_faults(o.inject));
   TP_ASSIGN_OR_RETURN(so.shapes, compiled::parse_shape_policy(o.shape_policy));

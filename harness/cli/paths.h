@@ -15,6 +15,7 @@ struct CompiledOptions {
   std::string keep_fp32;  // comma-separated module globs
   std::string cast_skip;  // cast=layerwise: comma-separated globs replacing diffusers' skip list
   std::string load;       // cast=layerwise: the dtype the model was loaded in ("": a=)
+  std::string fuse_qkv;   // cast=layerwise: before-cast | after-cast ("": not fused)
   std::string inject;     // comma-separated fault names
   std::string shape_policy = "exact";
   std::string load_plan;        // plan file read before the first run

@@ -75,4 +75,46 @@ std::optional<std::string> kept_in_fp32(const Graph& g, const std::string& key) 
   return std::nullopt;
 }
 
+Expected<QkvFusion> parse_qkv_fusion(std::string_view text) {
+  if (text == "before-cast") return QkvFusion::kBeforeCast;
+  if (text == "after-cast") return QkvFusion::kAfterCast;
+  return Error("fuse-qkv=" + std::string(text) +
+               " is unknown; say when fuse_qkv_projections() ran: fuse-qkv=before-cast (before "
+               "enable_layerwise_casting) or fuse-qkv=after-cast");
+}
+
+const char* qkv_fusion_name(QkvFusion f) {
+  switch (f) {
+    case QkvFusion::kBeforeCast:
+      return "before-cast";
+    case QkvFusion::kAfterCast:
+      return "after-cast";
+    case QkvFusion::kNone:
+      break;
+  }
+  return "";
+}
+
+std::optional<std::string> fused_projection(const Graph& g, const Op& op) {
+  if (op.kind != OpKind::kLinearLast || op.inputs.empty()) return std::nullopt;
+  const std::size_t dot = op.name.rfind('.');
+  if (dot == std::string::npos) return std::nullopt;
+  const std::string parent = op.name.substr(0, dot), leaf = op.name.substr(dot + 1);
+  if (leaf != "to_q" && leaf != "to_k" && leaf != "to_v") return std::nullopt;
+  const Op *q = nullptr, *k = nullptr, *v = nullptr;
+  for (const Op& o : g.ops) {
+    if (o.kind != OpKind::kLinearLast || o.inputs.empty() ||
+        o.name.compare(0, dot + 1, op.name, 0, dot + 1) != 0)
+      continue;
+    const std::string_view other = std::string_view(o.name).substr(dot + 1);
+    if (other == "to_q") q = &o;
+    if (other == "to_k") k = &o;
+    if (other == "to_v") v = &o;
+  }
+  if (!q || !k || !v) return std::nullopt;
+  if (q->inputs[0] == k->inputs[0]) return parent + ".to_qkv";
+  if (leaf == "to_q") return std::nullopt;
+  return parent + ".to_kv";
+}
+
 }  // namespace tp

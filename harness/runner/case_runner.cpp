@@ -258,6 +258,7 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   p.session.policy.keep_fp32 = c.keep_fp32;
   p.session.policy.cast_skip = c.cast_skip;
   p.session.policy.load = c.load;
+  p.session.policy.fuse_qkv = c.fuse_qkv;
   TP_ASSIGN_OR_RETURN(p.session.shapes, compiled::parse_shape_policy(c.shapes));
   p.session.memory_limit_bytes = c.memory_limit;
   p.session.validate_plans = true;  // the gate checks every plan before it runs
@@ -298,16 +299,20 @@ bool accumulates_f16_in_nd_ops(const Case& c, const Model& m) {
 
 // Layerwise casting that would hand a kernel mismatched dtypes (dit-facts 10.5): a model
 // loaded in fp8 whose skipped layers nothing casts up (field report 3), or a skip list of the
-// user's that casts a layer the model keeps in fp32 (its input then follows it into fp8).
+// user's that casts a layer the model keeps in fp32 (its input then follows it into fp8), an
+// attention's projections fused after the casting was enabled (the fused Linear stays fp8).
 bool layerwise_mismatch(const Case& c, const Model& m) {
   if (!c.policy.layerwise) return false;
   if (c.load && dtype_is_fp8(*c.load)) return true;
-  if (!c.cast_skip) return false;
+  const bool fused_after = c.fuse_qkv == QkvFusion::kAfterCast;
+  if (!c.cast_skip && !fused_after) return false;
   for (const Graph& g : m.family().graphs(*m.config)) {
     const LayerwiseSkips skips = LayerwiseSkips::of(g, c.cast_skip);
-    for (const Op& op : g.ops)
-      if (is_matrix_op(op.kind) && kept_in_fp32(g, op.weight) && !skips.skipping(op.name))
-        return true;
+    for (const Op& op : g.ops) {
+      if (!is_matrix_op(op.kind) || skips.skipping(op.name)) continue;
+      if (c.cast_skip && kept_in_fp32(g, op.weight)) return true;
+      if (fused_after && fused_projection(g, op)) return true;
+    }
   }
   return false;
 }

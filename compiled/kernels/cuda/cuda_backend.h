@@ -346,7 +346,9 @@ class GroupRun {
   // else x widened to fp32 against fp32 weights.
   Expected<std::pair<const void*, Storage>> matrix_operand(int x, const PreparedParam& w);
 
-  Expected<DeviceMemory> nd_op(const Op& op, const FaultSet& f, const std::string& what);
+  // `activation`: the group's activation dtype (the softmax-no-max fault rounds exp(s) to it).
+  Expected<DeviceMemory> nd_op(const Op& op, const FaultSet& f, DType activation,
+                               const std::string& what);
 
   // x [B, Cin, *S] (1 to 3 spatial axes) against weights stored [Cout][*K][Cin/groups]: per image
   // and channel group, patches [rows][taps][Cin/groups] and one GEMM writing [Cout/groups][rows]
@@ -356,7 +358,7 @@ class GroupRun {
   // Over the last axis: out [rows][Dout] = x [rows][Din] W^T, then scale (fp8) and bias.
   Expected<DeviceMemory> linear_last(const Op& op, const std::string& what);
 
-  Expected<DeviceMemory> multi_head_attention(const Op& op, bool keys_as_queries,
+  Expected<DeviceMemory> multi_head_attention(const Op& op, const FaultSet& f, DType activation,
                                               const std::string& what);
 
   CudaBackend& be_;

@@ -44,7 +44,8 @@ Expected<std::pair<const void*, Storage>> GroupRun::matrix_operand(int x, const 
   return std::pair<const void*, Storage>{wide, Storage::kF32};
 }
 
-Expected<DeviceMemory> GroupRun::nd_op(const Op& op, const FaultSet& f, const std::string& what) {
+Expected<DeviceMemory> GroupRun::nd_op(const Op& op, const FaultSet& f, DType activation,
+                                       const std::string& what) {
   const Shape& os = shape(op.output);
   const int64_t n = shape_numel(os);
   const OpAttrs& a = op.attrs;
@@ -54,7 +55,7 @@ Expected<DeviceMemory> GroupRun::nd_op(const Op& op, const FaultSet& f, const st
     case OpKind::kLinearLast:
       return linear_last(op, what);
     case OpKind::kMultiHeadAttention:
-      return multi_head_attention(op, f.has(Fault::kCrossAttentionQueryLength), what);
+      return multi_head_attention(op, f, activation, what);
     default:
       break;
   }
@@ -275,8 +276,9 @@ Expected<DeviceMemory> GroupRun::linear_last(const Op& op, const std::string& wh
   return out;
 }
 
-Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, bool keys_as_queries,
-                                                      const std::string& what) {
+Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, const FaultSet& f,
+                                                      DType activation, const std::string& what) {
+  const bool keys_as_queries = f.has(Fault::kCrossAttentionQueryLength);
   const Shape &qs = shape(op.inputs[0]), &ks = shape(op.inputs[1]), &vs = shape(op.inputs[2]);
   cuda::AttentionShape s;
   s.batch = qs[0];
@@ -288,6 +290,8 @@ Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, bool keys_as
   s.dv = vs[2] / s.heads;
   s.frame_tokens = op.attrs.frame_tokens;
   s.scale = float(op.attrs.scale);
+  s.no_max = f.has(Fault::kSoftmaxNoMax);
+  TP_ASSIGN_OR_RETURN(s.activation, storage_of(activation));
   if (std::max(s.dh, s.dv) > cuda::kMaxHeadDim)
     return Error(what + ": heads of dimension " + std::to_string(std::max(s.dh, s.dv)) +
                  " have no CUDA kernel (at most " + std::to_string(cuda::kMaxHeadDim) +

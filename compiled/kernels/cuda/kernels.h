@@ -143,6 +143,9 @@ struct AttentionShape {
   int64_t batch = 0, heads = 0, queries = 0, keys = 0, stored_keys = 0, dh = 0, dv = 0;
   int64_t frame_tokens = 0, mask_batch = 0;
   float scale = 1;
+  // The softmax-no-max fault: exp(s) without the running max, rounded to `activation`.
+  bool no_max = false;
+  Storage activation = Storage::kF32;
 };
 cudaError_t multi_head_attention(const float* q, const float* k, const float* v, const float* mask,
                                  const AttentionShape& s, float* out, cudaStream_t stream);

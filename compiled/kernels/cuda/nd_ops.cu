@@ -150,6 +150,13 @@ __global__ void attention_kernel(const float* q, const float* k, const float* v,
       float score = dot * s.scale;
       if (mask) score += mask[b * s.mask_batch + i * s.stored_keys + key];
       if (score == -INFINITY) continue;  // weight 0
+      if (s.no_max) {                    // the fault: a naive kernel's exp(s), held in 16 bits
+        const float p = round_to(s.activation, expf(score));
+        l += p;
+        for (int d = 0; d < kDim; ++d)
+          if (d < s.dv) acc[d] += p * tile_v[j * kDim + d];
+        continue;
+      }
       const float m_new = fmaxf(m, score);
       const float correction = expf(m - m_new), p = expf(score - m_new);
       l = l * correction + p;

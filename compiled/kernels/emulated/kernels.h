@@ -52,7 +52,8 @@ Tensor slice_channels(const Tensor& x, int begin, int end);
 // the N-d kernels carry (cross-attention-query-length, geglu-swap, timestep-sin-cos-swap,
 // cfg-halves-swapped).
 using ParamLookup = std::function<const PreparedParam*(const std::string& key)>;
-// `attention_operands`: multi-head attention's q, k, v and P rounded to it (attn=act; float only).
+// `attention_operands`: multi-head attention's q, k, v and P rounded to it (attn=act; float only);
+// `activation`: the dtype the softmax-no-max fault holds exp(s) in (float only).
 // RoPE on x [B,S,heads*Dh] over the token grid of `grid`'s trailing 3 axes (rotary.cpp).
 template <class T>
 Tensor rotary_embedding(const Tensor& x, const Shape& grid, const OpAttrs& attrs);
@@ -60,7 +61,7 @@ Tensor rotary_embedding(const Tensor& x, const Shape& grid, const OpAttrs& attrs
 template <class T>
 Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLookup& param,
              const Shape& out_shape, const FaultSet& faults = {},
-             DType attention_operands = DType::kF32);
+             DType attention_operands = DType::kF32, DType activation = DType::kF32);
 
 // Rounds n fp32 values into `dt` storage (f32, f16, bf16), and reads them back.
 void store_rounded(const float* src, int64_t n, DType dt, void* dst);

@@ -238,9 +238,10 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 // long sequences), scaled, masked, the row max subtracted, exp, each weight divided by its row's
 // sum as in the loop above, then the weights times V_h. The same fp32 products and sums in another
 // order. Under attn=act (`operands` f16/bf16) q, k, v and the weights are rounded to it first.
+// `no_max` (the softmax-no-max fault): exp(s) without the row max, held in `activation`.
 Tensor multi_head_attention_gemm(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                  const Tensor* mask, const OpAttrs& a, bool keys_as_queries,
-                                 DType operands) {
+                                 DType operands, bool no_max, DType activation) {
   const RoundedOperand rq(q_in, operands), rk(k_in, operands), rv(v_in, operands);
   const Tensor &q = rq.get(), &k = rk.get(), &v = rv.get();
   const int64_t batch = q.dim(0), lq = q.dim(1), heads = a.heads, stored_keys = k.dim(1);
@@ -275,8 +276,13 @@ Tensor multi_head_attention_gemm(const Tensor& q_in, const Tensor& k_in, const T
             s[j] = x;
             max = std::max(max, x);
           }
+          if (no_max) max = 0;
           float sum = 0;
-          for (int64_t j = 0; j < lk; ++j) sum += (s[j] = std::exp(s[j] - max));
+          for (int64_t j = 0; j < lk; ++j) {
+            float e = std::exp(s[j] - max);
+            if (no_max) e = round_to(activation, e);  // a naive kernel's exp(s) in 16 bits
+            sum += (s[j] = e);
+          }
           for (int64_t j = 0; j < lk; ++j) s[j] = round_to(operands, s[j] / sum);
         }
         sgemm::gemm(rows, dv, lk, {scores.data(), lk, 1}, sgemm::pack_strided({vh, dvall, 1}),
@@ -521,7 +527,8 @@ Tensor unpatchify(const Tensor& x, const Shape& grid, const OpAttrs& a, const Sh
 
 template <class T>
 Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLookup& param,
-             const Shape& out_shape, const FaultSet& faults, DType attention_operands) {
+             const Shape& out_shape, const FaultSet& faults, DType attention_operands,
+             DType activation) {
   const OpAttrs& a = op.attrs;
   const Tensor& x = *in[0];
   auto optional = [&](const std::string& key) { return key.empty() ? nullptr : param(key); };
@@ -538,7 +545,8 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
       if constexpr (std::is_same_v<T, float>)
         return multi_head_attention_gemm(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a,
                                          faults.has(Fault::kCrossAttentionQueryLength),
-                                         attention_operands);
+                                         attention_operands, faults.has(Fault::kSoftmaxNoMax),
+                                         activation);
       return multi_head_attention<T>(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a,
                                      faults.has(Fault::kCrossAttentionQueryLength));
     case OpKind::kLayerNorm: {
@@ -578,8 +586,8 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
 }
 
 template Tensor nd_op<float>(const Op&, const std::vector<const Tensor*>&, const ParamLookup&,
-                             const Shape&, const FaultSet&, DType);
+                             const Shape&, const FaultSet&, DType, DType);
 template Tensor nd_op<double>(const Op&, const std::vector<const Tensor*>&, const ParamLookup&,
-                              const Shape&, const FaultSet&, DType);
+                              const Shape&, const FaultSet&, DType, DType);
 
 }  // namespace tp::compiled::emulated
