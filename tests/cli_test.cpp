@@ -166,11 +166,13 @@ TEST_F(CliTest, CompiledPathRefusesWhatItCannotRun) {
   expect_user_error(decode + " --path compiled:cpu --inject arena-interval-short --validate-plan",
                     "the planner made an invalid plan: plan vae.decoder");
   expect_user_error(decode + " --policy w=f16,a=f16", "apply to the compiled path");
+  expect_user_error(decode + " --repeat 0", "--repeat 0 is not a number of calls");
   EXPECT_FALSE(fs::exists(p("c.safetensors")));
   const CommandResult fp8 =
-      twinpath(decode + " --path compiled:cpu --policy w=f8e4m3,a=bf16,acc=f32");
+      twinpath(decode + " --path compiled:cpu --policy w=f8e4m3,a=bf16,acc=f32 --repeat 2");
   EXPECT_EQ(fp8.code, 0) << fp8.output;
   EXPECT_NE(fp8.output.find("sample [1, 3, 32, 32] bf16"), std::string::npos) << fp8.output;
+  EXPECT_NE(fp8.output.find("warm "), std::string::npos) << fp8.output;  // the second call's time
 }
 
 TEST_F(CliTest, PlanFilesReloadBitwiseInANewProcessAndRefuseMismatches) {

@@ -53,7 +53,8 @@ TEST_F(CliWanTest, TriageNamesAnOverflowInAWanBlock) {
 }
 
 // Field report 3 through exec: a Wan model loaded in fp8 under layerwise casting is refused
-// before it runs (exit 2), naming the layer, both dtypes and the fix; the same model loaded in
+// before it runs (exit 2), naming the layer, both dtypes and the fix, as are a skip list that
+// casts the time embedder and projections fused after the casting; the same model loaded in
 // bf16 runs and writes its sample.
 TEST_F(CliWanTest, ExecRefusesALayerwiseCastModelLoadedInFp8) {
   ASSERT_EQ(twinpath("model init --config tiny-wan --out " + p("wan-lw")).code, 0);
@@ -68,9 +69,28 @@ TEST_F(CliWanTest, ExecRefusesALayerwiseCastModelLoadedInFp8) {
   EXPECT_FALSE(fs::exists(p("lw-refused.safetensors")));
   expect_user_error(exec + p("lw-refused.safetensors") + " --cast-skip '*norm*'",
                     "'time_embedder' to cast-skip=");
+  expect_user_error(exec + p("lw-refused.safetensors") + " --fuse-qkv after-cast",
+                    "blocks.0.attn1.to_qkv: weights in f8e4m3 with activations in bf16 because "
+                    "fuse_qkv_projections() ran after enable_layerwise_casting");
+  EXPECT_FALSE(fs::exists(p("lw-refused.safetensors")));
   const CommandResult ran = twinpath(exec + p("lw.safetensors"));
   EXPECT_EQ(ran.code, 0) << ran.output;
   EXPECT_TRUE(fs::exists(p("lw.safetensors")));
+}
+
+// A case on a user's Wan input whose frame count is not the case's frames= fails as an ERROR
+// that says the options, not the resolution, disagree with the file.
+TEST_F(CliWanTest, ACaseOnAnInputOfOtherFramesNamesTheOptions) {
+  const std::string input =
+      std::string(TWINPATH_SOURCE_DIR) + "/tests/fixtures/golden-wan/tiny-wan/io.safetensors";
+  const CommandResult r = twinpath(
+      "run --case 'wan.step model=tiny-wan res=72x56 w=f16 a=f16 acc=f32 frames=2 input=" + input +
+      "' --report " + p("frames.h5"));
+  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_NE(r.output.find("holds [1, 16, 3, 9, 7], not the [1, 16, 2, 9, 7] that res= and the "
+                          "case's family options make; give the case the options"),
+            std::string::npos)
+      << r.output;
 }
 
 }  // namespace

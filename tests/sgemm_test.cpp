@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -76,6 +77,29 @@ TEST(Sgemm, SplitsLargeProductsAcrossThreadsWithTheSameBound) {
   ASSERT_GT(int64_t(96) * 1000 * 1200, kParallelMacs);
   check_product(96, 1000, 300 * 4, {false, false, false, true, false});
   check_product(96, 1000, 300 * 4, {true, true, true, false, true});
+}
+
+// A K past the long-K threshold (a feed-forward's 8960 is one) takes Goto's order, a K block of B
+// at a time over every strip of C: the same bound, and the same bits as the K blocks summed one
+// call at a time (each block's sum added to C in K order, the bias last).
+TEST(Sgemm, LongKSumsItsBlocksInOrder) {
+  const int64_t m = 13, n = 40, k = 9 * 512 + 7;
+  check_product(m, n, k, {false, true, false, false, true});
+  const std::vector<float> a = seeded(m * k, "long a"), b = seeded(k * n, "long b"),
+                           bias = seeded(n, "long bias");
+  std::vector<float> c(std::size_t(m * n)), want(std::size_t(m * n), 0.0f),
+      block(std::size_t(m * n));
+  sgemm::gemm(m, n, k, {a.data(), k, 1}, sgemm::pack_strided({b.data(), n, 1}), {c.data(), n, 1},
+              nullptr, bias.data());
+  for (int64_t k0 = 0; k0 < k; k0 += 512) {
+    const int64_t kc = std::min<int64_t>(512, k - k0);
+    sgemm::gemm(m, n, kc, {a.data() + k0, k, 1}, sgemm::pack_strided({b.data() + k0 * n, n, 1}),
+                {block.data(), n, 1});
+    for (std::size_t i = 0; i < want.size(); ++i) want[i] = k0 == 0 ? block[i] : want[i] + block[i];
+  }
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) want[std::size_t(i * n + j)] += bias[std::size_t(j)];
+  EXPECT_EQ(c, want);
 }
 
 }  // namespace

@@ -4,7 +4,8 @@
 # pads them), on twinpath's reference (fp32) and compiled emulation (bf16), and on a current
 # PyTorch running diffusers' own WanTransformer3DModel (tools/bench/wan_peer.py) on the same
 # folder and inputs, in turns, best of ROUNDS each; with the outputs' agreement (rel L2) and
-# each process's peak RSS.
+# each process's peak RSS. Both make one untimed call and take the best of two more (twinpath:
+# `exec --repeat 3`, whose first, cold call is kept as cold_ms).
 # The PyTorch venv (.venv-bench) is made here, never by the build or the tests.
 # Usage: bash tools/bench-wan.sh [THREADS] [ROUNDS] [FRAMES]  (defaults 2, 3, 1) -> out/bench-wan/
 set -euo pipefail
@@ -54,14 +55,15 @@ peak() { sed -n 's/^\tMaximum resident set size (kbytes): //p' "$1" | awk '{prin
 run_twinpath() {  # name model input path policy
   local log=$out/$1-$4.log
   /usr/bin/time -v "$tp" exec --model "$out/$2" --pipeline wan.step --path "$4" ${5:+--policy $5} \
-    --input "$out/$3" --output "$out/$1-${4//:/-}.safetensors" > "$log" 2> "$log.time"
-  local s
-  s=$(sed -n 's/^  time *\([0-9.]*\) s$/\1/p' "$log" | tail -1)
-  echo "{\"name\": \"$1\", \"path\": \"$4${5:+ $5}\", \"ms\": $(python3 -c "print(round($s*1e3,1))"), \"threads\": $threads, \"peak_rss_mb\": $(peak "$log.time")}"
+    --input "$out/$3" --output "$out/$1-${4//:/-}.safetensors" --repeat 3 > "$log" 2> "$log.time"
+  local cold warm
+  cold=$(sed -n 's/^  time *\([0-9.]*\) s$/\1/p' "$log" | tail -1)
+  warm=$(sed -n 's/^  warm *\([0-9.]*\) s .*$/\1/p' "$log" | tail -1)
+  echo "{\"name\": \"$1\", \"path\": \"$4${5:+ $5}\", \"ms\": $(python3 -c "print(round($warm*1e3,1))"), \"cold_ms\": $(python3 -c "print(round($cold*1e3,1))"), \"threads\": $threads, \"peak_rss_mb\": $(peak "$log.time")}"
 }
 run_torch() {  # name model input
   /usr/bin/time -v "$py" "$root/tools/bench/wan_peer.py" --model "$out/$2" --input "$out/$3" \
-    --output "$out/$1-torch.safetensors" --threads "$threads" --name "$1" \
+    --output "$out/$1-torch.safetensors" --threads "$threads" --name "$1" --repeats 2 \
     > "$out/$1-torch.json" 2> "$out/$1-torch.time"
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); r['peak_rss_mb']=int(sys.argv[2]); print(json.dumps(r))" \
     "$out/$1-torch.json" "$(peak "$out/$1-torch.time")"
@@ -98,5 +100,6 @@ for line in open(sys.argv[1]):
     if key not in best or r["ms"] < best[key]["ms"]:
         best[key] = r
 for (name, path), r in sorted(best.items()):
-    print(f"{name:16} {path:40} {r['ms']:10.1f} ms  peak {r['peak_rss_mb']} MB")
+    cold = f"  (cold call {r['cold_ms']:.1f} ms)" if "cold_ms" in r else ""
+    print(f"{name:16} {path:40} {r['ms']:10.1f} ms  peak {r['peak_rss_mb']} MB{cold}")
 PY

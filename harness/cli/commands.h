@@ -26,6 +26,7 @@ struct ExecOptions {
   std::string tiling = "off";
   int64_t tile_min = 0, tile_stride = 0;
   FamilyFlags family;  // the pipeline's family options (--steps, --vae DIR, ...)
+  int64_t repeat = 1;  // calls made: the first timed cold, the best of the others warm
 };
 
 struct RunCommandOptions {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -27,6 +28,9 @@ Status exec_command(const ExecOptions& o) {
         "drop them");
   if (o.tiling != "on" && o.tiling != "off")
     return Error("--tiling " + o.tiling + " is unknown; use --tiling on or --tiling off");
+  if (o.repeat < 1 || o.repeat > 1000)
+    return Error("--repeat " + std::to_string(o.repeat) +
+                 " is not a number of calls; give 1 (the default) to 1000");
   if (o.tiling == "off" && (o.tile_min != 0 || o.tile_stride != 0))
     return Error("--tile-min and --tile-stride need --tiling on");
   if (o.tile_min < 0 || o.tile_stride < 0)
@@ -58,10 +62,14 @@ Status exec_command(const ExecOptions& o) {
       check_output_path(o.output, model.family().pipeline(pipeline)->outputs.size()));
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
   TP_ASSIGN_OR_RETURN(NamedTensors inputs, model.family().select_inputs(pipeline, file, o.input));
-  const auto start = std::chrono::steady_clock::now();
-  TP_ASSIGN_OR_RETURN(NamedTensors outputs, path.run(model, pipeline, inputs));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  NamedTensors outputs;
+  std::vector<double> seconds;  // per call
+  for (int64_t call = 0; call < o.repeat; ++call) {
+    const auto start = std::chrono::steady_clock::now();
+    TP_ASSIGN_OR_RETURN(outputs, path.run(model, pipeline, inputs));
+    seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
   TP_RETURN_IF_ERROR(write_tensor_file(o.output, outputs));
 
   std::cout << pipeline << " on " << path.description << ", " << model.family().class_name()
@@ -74,8 +82,14 @@ Status exec_command(const ExecOptions& o) {
               << shape_string(t.shape()) << " " << dtype_name(t.dtype()) << "\n";
   if (path.details) std::cout << path.details();
   char line[128];
-  std::snprintf(line, sizeof line, "  time   %.3f s\n", seconds);
-  std::cout << line << "wrote " << o.output << "\n";
+  std::snprintf(line, sizeof line, "  time   %.3f s\n", seconds[0]);
+  std::cout << line;
+  if (seconds.size() > 1) {
+    std::snprintf(line, sizeof line, "  warm   %.3f s (best of calls 2-%zu)\n",
+                  *std::min_element(seconds.begin() + 1, seconds.end()), seconds.size());
+    std::cout << line;
+  }
+  std::cout << "wrote " << o.output << "\n";
   return Status();
 }
 

@@ -132,6 +132,11 @@ void add_exec_command(CLI::App& app, std::vector<Command>& commands) {
       ->required();
   exec->add_option("--output", ex->output, "output .safetensors (or .npy for one tensor)")
       ->required();
+  exec->add_option("--repeat", ex->repeat,
+                   "make the call N times (benchmarks): the first call's time, then the best of "
+                   "the others (warm: plans, buffers and caches in place), as a benchmark peer "
+                   "that times calls after an untimed one does")
+      ->capture_default_str();
 
   commands.push_back({exec, [ex](const std::string&) { return report(tp::exec_command(*ex)); }});
 }

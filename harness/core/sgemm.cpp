@@ -3,7 +3,8 @@
 // (all of K, up to 4 MiB, in L3), then sweeps it against A in strips of kMc rows and blocks of
 // kKc: a B micro-panel (kKc x kNr) is reused from L1/L2 across the A panels of a strip, which
 // stay in L2. Each C element of a K block is summed in fp32 (FMA, in K order) kSubK products
-// at a time, the sub-sums added in order; the block's sum is added to C block by block.
+// at a time, the sub-sums added in order; the block's sum is added to C block by block. A long K
+// (a feed-forward's 8960) takes Goto's own order instead: see run_columns_long_k.
 #include "harness/core/sgemm.h"
 
 #include <omp.h>
@@ -32,6 +33,8 @@ constexpr int64_t kMc = 96;   // A rows per block: 192 KiB at kKc, in L2
 constexpr int64_t kSubK = 64;
 constexpr int64_t kNc = 1024;  // B columns per block at most: a kMc x kNc strip of C in L2
 constexpr int64_t kBBudget = int64_t(1) << 20;  // floats of one thread's packed B (4 MiB, in L3)
+// Past this K a B block of all K would hold fewer than 256 columns (run_columns_long_k).
+constexpr int64_t kLongK = kBBudget / 256;
 
 // The bias a tile adds on its last K block: per row and/or per column of the tile, or none.
 struct Bias {
@@ -194,7 +197,7 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
   prefetch_tile(c, rs, cs, mr, nr);
   // Every loop over the tile's rows is unrolled so the accumulators stay in registers at any
   // optimization level (-O2 alone would keep them in memory: 3x slower).
-  __m256 acc[kMr][2];
+  __m256 acc[kMr][2] = {};  // set before use; initialized for the compiler's sake (kc >= 1)
   alignas(32) float partial[kMr * kNr];  // the finished sub-blocks' sum
   for (int64_t k0 = 0; k0 < kc; k0 += kSubK) {
 #pragma GCC unroll 6
@@ -338,6 +341,34 @@ void run_columns(int64_t m, int64_t k, const float* ap, const PackB& pack_b, con
   }
 }
 
+// The same product for a long K, where a B block of all K (run_columns) would be narrow and A,
+// larger than the caches, would stream again for every one: Goto's order, a kKc x ncb block of B
+// packed at a time and every strip of C summed over it. Each element gets its K blocks' sums in
+// the same order as in run_columns, so the bits are the same; C is read once per K block.
+void run_columns_long_k(int64_t m, int64_t k, const float* ap, const PackB& pack_b,
+                        const StridedOut& c, const float* row_bias, const float* col_bias,
+                        int64_t n_begin, int64_t n_end) {
+  const int64_t ncb = std::min(kNc, (n_end - n_begin + kNr - 1) / kNr * kNr);
+  float* bp = grow(scratch(1), kKc * ncb);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += ncb) {
+    const int64_t nc = std::min(ncb, n_end - n0);
+    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k - k0);
+      const bool first = k0 == 0, last = k0 + kc == k;
+      pack_b(k0, kc, n0, nc, bp);
+      for (int64_t m0 = 0; m0 < m; m0 += kMc)
+        for (int64_t j = 0; j < nc; j += kNr)
+          for (int64_t row = m0; row < std::min(m, m0 + kMc); row += kMr)
+            micro_kernel(kc, ap + row * k + k0 * kMr, bp + (j / kNr) * kc * kNr,
+                         c.data + row * c.row_stride + (n0 + j) * c.col_stride, c.row_stride,
+                         c.col_stride, std::min(kMr, m - row), std::min(kNr, nc - j), !first,
+                         last ? Bias{row_bias ? row_bias + row : nullptr,
+                                     col_bias ? col_bias + n0 + j : nullptr}
+                              : Bias{});
+    }
+  }
+}
+
 }  // namespace
 
 int threads_for(int64_t macs) {
@@ -386,7 +417,9 @@ void gemm(int64_t m, int64_t n, int64_t k, Strided a, const PackB& b, StridedOut
   {
     const int64_t begin = std::min(n, per_thread * omp_get_thread_num());
     const int64_t end = std::min(n, begin + per_thread);
-    if (begin < end) run_columns(m, k, ap, b, c, row_bias, col_bias, begin, end);
+    if (begin < end)
+      (k > kLongK ? run_columns_long_k : run_columns)(m, k, ap, b, c, row_bias, col_bias, begin,
+                                                      end);
   }
 }
 

@@ -50,8 +50,14 @@ Expected<NamedTensors> case_inputs(const Case& c, const Model& m, const std::str
   TP_ASSIGN_OR_RETURN(Tensor t, family.select_input(pipeline, file, c.input));
   TP_ASSIGN_OR_RETURN(Shape want,
                       family.input_shape(*m.config, pipeline, c.height, c.width, c.options));
-  if (t.rank() != int(want.size()) ||
-      !std::equal(want.begin() + 1, want.end(), t.shape().begin() + 1))
+  // The same channels and spatial grid, another size between them (a video's frames).
+  const bool same_grid = t.rank() == int(want.size()) && t.rank() >= 4 && t.dim(1) == want[1] &&
+                         std::equal(want.end() - 2, want.end(), t.shape().end() - 2);
+  if (same_grid && !std::equal(want.begin() + 1, want.end(), t.shape().begin() + 1))
+    return Error(c.input + " holds " + shape_string(t.shape()) + ", not the " + shape_string(want) +
+                 " that res= and the case's family options make; give the case the options "
+                 "that match the input (`twinpath cases options` lists them)");
+  if (!same_grid)
     return Error(c.input + " holds " + shape_string(t.shape()) +
                  ", not res=" + std::to_string(c.height) + "x" + std::to_string(c.width) +
                  " (which takes " + shape_string(want) + "); give the case the input's resolution");

@@ -81,68 +81,87 @@ Tensor permute(const Tensor& x, const std::vector<int64_t>& order) {
     in_strides[std::size_t(i)] = in_strides[std::size_t(i) + 1] * x.dim(i + 1);
   for (int i = 0; i < rank; ++i) shape[std::size_t(i)] = x.dim(int(order[std::size_t(i)]));
   Tensor out = Tensor::uninitialized(dtype_of<T>(), shape);
+  if (out.numel() == 0) return out;
+  std::vector<int64_t> source(static_cast<std::size_t>(rank));  // by output axis
+  for (int i = 0; i < rank; ++i)
+    source[std::size_t(i)] = in_strides[std::size_t(order[std::size_t(i)])];
   const T* px = x.data<T>();
   T* po = out.data<T>();
-  std::vector<int64_t> idx(std::size_t(rank), 0);
-  for (int64_t n = 0; n < out.numel(); ++n) {
+  // A row of the output's last axis at a time, its source offset from the row's index.
+  const int64_t inner = shape.back(), rows = out.numel() / inner, step = source.back();
+#pragma omp parallel for schedule(static) if (out.numel() >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
     int64_t src = 0;
-    for (int i = 0; i < rank; ++i)
-      src += idx[std::size_t(i)] * in_strides[std::size_t(order[std::size_t(i)])];
-    po[n] = px[src];
-    for (int i = rank - 1; i >= 0 && ++idx[std::size_t(i)] == shape[std::size_t(i)]; --i)
-      idx[std::size_t(i)] = 0;
+    for (int64_t i = rank - 2, rest = r; i >= 0; --i) {
+      src += rest % shape[std::size_t(i)] * source[std::size_t(i)];
+      rest /= shape[std::size_t(i)];
+    }
+    for (int64_t j = 0; j < inner; ++j) po[r * inner + j] = px[src + j * step];
   }
   return out;
 }
 
 namespace {
-double apply(BinaryOp op, double x, double y) {
-  return op == BinaryOp::kAdd   ? x + y
-         : op == BinaryOp::kSub ? x - y
-         : op == BinaryOp::kMul ? x * y
-                                : x / y;
+
+// Strides of a tensor of shape `s` over the axes of a broadcast shape of `rank` axes (0 where
+// broadcast), numpy's alignment from the last axis.
+std::vector<int64_t> broadcast_strides(const Shape& s, std::size_t rank) {
+  std::vector<int64_t> st(rank, 0);
+  int64_t step = 1;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const std::size_t axis = s.size() - 1 - i, out_axis = rank - 1 - i;
+    st[out_axis] = s[axis] == 1 ? 0 : step;
+    step *= s[axis];
+  }
+  return st;
 }
+
+// out = f(a, b) with broadcasting, in double, one rounding to T: a row of the output's last axis
+// at a time, its offsets in a and b found from the row's index.
+template <class T, class F>
+void broadcast_rows(const Tensor& a, const Tensor& b, Tensor& out, F f) {
+  const Shape& shape = out.shape();
+  const std::size_t rank = shape.size();
+  const std::vector<int64_t> sa = broadcast_strides(a.shape(), rank),
+                             sb = broadcast_strides(b.shape(), rank);
+  const T *pa = a.data<T>(), *pb = b.data<T>();
+  T* po = out.data<T>();
+  const int64_t inner = rank ? shape.back() : 1, rows = inner ? out.numel() / inner : 0;
+  const int64_t step_a = rank ? sa.back() : 0, step_b = rank ? sb.back() : 0;
+#pragma omp parallel for schedule(static) if (out.numel() >= kParallelElements)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t ia = 0, ib = 0;
+    for (int64_t i = int64_t(rank) - 2, rest = r; i >= 0; --i) {
+      const int64_t at = rest % shape[std::size_t(i)];
+      rest /= shape[std::size_t(i)];
+      ia += at * sa[std::size_t(i)];
+      ib += at * sb[std::size_t(i)];
+    }
+    for (int64_t j = 0; j < inner; ++j)
+      po[r * inner + j] = T(f(double(pa[ia + j * step_a]), double(pb[ib + j * step_b])));
+  }
+}
+
 }  // namespace
 
 template <class T>
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  if (a.shape() == b.shape()) {  // element by element (a residual add)
-    Tensor out = Tensor::uninitialized(dtype_of<T>(), a.shape());
-    const T *pa = a.data<T>(), *pb = b.data<T>();
-    T* po = out.data<T>();
-    const int64_t n = a.numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelElements)
-    for (int64_t i = 0; i < n; ++i) po[i] = T(apply(op, double(pa[i]), double(pb[i])));
-    return out;
-  }
   auto shape = broadcast_shape(a.shape(), b.shape());
   TP_CHECK(shape.ok(), shape.ok() ? "" : shape.error().message());
-  const std::size_t rank = shape->size();
-  // Strides of a and b over the output's axes (0 where broadcast).
-  auto strides_of = [&](const Shape& s) {
-    std::vector<int64_t> st(rank, 0);
-    int64_t step = 1;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      const std::size_t axis = s.size() - 1 - i, out_axis = rank - 1 - i;
-      st[out_axis] = s[axis] == 1 ? 0 : step;
-      step *= s[axis];
-    }
-    return st;
-  };
-  const std::vector<int64_t> sa = strides_of(a.shape()), sb = strides_of(b.shape());
   Tensor out = Tensor::uninitialized(dtype_of<T>(), *shape);
-  const T *pa = a.data<T>(), *pb = b.data<T>();
-  T* po = out.data<T>();
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t n = 0; n < out.numel(); ++n) {
-    int64_t ia = 0, ib = 0;
-    for (std::size_t i = 0; i < rank; ++i) {
-      ia += idx[i] * sa[i];
-      ib += idx[i] * sb[i];
-    }
-    po[n] = T(apply(op, double(pa[ia]), double(pb[ib])));
-    for (int i = int(rank) - 1; i >= 0 && ++idx[std::size_t(i)] == (*shape)[std::size_t(i)]; --i)
-      idx[std::size_t(i)] = 0;
+  switch (op) {
+    case BinaryOp::kAdd:
+      broadcast_rows<T>(a, b, out, [](double x, double y) { return x + y; });
+      break;
+    case BinaryOp::kSub:
+      broadcast_rows<T>(a, b, out, [](double x, double y) { return x - y; });
+      break;
+    case BinaryOp::kMul:
+      broadcast_rows<T>(a, b, out, [](double x, double y) { return x * y; });
+      break;
+    case BinaryOp::kDiv:
+      broadcast_rows<T>(a, b, out, [](double x, double y) { return x / y; });
+      break;
   }
   return out;
 }

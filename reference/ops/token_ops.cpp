@@ -55,6 +55,25 @@ namespace {
 
 constexpr int64_t kScoreBudget = int64_t(1) << 22;  // elements of one block of scores
 
+// The largest of v[0, n) and their sum, over four interleaved lanes combined in a fixed order
+// (vectorizable, and the same bits on any thread).
+inline double lanes_max(const double* v, int64_t n) {
+  double m[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (int l = 0; l < 4; ++l) m[l] = v[j + l] > m[l] ? v[j + l] : m[l];
+  for (; j < n; ++j) m[0] = v[j] > m[0] ? v[j] : m[0];
+  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+}
+inline double lanes_sum(const double* v, int64_t n) {
+  double t[4] = {0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    for (int l = 0; l < 4; ++l) t[l] += v[j + l];
+  for (; j < n; ++j) t[0] += v[j];
+  return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
 // One head's strided operands and output (see multi_head_attention).
 template <class T>
 struct Heads {
@@ -89,20 +108,21 @@ void attend_rows(const Heads<T>& x, int64_t b, int64_t h, int64_t q0, int64_t ro
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t qi = q0 + i;
-      double max = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < x.lk; ++j) {
-        double sc = double(s(i, j)) * a.scale;
-        if (x.mask) sc += double(x.mask[b * x.mask_batch + qi * x.lk + j]);
-        if (a.frame_tokens > 0 && j / a.frame_tokens > qi / a.frame_tokens)
-          sc = -std::numeric_limits<double>::infinity();
-        row[std::size_t(j)] = sc;
-        max = std::max(max, sc);
-      }
-      for (double& e : row) e -= max;
-      exp_in_place(row.data(), x.lk);
-      double sum = 0;
-      for (double e : row) sum += e;
-      for (int64_t j = 0; j < x.lk; ++j) s(i, j) = T(row[std::size_t(j)] / sum);
+      // The keys this query sees: all, or under the frame-causal mask those of frames up to its
+      // own (the others weigh exactly 0).
+      const int64_t seen =
+          a.frame_tokens > 0 ? std::min(x.lk, (qi / a.frame_tokens + 1) * a.frame_tokens) : x.lk;
+      const T* si = scores + i * x.lk;
+      const T* mi = x.mask ? x.mask + b * x.mask_batch + qi * x.lk : nullptr;
+      double* e = row.data();
+      for (int64_t j = 0; j < seen; ++j)
+        e[j] = double(si[j]) * a.scale + (mi ? double(mi[j]) : 0.0);
+      const double max = lanes_max(e, seen);
+      for (int64_t j = 0; j < seen; ++j) e[j] -= max;
+      exp_in_place(e, seen);
+      const double inv = 1.0 / lanes_sum(e, seen);
+      for (int64_t j = 0; j < seen; ++j) s(i, j) = T(e[j] * inv);
+      for (int64_t j = seen; j < x.lk; ++j) s(i, j) = T(0);
     }
   }
   if constexpr (std::is_same_v<T, float>) {
