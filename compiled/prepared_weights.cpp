@@ -52,15 +52,40 @@ namespace {
 
 // [Cout][Cin][*K] -> [Cout][*K][Cin] (1 to 3 kernel axes): a conv's GEMM rows for
 // channels-last patches. Linear weights (rank 2) stay as they are.
-std::vector<double> to_channels_last(const std::vector<double>& w, const Shape& s) {
-  if (s.size() < 3) return w;
-  const int64_t co = s[0], ci = s[1], taps = shape_numel(s) / (co * ci);
-  std::vector<double> out(w.size());
+template <class T>
+void to_channels_last(const T* w, const Shape& s, T* out) {
+  const int64_t n = shape_numel(s);
+  if (s.size() < 3) {
+    std::copy(w, w + n, out);
+    return;
+  }
+  const int64_t co = s[0], ci = s[1], taps = n / (co * ci);
   for (int64_t o = 0; o < co; ++o)
     for (int64_t c = 0; c < ci; ++c)
-      for (int64_t t = 0; t < taps; ++t)
-        out[std::size_t((o * taps + t) * ci + c)] = w[std::size_t((o * ci + c) * taps + t)];
-  return out;
+      for (int64_t t = 0; t < taps; ++t) out[(o * taps + t) * ci + c] = w[(o * ci + c) * taps + t];
+}
+
+// f32, f16 or bf16 storage of weights that are floats (f32, f16, bf16 on disk): laid out and
+// rounded in float, by the narrow dtype's bits (the same values as round_through:
+// DType.FastF32NarrowingMatchesEncodeNarrow), without the f64 copies fp8 scaling needs.
+void round_floats(const Tensor& source, bool matrix, PreparedParam& p) {
+  Tensor widened;
+  if (source.dtype() != DType::kF32) widened = source.to(DType::kF32);
+  const float* w = source.dtype() == DType::kF32 ? source.data<float>() : widened.data<float>();
+  p.values.resize(std::size_t(source.numel()));
+  if (matrix)
+    to_channels_last(w, p.shape, p.values.data());
+  else
+    std::copy(w, w + source.numel(), p.values.begin());
+  if (p.storage == DType::kF32) return;
+  const bool bf16 = p.storage == DType::kBF16;
+  const int64_t n = source.numel();
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) {
+    float& v = p.values[std::size_t(i)];
+    const uint16_t bits = bf16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
+    convert_elements(&bits, p.storage, &v, DType::kF32, 1);
+  }
 }
 
 // The fp8-round-half-away fault: where round-to-nearest-even chose the smaller magnitude at an
@@ -82,9 +107,17 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
   p.key = key;
   p.storage = param_storage(policy, matrix);
   p.shape = source.shape();
+  if (!dtype_is_fp8(p.storage) && source.dtype() != DType::kF64 &&
+      (p.storage == DType::kF32 || p.storage == DType::kF16 || p.storage == DType::kBF16)) {
+    round_floats(source, matrix, p);
+    return p;
+  }
   const Tensor f64 = source.to(DType::kF64);
-  std::vector<double> w(f64.data<double>(), f64.data<double>() + f64.numel());
-  if (matrix) w = to_channels_last(w, p.shape);
+  std::vector<double> w(std::size_t(f64.numel()));
+  if (matrix)
+    to_channels_last(f64.data<double>(), p.shape, w.data());
+  else
+    std::copy(f64.data<double>(), f64.data<double>() + f64.numel(), w.begin());
   p.values.resize(w.size());
   if (!dtype_is_fp8(p.storage)) {
     const int64_t n = int64_t(w.size());
