@@ -123,7 +123,9 @@ INSTANTIATE_TEST_SUITE_P(
                       UnetGpuCase{"tiny-unet-xl", "w=f8e4m3,a=bf16,acc=f32", "sdxl.denoise"},
                       UnetGpuCase{"tiny-unet", "w=f16,a=f16,acc=f32", "unet.step"},
                       UnetGpuCase{"tiny-wan", "w=bf16,a=bf16,acc=f32", "wan.denoise", "wan.step"},
-                      UnetGpuCase{"tiny-wan", "w=f16,a=f16,acc=f32", "wan.denoise", "wan.step"}),
+                      UnetGpuCase{"tiny-wan", "w=f16,a=f16,acc=f32", "wan.denoise", "wan.step"},
+                      UnetGpuCase{"tiny-wan", "w=bf16,a=bf16,acc=f32,attn=act", "wan.denoise",
+                                  "wan.step"}),
     [](const ::testing::TestParamInfo<UnetGpuCase>& info) {
       return testing::test_name(std::string(info.param.model) + "_" + info.param.policy);
     });

@@ -18,6 +18,10 @@ rm -rf "$carry" && mkdir -p "$carry/debs" "$carry/root" "$carry/runtime"
 (cd "$carry/debs" && apt-get download "${packages[@]}")
 for deb in "$carry"/debs/*.deb; do dpkg -x "$deb" "$carry/root"; done
 rm -rf "$carry/debs" "$carry/root/usr/share/doc" "$carry/root/usr/share/man"
+# Eigen's modules twinpath does not include (Core and Dense only): the device tool carries 64 MiB
+# in all, the repository and the diffusers wheel (tools/gpu-run.sh's wan step) included.
+eigen="$carry/root/usr/include/eigen3"
+rm -rf "$eigen/unsupported" "$eigen"/Eigen/src/{Sparse*,*Support,IterativeLinearSolvers,OrderingMethods}
 # h5cc and friends hard-code /usr: without them CMake's FindHDF5 looks for the headers and
 # libraries under the prefix it is given.
 rm -f "$carry"/root/usr/bin/h5*

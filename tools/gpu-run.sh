@@ -3,14 +3,17 @@
 # tools/gpu-carry.sh: builds against the carried Debian packages and the machine's own LibTorch
 # (PyTorch's CMake config, CUDA build), runs the GPU tests (CUDA kernels against the CPU
 # emulation), the CUDA benchmarks, and, when the full build succeeded, `twinpath run --device
-# cuda` on the ci and field-reports suites and `twinpath tradeoff --device cuda`.
+# cuda` on the ci and field-reports suites, `twinpath tradeoff --device cuda`, and one Wan-1.3B
+# block on the CUDA kernels beside diffusers' own transformer on PyTorch CUDA (step wan).
 #
 # Every step runs even when one before it failed; every log is kept. Results go to
 # out/gpu/ (results.md: date, device, commit, LibTorch, the figures) and, when $OUT is set (the
 # device tool), results.md, gpu_tests.xml and logs.tar.gz (every log, each benchmark family's
 # JSON) to $OUT, with reports under 15 MB.
-#   GPU_RUN_STEPS   which steps, in that order, default "tests bench suites tradeoff"
+#   GPU_RUN_STEPS   which steps, in that order, default "tests bench suites tradeoff"; also
+#                   "wan" (needs diffusers importable by python3: carry .whl, see README)
 #   GPU_TESTS_LIMIT seconds gpu_tests may take at most (default: what the budget leaves)
+#   GPU_TESTS_FILTER a --gtest_filter for gpu_tests (default all)
 #   GPU_RUN_BUDGET  seconds after which the remaining steps are skipped, default 540
 #   GPU_BENCH_FAMILIES  which gpu_bench families (a family may name arguments too:
 #                   "BM_DecodeSdKlCuda/1024"), default all four
@@ -19,6 +22,10 @@
 #                   "per-op fused" (gpu_tests and gpu_bench always run both)
 #   GPU_TRADEOFF_KERNELS  the kernel sets tradeoff runs on, default "fused"
 #   GPU_TRADEOFF    extra tradeoff options, e.g. "--policy w=f16,a=f16,acc=f32 --repeats 5"
+#   GPU_SUITE_FILTER a run --filter for the suites (e.g. "wan")
+#   GPU_INJECT      the suites once per entry: none (as they are) or a fault list for --inject,
+#                   default "none"
+#   GPU_WAN_FRAMES  latent frames of the Wan block's input (480x832), default 1
 set -uo pipefail
 start=$SECONDS
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,7 +58,7 @@ finish() {
   if [[ -n "${OUT:-}" ]]; then
     cp "$work/results.md" "$OUT/"
     [[ -f "$work/gpu_tests.xml" ]] && cp "$work/gpu_tests.xml" "$OUT/"
-    tar czf "$OUT/logs.tar.gz" -C "$work" --exclude='*.h5' . 2>/dev/null
+    tar czf "$OUT/logs.tar.gz" -C "$work" --exclude='*.h5' --exclude='*.safetensors' . 2>/dev/null
     for f in "$work"/*.h5; do [[ -f $f && $(stat -c %s "$f") -lt 15000000 ]] && cp "$f" "$OUT/"; done 2>/dev/null
   fi
   cat "$work/results.md"
@@ -110,7 +117,7 @@ step_tests() {
   [[ -x "$build/tests/gpu_tests" ]] || return
   local limit=$(left)
   [[ -n ${GPU_TESTS_LIMIT:-} && $GPU_TESTS_LIMIT -lt $limit ]] && limit=$GPU_TESTS_LIMIT
-  timeout "$limit" "$build/tests/gpu_tests" --gtest_output="xml:$work/gpu_tests.xml" > "$work/gpu_tests.log" 2>&1 || status=1
+  timeout "$limit" "$build/tests/gpu_tests" ${GPU_TESTS_FILTER:+--gtest_filter="$GPU_TESTS_FILTER"} --gtest_output="xml:$work/gpu_tests.xml" > "$work/gpu_tests.log" 2>&1 || status=1
   say "gpu_tests: $(grep -E '^\[  PASSED  \]|^\[  FAILED  \] [0-9]+ test' "$work/gpu_tests.log" | tr '\n' ' ')"
   grep -E "^\[  FAILED  \] [A-Z]" "$work/gpu_tests.log" | sort -u | head -20 | tee -a "$work/steps.log"
 }
@@ -140,11 +147,19 @@ step_suites() {
   [[ -x $tp ]] || return
   for kernels in ${GPU_KERNELS:-per-op fused}; do
     for suite in ${GPU_SUITES:-ci field-reports}; do
-      [[ $(left) -gt 60 ]] || { say "no time left for the $suite suite ($kernels)"; continue; }
-      name="$suite-cuda-$kernels"
-      TWINPATH_CUDA_KERNELS=$kernels timeout "$(left)" "$tp" run --device cuda --suite "$suite" --report "$work/$name.h5" > "$work/$name.log" 2>&1
-      say "run --device cuda --suite $suite, $kernels kernels: rc $? ($(tail -1 "$work/$name.log"))"
-      [[ -f "$work/$name.h5" ]] && python3 "$root/tools/contract_totals.py" "$work/$name.h5" 2>&1 | tee -a "$work/steps.log"
+      for inject in ${GPU_INJECT:-none}; do
+        [[ $(left) -gt 60 ]] || { say "no time left for the $suite suite ($kernels, $inject)"; continue; }
+        name="$suite-cuda-$kernels"
+        [[ $inject == none ]] || name+="-$inject"
+        local faults=()
+        [[ $inject == none ]] || faults=(--inject "$inject")
+        TWINPATH_CUDA_KERNELS=$kernels timeout "$(left)" "$tp" run --device cuda --suite "$suite" \
+          ${GPU_SUITE_FILTER:+--filter "$GPU_SUITE_FILTER"} "${faults[@]}" \
+          --report "$work/$name.h5" > "$work/$name.log" 2>&1
+        local rc=$?
+        say "run --device cuda --suite $suite, $kernels kernels, faults $inject: rc $rc ($(tail -1 "$work/$name.log"))"
+        [[ -f "$work/$name.h5" ]] && python3 "$root/tools/contract_totals.py" "$work/$name.h5" 2>&1 | tee -a "$work/steps.log"
+      done
     done
   done
 }
@@ -159,11 +174,65 @@ step_tradeoff() {
     done
   done
 }
+# One Wan-1.3B block (the 1.3B config with num_layers 1, seeded) at 480x832, GPU_WAN_FRAMES
+# latent frames, 512 text tokens: `exec --path compiled:cuda --repeat 6` per policy and the fp32
+# reference on the CPU, diffusers'
+# WanTransformer3DModel on PyTorch CUDA in bf16, f16 and f32 (tools/bench/wan_peer.py, best of 5
+# after one untimed call), and each output's rel L2 against PyTorch's f32 (tools/bench/rel_l2.py).
+step_wan() {
+  [[ -x $tp ]] || return
+  local w=$work/wan frames=${GPU_WAN_FRAMES:-1}
+  mkdir -p "$w"
+  python3 - "$w" "$frames" <<'PY'
+import json, sys, torch
+from safetensors.torch import save_file
+w, frames = sys.argv[1], int(sys.argv[2])
+json.dump({"_class_name": "WanTransformer3DModel", "added_kv_proj_dim": None,
+           "attention_head_dim": 128, "cross_attn_norm": True, "eps": 1e-06, "ffn_dim": 8960,
+           "freq_dim": 256, "image_dim": None, "in_channels": 16, "num_attention_heads": 12,
+           "num_layers": 1, "out_channels": 16, "patch_size": [1, 2, 2],
+           "qk_norm": "rms_norm_across_heads", "rope_max_seq_len": 1024, "text_dim": 4096},
+          open(f"{w}/wan-1.3b-block.json", "w"))
+g = torch.Generator().manual_seed(0)
+save_file({"hidden_states": torch.randn(1, 16, frames, 60, 104, generator=g),
+           "timestep": torch.tensor([500.0]),
+           "encoder_hidden_states": torch.randn(1, 512, 4096, generator=g)}, f"{w}/in.safetensors")
+PY
+  "$tp" model init --config "$w/wan-1.3b-block.json" --seed 0 --out "$w/block" > "$w/init.log" 2>&1 ||
+    { say "wan: model init failed: $(tail -1 "$w/init.log")"; return; }
+  if python3 -c "import diffusers" 2> /dev/null; then
+    for dtype in f32 bf16 f16; do
+      timeout "$(left)" python3 "$root/tools/bench/wan_peer.py" --model "$w/block" --input "$w/in.safetensors" \
+        --output "$w/torch-$dtype.safetensors" --device cuda --dtype "$dtype" --repeats 5 \
+        --name wan-1.3b-block > "$w/torch-$dtype.json" 2> "$w/torch-$dtype.log"
+      local rc=$?
+      say "wan: PyTorch CUDA $dtype: rc $rc $(cat "$w/torch-$dtype.json") $(tail -1 "$w/torch-$dtype.log")"
+    done
+  else
+    say "wan: python3 has no diffusers (carry .whl): no PyTorch peer"
+  fi
+  for policy in reference w=bf16,a=bf16,acc=f32 w=f16,a=f16,acc=f32 \
+    w=f8e4m3,a=bf16,acc=f32,cast=layerwise w=bf16,a=bf16,acc=f32,attn=act; do
+    local name=${policy//[=,]/-} path=(--path compiled:cuda --policy "$policy" --repeat 6)
+    [[ $policy == reference ]] && path=(--path reference --repeat 2)  # fp32 on the CPU
+    timeout "$(left)" "$tp" exec --model "$w/block" --pipeline wan.step "${path[@]}" \
+      --input "$w/in.safetensors" --output "$w/$name.safetensors" > "$w/$name.log" 2>&1
+    local rc=$?
+    say "wan: ${path[1]} $policy: rc $rc $(grep -E '^  (time|warm) ' "$w/$name.log" | tr -s ' \n' ' ')"
+    [[ $rc -eq 0 ]] || say "wan:   $(tail -2 "$w/$name.log" | tr '\n' ' ')"
+    [[ -f $w/torch-f32.safetensors && -f $w/$name.safetensors ]] &&
+      say "wan:   rel L2 against PyTorch CUDA f32: $(python3 "$root/tools/bench/rel_l2.py" "$w/$name.safetensors" "$w/torch-f32.safetensors")"
+  done
+  for dtype in bf16 f16; do
+    [[ -f $w/torch-$dtype.safetensors && -f $w/torch-f32.safetensors ]] &&
+      say "wan:   PyTorch CUDA $dtype rel L2 against its f32: $(python3 "$root/tools/bench/rel_l2.py" "$w/torch-$dtype.safetensors" "$w/torch-f32.safetensors")"
+  done
+}
 # The steps in the order GPU_RUN_STEPS names them.
 for step in $steps; do
   case $step in
-    tests | bench | suites | tradeoff) "step_$step" ;;
-    *) say "no step called $step (tests, bench, suites, tradeoff)" ;;
+    tests | bench | suites | tradeoff | wan) "step_$step" ;;
+    *) say "no step called $step (tests, bench, suites, tradeoff, wan)" ;;
   esac
 done
 finish

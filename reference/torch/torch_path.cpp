@@ -192,7 +192,8 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       // diffusers' get_timestep_embedding, float32 throughout, then to the path's dtype.
       const int64_t half = a.embedding_dim / 2;
       torch::Tensor exponent =
-          -std::log(10000.0) * torch::arange(0, half, torch::dtype(torch::kFloat32));
+          -std::log(10000.0) *
+          torch::arange(0, half, torch::dtype(torch::kFloat32).device(in[0].device()));
       exponent = exponent / (double(half) - a.shift);
       const torch::Tensor freqs = torch::exp(exponent);
       const torch::Tensor args = in[0].to(torch::kFloat32).unsqueeze(-1) * freqs;

@@ -2,7 +2,8 @@
 // device): the sd-kl decode at 512x512 and 1024x1024 on the compiled path's CUDA kernels per
 // dtype policy, beside LibTorch's own CUDA ops (cuDNN, cuBLAS, SDPA) running the same graph in
 // f16 and bf16, in the same binary, and the fused groups of that plan one by one; the compiled
-// path with each kernel set (per-op and fused, compiled/backend.h). Each reports
+// path with each kernel set (per-op and fused, compiled/backend.h); one Wan-1.3B block likewise
+// (group table and LibTorch beside it). Each decode reports
 // FLOP/s against vae-facts.md §8's FLOP count and its relative L2 error against LibTorch's CUDA
 // fp32 (TF32 off) on the same input.
 #include <benchmark/benchmark.h>
@@ -10,10 +11,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string>
 
 #include "compiled/describe_session.h"
 #include "compiled/device.h"
 #include "compiled/plan.h"
+#include "harness/models/family.h"
+#include "harness/models/model.h"
 #include "harness/models/vae/pipeline.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "reference/torch/torch_path.h"
@@ -140,11 +144,39 @@ GroupCost group_cost(const compiled::Plan& plan, const compiled::Group& grp,
   return c;
 }
 
-// The 1024x1024 decode's device time per group (CUDA events between groups, direct launches),
-// beside each group's floor: its FLOPs at the dense f16/bf16 tensor-core rate or its bytes at
-// the memory's bandwidth, whichever is longer. The table goes to stderr.
-void BM_DecodeSdKlCudaGroups(benchmark::State& state) {
+// Prints one plan's device time per group (the backend's events, over the timed runs) beside each
+// group's floor: its FLOPs at the dense f16/bf16 tensor-core rate or its bytes at the memory's
+// bandwidth, whichever is longer. The table goes to stderr, the totals to the counters.
+void print_group_table(benchmark::State& state, const compiled::Plan& plan,
+                       const Shape& input_shape, const Weights& weights,
+                       const compiled::Backend& device, const std::string& label) {
   constexpr double kPeakFlops = 790e12, kPeakBytes = 3.35e12;  // gpu.md; H100 SXM's HBM3
+  const compiled::Backend::GroupTimes t = device.group_times(plan);
+  auto shapes = compiled::plan_shapes(plan, input_shape);
+  if (t.runs == 0 || !shapes.ok()) return state.SkipWithError("no group times");
+  std::fprintf(stderr, "\n| # | group | kind | ms | GFLOP | MB | floor ms | x floor |\n");
+  std::fprintf(stderr, "|---|---|---|---|---|---|---|---|\n");
+  double total = 0, floor_total = 0;
+  for (std::size_t i = 0; i < plan.groups.size(); ++i) {
+    const compiled::Group& grp = plan.groups[i];
+    const GroupCost c = group_cost(plan, grp, shapes.value(), weights);
+    const double ms = t.milliseconds[i] / t.runs,
+                 floor = 1e3 * std::max(c.flops / kPeakFlops, c.bytes / kPeakBytes);
+    total += ms;
+    floor_total += floor;
+    std::fprintf(stderr, "| %zu | %s | %s | %.3f | %.1f | %.1f | %.3f | %.1f |\n", i,
+                 grp.checkpoints.empty() ? "" : grp.checkpoints[0].c_str(), grp.label().c_str(), ms,
+                 c.flops / 1e9, c.bytes / 1e6, floor, ms / floor);
+  }
+  std::fprintf(stderr, "| | all groups (%s, %d runs) | | %.2f | | | %.2f | %.1f |\n", label.c_str(),
+               t.runs, total, floor_total, total / floor_total);
+  state.SetLabel(label + ", per-group events");
+  state.counters["groups_ms"] = total;
+  state.counters["floor_ms"] = floor_total;
+}
+
+// The 1024x1024 decode's device time per group (CUDA events between groups, direct launches).
+void BM_DecodeSdKlCudaGroups(benchmark::State& state) {
   if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
   const int image = int(state.range(0));
   const compiled::CudaKernels kernels = kKernels[state.range(1)];
@@ -162,31 +194,8 @@ void BM_DecodeSdKlCudaGroups(benchmark::State& state) {
     out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);
     if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
   }
-  const compiled::Plan& plan = *session.plans()[0];
-  const compiled::Backend::GroupTimes t = device->group_times(plan);
-  auto shapes = compiled::plan_shapes(plan, latent.shape());
-  if (t.runs == 0 || !shapes.ok()) return state.SkipWithError("no group times");
-  std::fprintf(stderr, "\n| # | group | kind | ms | GFLOP | MB | floor ms | x floor |\n");
-  std::fprintf(stderr, "|---|---|---|---|---|---|---|---|\n");
-  double total = 0, floor_total = 0;
-  for (std::size_t i = 0; i < plan.groups.size(); ++i) {
-    const compiled::Group& grp = plan.groups[i];
-    const GroupCost c = group_cost(plan, grp, shapes.value(), sd_kl().weights);
-    const double ms = t.milliseconds[i] / t.runs,
-                 floor = 1e3 * std::max(c.flops / kPeakFlops, c.bytes / kPeakBytes);
-    total += ms;
-    floor_total += floor;
-    std::fprintf(stderr, "| %zu | %s | %s | %.3f | %.1f | %.1f | %.3f | %.1f |\n", i,
-                 grp.checkpoints.empty() ? "" : grp.checkpoints[0].c_str(), grp.label().c_str(), ms,
-                 c.flops / 1e9, c.bytes / 1e6, floor, ms / floor);
-  }
-  std::fprintf(stderr, "| | all groups (%s, %d runs) | | %.2f | | | %.2f | %.1f |\n",
-               compiled::cuda_kernels_name(kernels), t.runs, total, floor_total,
-               total / floor_total);
-  state.SetLabel(std::string(kPolicies[0]) + " " + compiled::cuda_kernels_name(kernels) +
-                 ", per-group events");
-  state.counters["groups_ms"] = total;
-  state.counters["floor_ms"] = floor_total;
+  print_group_table(state, *session.plans()[0], latent.shape(), sd_kl().weights, *device,
+                    std::string(kPolicies[0]) + " " + compiled::cuda_kernels_name(kernels));
 }
 BENCHMARK(BM_DecodeSdKlCudaGroups)
     ->ArgsProduct({{1024}, {0, 1}})
@@ -213,6 +222,94 @@ void BM_DecodeSdKlTorchCuda(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeSdKlTorchCuda)
     ->ArgsProduct({{512, 1024}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(10);
+
+// One Wan-1.3B block (its config with num_layers 1, seeded) at 480x832, one latent frame, 512
+// text tokens: `wan.step` on the CUDA kernels per policy with the per-group table, and LibTorch's
+// CUDA ops running the same graph in bf16 (tools/gpu-run.sh's wan step times diffusers' own).
+constexpr const char* kWanBlockConfig =
+    R"({"_class_name": "WanTransformer3DModel", "added_kv_proj_dim": null,
+ "attention_head_dim": 128, "cross_attn_norm": true, "eps": 1e-06, "ffn_dim": 8960,
+ "freq_dim": 256, "image_dim": null, "in_channels": 16, "num_attention_heads": 12,
+ "num_layers": 1, "out_channels": 16, "patch_size": [1, 2, 2], "qk_norm": "rms_norm_across_heads",
+ "rope_max_seq_len": 1024, "text_dim": 4096})";
+const char* const kWanPolicies[] = {"w=bf16,a=bf16,acc=f32", "w=f16,a=f16,acc=f32"};
+
+const Model& wan_block() {
+  static const Model m = [] {
+    const std::string path = "/tmp/tp_bench_wan_block_" + std::to_string(::getpid()) + ".json";
+    if (FILE* f = std::fopen(path.c_str(), "w")) {
+      std::fputs(kWanBlockConfig, f);
+      std::fclose(f);
+    }
+    auto made = make_model(path, 0);
+    ::remove(path.c_str());
+    if (!made.ok()) {
+      std::fprintf(stderr, "%s\n", made.error().message().c_str());
+      std::abort();
+    }
+    return std::move(made).value();
+  }();
+  return m;
+}
+
+NamedTensors wan_block_inputs() {
+  Tensor t(DType::kF32, {1});
+  t.data<float>()[0] = 500;
+  NamedTensors in = {{"hidden_states", bench::random_f32({1, 16, 1, 60, 104}, "hidden_states")},
+                     {"timestep", t},
+                     {"encoder_hidden_states", bench::random_f32({1, 512, 4096}, "text")}};
+  auto bound = wan_block().family().bind_inputs(wan_block(), "wan.step", in);
+  if (!bound.ok()) std::fprintf(stderr, "%s\n", bound.error().message().c_str());
+  return bound.ok() ? bound.value() : in;
+}
+
+void BM_WanBlockCudaGroups(benchmark::State& state) {
+  if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
+  const char* policy = kWanPolicies[state.range(0)];
+  compiled::SessionOptions o;
+  o.policy.base = compiled::parse_layer_policy(policy).value();
+  auto backend = compiled::make_cuda_backend(compiled::CudaKernels::kFused, false);
+  if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
+  compiled::Backend* device = backend.value().get();
+  compiled::Session session(o, std::move(backend).value());
+  const Model& m = wan_block();
+  const NamedTensors in = wan_block_inputs();
+  auto out = m.family().run(m, "wan.step", in, session, {});  // plans, uploads weights
+  if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+  device->time_groups(true);
+  for (auto _ : state) {
+    out = m.family().run(m, "wan.step", in, session, {});
+    if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+  }
+  print_group_table(state, *session.plans()[0], in[0].second.shape(), m.weights, *device, policy);
+}
+BENCHMARK(BM_WanBlockCudaGroups)
+    ->DenseRange(0, 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(10);
+
+void BM_WanBlockTorchCuda(benchmark::State& state) {
+  if (!torch_path::cuda_available()) return state.SkipWithError("LibTorch sees no CUDA device");
+  const Model& m = wan_block();
+  const DType dt = state.range(0) == 0 ? DType::kBF16 : DType::kF16;
+  auto runner = torch_path::Runner::create(m.weights, dt, true);
+  if (!runner.ok()) return state.SkipWithError(runner.error().message().c_str());
+  const Graph g = m.family().graphs(*m.config).at(0);
+  const NamedTensors in = wan_block_inputs();
+  auto out = runner.value()->run(g, in);  // uploads weights
+  if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+  for (auto _ : state) {
+    out = runner.value()->run(g, in);
+    if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+  }
+  state.SetLabel(std::string("LibTorch CUDA ") + dtype_name(dt));
+}
+BENCHMARK(BM_WanBlockTorchCuda)
+    ->DenseRange(0, 1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(10);

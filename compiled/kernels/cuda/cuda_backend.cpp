@@ -89,17 +89,18 @@ Expected<const DeviceParam*> CudaBackend::param(const std::shared_ptr<const Prep
 
 Status CudaBackend::gemm(const void* a, const void* b, Storage operand, int64_t m, int64_t n,
                          int64_t k, bool b_transposed, bool f16_accumulation, float* out,
-                         int64_t ldc) {
+                         int64_t ldc, int64_t lda, int64_t ldb) {
   const cudaDataType_t t = blas_type(operand);
   if (ldc == 0) ldc = n;
+  if (lda == 0) lda = k;
+  if (ldb == 0) ldb = b_transposed ? k : n;
   if (f16_accumulation && ldc != n) return Error("an f16-accumulation GEMM into strided rows");
   // cuBLAS is column-major: row-major C[m][n] is column-major C^T [n][m], so compute C^T = B' A^T.
   const cublasOperation_t op_b = b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int ldb = int(b_transposed ? k : n);
   if (!f16_accumulation) {
     const float one = 1.0f, zero = 0.0f;
-    TP_BLAS(cublasGemmEx(blas_, op_b, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, t, ldb, a, t,
-                         int(k), &zero, out, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F,
+    TP_BLAS(cublasGemmEx(blas_, op_b, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, t, int(ldb), a,
+                         t, int(lda), &zero, out, CUDA_R_32F, int(ldc), CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT),
             "cublasGemmEx (fp32 accumulation)");
     return Status();
@@ -107,10 +108,10 @@ Status CudaBackend::gemm(const void* a, const void* b, Storage operand, int64_t 
   // acc=f16: cuBLAS's f16 compute type needs an f16 output, widened after.
   TP_ASSIGN_OR_RETURN(DeviceMemory tmp, scratch(m * n * 2, "an f16-accumulation GEMM output"));
   const __half one = __float2half(1.0f), zero = __float2half(0.0f);
-  TP_BLAS(
-      cublasGemmEx(blas_, op_b, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, t, ldb, a, t, int(k),
-                   &zero, tmp.get(), CUDA_R_16F, int(n), CUBLAS_COMPUTE_16F, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx (f16 accumulation)");
+  TP_BLAS(cublasGemmEx(blas_, op_b, CUBLAS_OP_N, int(n), int(m), int(k), &one, b, t, int(ldb), a, t,
+                       int(lda), &zero, tmp.get(), CUDA_R_16F, int(n), CUBLAS_COMPUTE_16F,
+                       CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx (f16 accumulation)");
   TP_CUDA(cuda::widen(Src{tmp.get(), Storage::kF16}, m * n, out, stream_),
           "widening an f16-accumulation GEMM output");
   return Status();

@@ -242,9 +242,10 @@ class CudaBackend final : public Backend {
   Expected<const DeviceParam*> param(const std::shared_ptr<const PreparedParam>& p,
                                      Storage operand);
   // Row-major out[m][n] = a[m][k] * b^T with b [n][k] (`b_transposed`), or a * b with b [k][n];
-  // out's rows `ldc` apart (0: n).
+  // out's rows `ldc` apart (0: n), a's `lda` (0: k), b's `ldb` (0: k or n, as stored).
   Status gemm(const void* a, const void* b, Storage operand, int64_t m, int64_t n, int64_t k,
-              bool b_transposed, bool f16_accumulation, float* out, int64_t ldc = 0);
+              bool b_transposed, bool f16_accumulation, float* out, int64_t ldc = 0,
+              int64_t lda = 0, int64_t ldb = 0);
   // The fused kernel set's cuDNN convs; null under per-op.
   CudnnConvs* cudnn() const { return cudnn_.get(); }
 
@@ -346,8 +347,9 @@ class GroupRun {
   // else x widened to fp32 against fp32 weights.
   Expected<std::pair<const void*, Storage>> matrix_operand(int x, const PreparedParam& w);
 
-  // `activation`: the group's activation dtype (the softmax-no-max fault rounds exp(s) to it).
-  Expected<DeviceMemory> nd_op(const Op& op, const FaultSet& f, DType activation,
+  // `pol`: the group's policy (the softmax-no-max fault rounds exp(s) to its activation dtype;
+  // attn=act rounds attention's operands to it).
+  Expected<DeviceMemory> nd_op(const Op& op, const FaultSet& f, const LayerPolicy& pol,
                                const std::string& what);
 
   // x [B, Cin, *S] (1 to 3 spatial axes) against weights stored [Cout][*K][Cin/groups]: per image
@@ -358,8 +360,14 @@ class GroupRun {
   // Over the last axis: out [rows][Dout] = x [rows][Din] W^T, then scale (fp8) and bias.
   Expected<DeviceMemory> linear_last(const Op& op, const std::string& what);
 
-  Expected<DeviceMemory> multi_head_attention(const Op& op, const FaultSet& f, DType activation,
-                                              const std::string& what);
+  Expected<DeviceMemory> multi_head_attention(const Op& op, const FaultSet& f,
+                                              const LayerPolicy& pol, const std::string& what);
+  // Unmasked attention as the emulation's multi_head_attention_gemm computes it: per batch, head
+  // and block of query rows, the scores Q_h K_h^T by cuBLAS (rows x keys at most), the softmax,
+  // then P V_h; under attn=act (`operands` f16/bf16) q, k, v and P rounded first, both products
+  // on tensor cores with fp32 accumulation.
+  Expected<DeviceMemory> attention_by_gemm(const Op& op, const cuda::AttentionShape& s,
+                                           DType operands, const std::string& what);
 
   CudaBackend& be_;
   const Plan& plan_;

@@ -25,11 +25,7 @@ Status GroupRun::run(const Group& grp) {
       continue;
     }
     if (plan_.row_major && runs_nd(op)) {
-      if (op.kind == OpKind::kMultiHeadAttention && pol.attention_in_activation)
-        return Error(what +
-                     ": attn=act has CUDA kernels for the VAE's attention only; run this case on "
-                     "the CPU emulation (--device cpu), or leave attn= out");
-      TP_ASSIGN_OR_RETURN(out, nd_op(op, f, pol.activation, what));
+      TP_ASSIGN_OR_RETURN(out, nd_op(op, f, pol, what));
       locals_[op.output] = std::move(out);
       continue;
     }
@@ -88,7 +84,7 @@ Status GroupRun::run(const Group& grp) {
       }
       case OpKind::kBinary: {   // an add (runs_nd() is false)
         if (plan_.row_major) {  // the N-d kernel, which broadcasts
-          TP_ASSIGN_OR_RETURN(out, nd_op(op, f, pol.activation, what));
+          TP_ASSIGN_OR_RETURN(out, nd_op(op, f, pol, what));
           break;
         }
         TP_ASSIGN_OR_RETURN(Value a, value(op.inputs[0]));

@@ -44,7 +44,7 @@ Expected<std::pair<const void*, Storage>> GroupRun::matrix_operand(int x, const 
   return std::pair<const void*, Storage>{wide, Storage::kF32};
 }
 
-Expected<DeviceMemory> GroupRun::nd_op(const Op& op, const FaultSet& f, DType activation,
+Expected<DeviceMemory> GroupRun::nd_op(const Op& op, const FaultSet& f, const LayerPolicy& pol,
                                        const std::string& what) {
   const Shape& os = shape(op.output);
   const int64_t n = shape_numel(os);
@@ -55,7 +55,7 @@ Expected<DeviceMemory> GroupRun::nd_op(const Op& op, const FaultSet& f, DType ac
     case OpKind::kLinearLast:
       return linear_last(op, what);
     case OpKind::kMultiHeadAttention:
-      return multi_head_attention(op, f, activation, what);
+      return multi_head_attention(op, f, pol, what);
     default:
       break;
   }
@@ -277,7 +277,8 @@ Expected<DeviceMemory> GroupRun::linear_last(const Op& op, const std::string& wh
 }
 
 Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, const FaultSet& f,
-                                                      DType activation, const std::string& what) {
+                                                      const LayerPolicy& pol,
+                                                      const std::string& what) {
   const bool keys_as_queries = f.has(Fault::kCrossAttentionQueryLength);
   const Shape &qs = shape(op.inputs[0]), &ks = shape(op.inputs[1]), &vs = shape(op.inputs[2]);
   cuda::AttentionShape s;
@@ -291,7 +292,13 @@ Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, const FaultS
   s.frame_tokens = op.attrs.frame_tokens;
   s.scale = float(op.attrs.scale);
   s.no_max = f.has(Fault::kSoftmaxNoMax);
-  TP_ASSIGN_OR_RETURN(s.activation, storage_of(activation));
+  TP_ASSIGN_OR_RETURN(s.activation, storage_of(pol.activation));
+  if (op.inputs.size() <= 3 && s.frame_tokens <= 0)
+    return attention_by_gemm(op, s, pol.attention_operands(), what);
+  if (pol.attention_in_activation)
+    return Error(what +
+                 ": attn=act has CUDA kernels for unmasked attention only; run this case "
+                 "on the CPU emulation (--device cpu), or leave attn= out");
   if (std::max(s.dh, s.dv) > cuda::kMaxHeadDim)
     return Error(what + ": heads of dimension " + std::to_string(std::max(s.dh, s.dv)) +
                  " have no CUDA kernel (at most " + std::to_string(cuda::kMaxHeadDim) +
@@ -306,6 +313,56 @@ Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, const FaultS
   }
   TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(s.batch * s.queries * vs[2] * 4, what));
   TP_CUDA(cuda::multi_head_attention(q, k, v, mask, s, out.get<float>(), be_.stream()), what);
+  return out;
+}
+
+Expected<DeviceMemory> GroupRun::attention_by_gemm(const Op& op, const cuda::AttentionShape& s,
+                                                   DType operands, const std::string& what) {
+  TP_ASSIGN_OR_RETURN(Storage operand, storage_of(operands));
+  const int64_t elem = int64_t(storage_size(operand));
+  const int64_t dq = s.heads * s.dh, dv = s.heads * s.dv;
+  // q, k, v as the products read them: fp32, or rounded copies under attn=act.
+  const void* in[3];
+  DeviceMemory rounded[3];
+  for (int i = 0; i < 3; ++i) {
+    TP_ASSIGN_OR_RETURN(const float* x, as_f32(op.inputs[std::size_t(i)]));
+    in[i] = x;
+    if (operand == Storage::kF32) continue;
+    const int64_t n = shape_numel(shape(op.inputs[std::size_t(i)]));
+    TP_ASSIGN_OR_RETURN(rounded[i], be_.scratch(n * 2, what + " operands"));
+    TP_CUDA(cuda::store_rounded(x, n, operand, rounded[i].get(), be_.stream()), what + " operands");
+    in[i] = rounded[i].get();
+  }
+  auto at = [elem](const void* base, int64_t offset) {
+    return static_cast<const std::byte*>(base) + offset * elem;
+  };
+  const int64_t rows = std::max<int64_t>(
+      1, std::min<int64_t>(s.queries, kWorkspaceBytes / (std::max<int64_t>(1, s.keys) * 4)));
+  TP_ASSIGN_OR_RETURN(DeviceMemory out, be_.scratch(s.batch * s.queries * dv * 4, what));
+  TP_ASSIGN_OR_RETURN(DeviceMemory scores, be_.scratch(rows * s.keys * 4, what + " scores"));
+  DeviceMemory p16;
+  if (operand != Storage::kF32) {
+    TP_ASSIGN_OR_RETURN(p16, be_.scratch(rows * s.keys * 2, what + " weights"));
+  }
+  const void* weights = operand == Storage::kF32 ? scores.get() : p16.get();
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t q0 = 0; q0 < s.queries; q0 += rows) {
+        const int64_t r = std::min(rows, s.queries - q0);
+        TP_RETURN_IF_ERROR(be_.gemm(at(in[0], (b * s.queries + q0) * dq + h * s.dh),
+                                    at(in[1], b * s.stored_keys * dq + h * s.dh), operand, r,
+                                    s.keys, s.dh, true, false, scores.get<float>(), 0, dq, dq));
+        TP_CUDA(cuda::softmax_rows(scores.get<float>(), r, s.keys, s.scale, s.no_max, s.activation,
+                                   be_.stream()),
+                what + " softmax");
+        if (operand != Storage::kF32)
+          TP_CUDA(cuda::store_rounded(scores.get<float>(), r * s.keys, operand, p16.get(),
+                                      be_.stream()),
+                  what + " weights");
+        TP_RETURN_IF_ERROR(be_.gemm(
+            weights, at(in[2], b * s.stored_keys * dv + h * s.dv), operand, r, s.dv, s.keys, false,
+            false, out.get<float>() + (b * s.queries + q0) * dv + h * s.dv, dv, s.keys, dv));
+      }
   return out;
 }
 
