@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "harness/core/compare.h"
 #include "harness/core/format.h"
@@ -388,6 +389,35 @@ TEST(MemoryBudget, TheEstimateIsWithinAFactorOfTheMeasuredPeak) {
                           << format_bytes(r.peak_bytes);
     RecordProperty(line, std::to_string(ratio));
   }
+}
+
+// A video's [B, C, T, H, W] input is scaled to the case's size like an image's: twice the width
+// holds about twice the values (the estimate records the pipeline at 64 latent pixels a side).
+// tiny-wan with RoPE tables long enough for 256 latent pixels.
+TEST(MemoryBudget, TheEstimateScalesAFiveAxisInputToTheCaseSize) {
+  const std::string dir = ::testing::TempDir() + "wide_wan_" + std::to_string(::getpid());
+  const std::string config = dir + ".json";
+  std::ofstream(config) << R"({"_class_name": "WanTransformer3DModel", "attention_head_dim": 16,
+    "ffn_dim": 64, "freq_dim": 32, "in_channels": 16, "num_attention_heads": 2, "num_layers": 1,
+    "out_channels": 16, "patch_size": [1, 2, 2], "rope_max_seq_len": 256, "text_dim": 32})";
+  ASSERT_TRUE(init_model(config, 0, dir).ok());
+  ModelCache models;
+  int64_t held[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const std::string line = "wan.step model=" + dir + " res=512x" + std::to_string(1024 << i) +
+                             " w=bf16 a=bf16 acc=f32 frames=1";
+    Outcome refusal;
+    auto p = prepare_case(case_of(line), RunOptions{}, models, refusal);
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    auto estimate = estimate_case_memory(*p, false);
+    ASSERT_TRUE(estimate.ok()) << estimate.error().message();
+    held[i] = estimate->held;
+  }
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(config);
+  const double ratio = double(held[1]) / double(held[0]);
+  EXPECT_GT(ratio, 1.8) << held[0] << " and " << held[1] << " bytes held";
+  EXPECT_LT(ratio, 2.1) << held[0] << " and " << held[1] << " bytes held";
 }
 
 // `triage --activations` holds itself to the same budget: refused before reading the dump's

@@ -116,8 +116,8 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
   options.tiling.enabled = false;
   if (auto ran = run_model(m, p.pipeline, small, recorder, options); !ran.ok()) return ran.error();
 
-  // Each call at the case's size: spatial axes (the last two of a rank-4 input) scaled as the
-  // primary input's.
+  // Each call at the case's size: spatial axes (the last two of an image's or a video's
+  // [B, C, (T,) H, W] input) scaled as the primary input's.
   const double sh = double(full.end()[-2]) / double(recorded.end()[-2]),
                sw = double(full.end()[-1]) / double(recorded.end()[-1]);
   // Tiled, the compiled path runs one tile at a time: its working values scale down to a tile's
@@ -132,9 +132,10 @@ Expected<MemoryEstimate> estimate_case_memory(const PreparedCase& p, bool contra
   int64_t values = 0, live = 0, io = 0, columns = 0;
   for (Call& call : calls) {
     for (auto& [name, shape] : call.inputs)
-      if (shape.size() == 4) {
-        shape[2] = std::max<int64_t>(1, std::llround(double(shape[2]) * sh));
-        shape[3] = std::max<int64_t>(1, std::llround(double(shape[3]) * sw));
+      if (shape.size() >= 4) {
+        int64_t &h = shape.end()[-2], &w = shape.end()[-1];
+        h = std::max<int64_t>(1, std::llround(double(h) * sh));
+        w = std::max<int64_t>(1, std::llround(double(w) * sw));
       }
     TP_ASSIGN_OR_RETURN(CallBytes b, call_bytes(call));
     values += int64_t(double(b.values) * held_share);
