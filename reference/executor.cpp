@@ -18,9 +18,11 @@ Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* 
       return conv<T>(*in[0], *w, b, op.attrs);
     case OpKind::kLinearLast:
       return linear_last<T>(*in[0], *w, b);
-    case OpKind::kMultiHeadAttention:
-      return multi_head_attention<T>(*in[0], *in[1], *in[2], in.size() > 3 ? in[3] : nullptr,
-                                     op.attrs);
+    case OpKind::kMultiHeadAttention: {
+      const OpAttrs a = resolved_attention(op, in.size() > 3 ? &in[3]->shape() : nullptr);
+      return multi_head_attention<T>(*in[0], *in[1], *in[2],
+                                     attention_has_mask(op) ? in[3] : nullptr, a);
+    }
     case OpKind::kLayerNorm:
       return layer_norm<T>(*in[0], w, b, op.attrs.norm_dims, op.attrs.eps);
     case OpKind::kRmsNorm:
@@ -29,8 +31,12 @@ Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* 
       return gelu<T>(*in[0], op.attrs.tanh_approximation);
     case OpKind::kConcat:
       return concat<T>(in, op.attrs.axis);
-    case OpKind::kSlice:
-      return slice<T>(*in[0], op.attrs.axis, op.attrs.begin, op.attrs.end);
+    case OpKind::kSlice: {
+      const int axis = op.attrs.axis < 0 ? op.attrs.axis + in[0]->rank() : op.attrs.axis;
+      return slice<T>(
+          *in[0], op.attrs.axis, op.attrs.begin,
+          slice_end(op.attrs, axis >= 0 && axis < in[0]->rank() ? in[0]->dim(axis) : 0));
+    }
     case OpKind::kReshape: {
       if (in.size() == 2) return in[0]->reshaped(in[1]->shape());
       auto shape = reshape_target(in[0]->shape(), op.attrs.dims);
@@ -44,8 +50,13 @@ Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* 
     case OpKind::kTimestepEmbedding:
       return timestep_embedding<T>(*in[0], op.attrs);
     case OpKind::kInterpolateNearest:
+      if (in.size() == 1 && !op.attrs.dims.empty()) {  // by a factor per axis
+        Shape size = in[0]->shape();
+        for (std::size_t i = 0; i < op.attrs.dims.size(); ++i) size[i + 2] *= op.attrs.dims[i];
+        return interpolate_nearest<T>(*in[0], size);
+      }
       if (in.size() == 1) return upsample_nearest2x<T>(*in[0]);  // upsamples_2x()
-      return interpolate_nearest<T>(*in[0], *in[1]);
+      return interpolate_nearest<T>(*in[0], in[1]->shape());
     case OpKind::kAddParameter:
       return binary<T>(BinaryOp::kAdd, *in[0], *w);
     case OpKind::kRotaryEmbedding:

@@ -93,7 +93,7 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
         Bad{"vae.decode shapes=bucket:0", "expected shapes=exact or shapes=bucket:N"},
         Bad{"vae.decode stream=64x64 tiling=on",
             "tiling=, warm=, reload= and interleave= are cases of their own"},
-        Bad{"vae.decode interleave=on", "it needs vae.roundtrip without tiling"},
+        Bad{"vae.decode interleave=on", "it needs vae.roundtrip or video.roundtrip without tiling"},
         Bad{"sdxl.txt2img guidance=inf", "expected guidance=SCALE"},
         Bad{"vae.decode kernels=fast", "kernels=fast is unknown; use per-op"},
         Bad{"vae.decode graphs=1", "graphs=1 is unknown; use on"},

@@ -171,6 +171,9 @@ TEST_F(FamilyRegistry, EveryDescriptorNamesTheOutputsItsPipelineReturns) {
       "steps=2",
       "wan.step model=tiny-wan res=32x48",
       "wan.denoise model=tiny-wan res=32x48 steps=1",
+      "video.encode model=tiny-hv res=32x32",
+      "video.decode model=tiny-hv res=32x32",
+      "video.roundtrip model=tiny-hv res=32x32",
       "toy.forward model=tiny-toy res=8x8",
       "toy.tokens model=tiny-toy res=4x4"};
   ModelCache models;
@@ -220,7 +223,7 @@ TEST_F(FamilyRegistry, TheRegistryFindsEveryFamily) {
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.error().message().find(
                 "AutoencoderKL, AutoencoderTiny, UNet2DConditionModel, WanTransformer3DModel, "
-                "ToyConvNet"),
+                "AutoencoderKLHunyuanVideo, ToyConvNet"),
             std::string::npos)
       << unknown.error().message();
 }

@@ -256,6 +256,15 @@ std::vector<OpCase> op_cases() {
          b.output("y", b.interpolate_nearest("upsample", x, b.input("skip")));
        },
        {{"skip", {1, 1, 6, 8}}}},
+      // HunyuanVideo's upsampler: the first frame in space alone, the others in time too.
+      {"nd_interpolate_nearest_by_factors",
+       {1, 2, 3, 2, 3},
+       [](GraphBuilder& b, int x) {
+         const int first =
+             b.interpolate_nearest_by("first", b.slice("head", x, 2, 0, 1), {1, 2, 2});
+         const int rest = b.interpolate_nearest_by("rest", b.slice("tail", x, 2, 1, 3), {2, 2, 2});
+         b.output("y", b.concat("upsample", {first, rest}, 2));
+       }},
       {"nd_reshape_like_tokens_to_image",
        {2, 12, 5},
        [](GraphBuilder& b, int x) {

@@ -16,7 +16,7 @@ frames=${3:-1}
 venv=${BENCH_VENV:-$root/.venv-bench}
 if [[ ! -x $venv/bin/python ]]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q torch diffusers safetensors numpy
+  "$venv/bin/pip" install -q torch diffusers accelerate safetensors numpy
 fi
 tp=$root/build/twinpath
 [[ -x $tp ]] || bash "$root/tools/build.sh"

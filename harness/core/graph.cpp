@@ -128,6 +128,18 @@ std::optional<Conv2dWindow> conv2d_window(const OpAttrs& a) {
 
 bool slices_channels(const Op& op) { return op.kind == OpKind::kSlice && op.attrs.axis == 1; }
 
+bool attention_has_mask(const Op& op) {
+  return op.kind == OpKind::kMultiHeadAttention && op.inputs.size() > 3 &&
+         op.attrs.frame_tokens != kFrameTokensOfGrid;
+}
+
+OpAttrs resolved_attention(const Op& op, const Shape* fourth) {
+  OpAttrs a = op.attrs;
+  if (a.frame_tokens == kFrameTokensOfGrid)
+    a.frame_tokens = fourth && fourth->size() >= 2 ? fourth->end()[-1] * fourth->end()[-2] : 0;
+  return a;
+}
+
 bool upsamples_2x(const Op& op) {
   return op.kind == OpKind::kInterpolateNearest && op.inputs.size() == 1 && op.attrs.scale == 2;
 }
@@ -329,6 +341,15 @@ int GraphBuilder::multi_head_attention(const std::string& name, int q, int k, in
   return emit(std::move(op));
 }
 
+int GraphBuilder::frame_causal_attention(const std::string& name, int q, int k, int v, int heads,
+                                         double scale, int video) {
+  Op op{name, OpKind::kMultiHeadAttention, {q, k, v, video}, -1, {}, "", ""};
+  op.attrs.heads = heads;
+  op.attrs.scale = scale;
+  op.attrs.frame_tokens = kFrameTokensOfGrid;
+  return emit(std::move(op));
+}
+
 int GraphBuilder::layer_norm(const std::string& name, int x, const Shape& normalized, double eps,
                              bool affine) {
   Op op{name, OpKind::kLayerNorm, {x}, -1, {}, "", ""};
@@ -391,6 +412,13 @@ int GraphBuilder::timestep_embedding(const std::string& name, int timesteps, int
 
 int GraphBuilder::interpolate_nearest(const std::string& name, int x, int like) {
   return emit(Op{name, OpKind::kInterpolateNearest, {x, like}, -1, {}, "", ""});
+}
+
+int GraphBuilder::interpolate_nearest_by(const std::string& name, int x,
+                                         const std::vector<int64_t>& factors) {
+  Op op{name, OpKind::kInterpolateNearest, {x}, -1, {}, "", ""};
+  op.attrs.dims = factors;
+  return emit(std::move(op));
 }
 
 int GraphBuilder::upsample_nearest2x(const std::string& name, int x) {

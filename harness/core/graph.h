@@ -68,7 +68,7 @@ struct OpAttrs {
   double eps = 0;               // GroupNorm
   double scale = 1, shift = 0;  // Affine, TanhClamp, MultiHeadAttention
   double lo = 0, hi = 0;        // Clamp
-  int begin = 0, end = 0;       // SliceChannels, Slice
+  int begin = 0, end = 0;       // SliceChannels, Slice (an end <= 0 counts from the axis' end)
   // N-dimensional ops.
   std::vector<int> strides, dilations, pads_lo, pads_hi;  // Conv, one per spatial axis
   PadMode pad_mode = PadMode::kZeros;                     // Conv
@@ -78,6 +78,7 @@ struct OpAttrs {
                                      // axes' shares of the head dim), Unpatchify (the patch)
   int heads = 1;                     // MultiHeadAttention, RotaryEmbedding
   int64_t frame_tokens = 0;          // MultiHeadAttention: tokens per frame for the causal mask
+                                     // (kFrameTokensOfGrid: from its 4th input's shape)
   int norm_dims = 1;                 // LayerNorm
   bool tanh_approximation = false;   // Gelu
   BinaryOp binary = BinaryOp::kAdd;  // Binary
@@ -111,6 +112,22 @@ std::optional<Conv2dWindow> conv2d_window(const OpAttrs& conv);  // of a kConv's
 
 // A slice along axis 1 (a VAE's mean and logvar): the image kernels slice channels in any layout.
 bool slices_channels(const Op& op);
+
+// A slice's end along an axis of `size` elements: an end <= 0 counts from the end (kToEnd: all
+// of the axis after begin), as a graph must say for sizes it does not fix.
+constexpr int kToEnd = 0;
+inline int64_t slice_end(const OpAttrs& a, int64_t size) {
+  return a.end > 0 ? a.end : size + a.end;
+}
+
+// A multi-head attention causal per frame of a video whose frames' size the graph does not fix:
+// its 4th input is the [B,C,T,H,W] value the tokens came from, and a frame is H*W tokens.
+constexpr int64_t kFrameTokensOfGrid = -1;
+// Whether a multi-head attention's 4th input is a mask added to its scores.
+bool attention_has_mask(const Op& op);
+// A multi-head attention's attributes with frame_tokens in tokens, given its 4th input's shape
+// (null when it has none).
+OpAttrs resolved_attention(const Op& op, const Shape* fourth);
 
 // A nearest upsample of a [B,C,H,W] value by 2 (the VAEs' Upsample2D), which the image kernels
 // run in any layout and a conv can read through without materializing it.
@@ -212,6 +229,10 @@ class GraphBuilder {
   // mask: a value id (-1: none) added to the scores.
   int multi_head_attention(const std::string& name, int q, int k, int v, int heads, double scale,
                            int mask = -1, int64_t frame_tokens = 0);
+  // Self-attention over the tokens of `video` [B,C,T,H,W], each seeing its own and earlier
+  // frames (HunyuanVideo's prepare_causal_attention_mask), at any frame size.
+  int frame_causal_attention(const std::string& name, int q, int k, int v, int heads, double scale,
+                             int video);
   // affine: weight and bias of shape `normalized` (the last norm_dims dims).
   int layer_norm(const std::string& name, int x, const Shape& normalized, double eps, bool affine);
   int rms_norm(const std::string& name, int x, int64_t dim, double eps, bool affine);
@@ -223,6 +244,9 @@ class GraphBuilder {
   int timestep_embedding(const std::string& name, int timesteps, int64_t dim, bool flip_sin_to_cos,
                          double freq_shift);
   int interpolate_nearest(const std::string& name, int x, int like);
+  // Nearest upsample of [B,C,*S] by a whole factor per spatial axis (a video VAE's (1,2,2) and
+  // (2,2,2)); the output's size is the input's times the factor.
+  int interpolate_nearest_by(const std::string& name, int x, const std::vector<int64_t>& factors);
   int upsample_nearest2x(const std::string& name, int x);  // interpolate_nearest by 2
   int permute(const std::string& name, int x, const std::vector<int64_t>& order);
   int binary(const std::string& name, BinaryOp op, int a, int b);

@@ -72,6 +72,14 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
           k[1] != v[1] || q[2] != k[2] || a.heads <= 0 || q[2] % a.heads || v[2] % a.heads)
         return bad("q " + shape_string(q) + ", k " + shape_string(k) + ", v " + shape_string(v) +
                    " do not fit " + std::to_string(a.heads) + " heads");
+      if (a.frame_tokens == kFrameTokensOfGrid) {
+        const Shape& video = *in[3];
+        if (in.size() != 4 || video.size() != 5 || video[0] != q[0] ||
+            video[2] * video[3] * video[4] != q[1] || q[1] != k[1])
+          return bad("causal frames of " + (in.size() > 3 ? shape_string(video) : "no video") +
+                     " for " + std::to_string(q[1]) + " self-attention tokens");
+        return Shape{q[0], q[1], v[2]};
+      }
       if (in.size() > 3) {
         const Shape& m = *in[3];
         const bool fits = (m.size() == 2 && m[0] == q[1] && m[1] == k[1]) ||
@@ -117,12 +125,14 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
     }
     case OpKind::kSlice: {
       const int axis = normalized_axis(a.axis, x.size());
-      if (axis < 0 || axis >= int(x.size()) || a.begin < 0 || a.begin >= a.end ||
-          a.end > x[std::size_t(axis)])
-        return bad("[" + std::to_string(a.begin) + ", " + std::to_string(a.end) + ") along axis " +
+      const int64_t end =
+          axis < 0 || axis >= int(x.size()) ? 0 : slice_end(a, x[std::size_t(axis)]);
+      if (axis < 0 || axis >= int(x.size()) || a.begin < 0 || a.begin >= end ||
+          end > x[std::size_t(axis)])
+        return bad("[" + std::to_string(a.begin) + ", " + std::to_string(end) + ") along axis " +
                    std::to_string(a.axis) + " of " + shape_string(x));
       Shape out = x;
-      out[std::size_t(axis)] = a.end - a.begin;
+      out[std::size_t(axis)] = end - a.begin;
       return out;
     }
     case OpKind::kReshape: {
@@ -159,6 +169,17 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
       return out;
     }
     case OpKind::kInterpolateNearest: {
+      if (in.size() == 1 && !a.dims.empty()) {  // by a whole factor per spatial axis
+        if (x.size() != a.dims.size() + 2)
+          return bad("upsamples " + std::to_string(a.dims.size()) + " spatial axes, not " +
+                     shape_string(x));
+        Shape out = x;
+        for (std::size_t i = 0; i < a.dims.size(); ++i) {
+          if (a.dims[i] < 1) return bad("upsamples by whole factors of at least 1");
+          out[i + 2] *= a.dims[i];
+        }
+        return out;
+      }
       if (in.size() == 1) {  // by a whole factor: the image kernels' 2x
         if (x.size() != 4 || a.scale != 2)
           return bad("upsamples [B,C,H,W] by 2, not " + shape_string(x));

@@ -5,6 +5,7 @@
 #include "harness/core/format.h"
 #include "harness/core/names.h"
 #include "harness/models/autoencoder_kl/family.h"
+#include "harness/models/autoencoder_kl_hunyuan_video/family.h"
 #include "harness/models/autoencoder_tiny/family.h"
 #include "harness/models/family.h"
 #include "harness/models/unet_2d_condition/family.h"
@@ -20,6 +21,7 @@ std::vector<const Family*>& registry() {
       &autoencoder_tiny_family(),
       &unet_2d_condition_family(),
       &wan_transformer_3d_family(),
+      &autoencoder_kl_hunyuan_video_family(),
   };
   return families;
 }

@@ -44,13 +44,13 @@ int64_t nearest_source(int64_t dst, int64_t in, int64_t out) {
 }  // namespace
 
 template <class T>
-Tensor interpolate_nearest(const Tensor& x, const Tensor& like) {
+Tensor interpolate_nearest(const Tensor& x, const Shape& like) {
   const int spatial = x.rank() - 2;
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
   Shape shape{x.dim(0), x.dim(1)};
   for (int i = 0; i < spatial; ++i) {
     in[3 - spatial + i] = x.dim(2 + i);
-    out[3 - spatial + i] = like.dim(like.rank() - spatial + i);
+    out[3 - spatial + i] = like[like.size() - std::size_t(spatial) + std::size_t(i)];
     shape.push_back(out[3 - spatial + i]);
   }
   Tensor result = Tensor::uninitialized(dtype_of<T>(), shape);
@@ -72,7 +72,7 @@ Tensor interpolate_nearest(const Tensor& x, const Tensor& like) {
 
 template Tensor timestep_embedding<float>(const Tensor&, const OpAttrs&);
 template Tensor timestep_embedding<double>(const Tensor&, const OpAttrs&);
-template Tensor interpolate_nearest<float>(const Tensor&, const Tensor&);
-template Tensor interpolate_nearest<double>(const Tensor&, const Tensor&);
+template Tensor interpolate_nearest<float>(const Tensor&, const Shape&);
+template Tensor interpolate_nearest<double>(const Tensor&, const Shape&);
 
 }  // namespace tp::ref

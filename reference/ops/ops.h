@@ -53,9 +53,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
 // diffusers does, then widened or kept: [...] -> [..., attrs.embedding_dim].
 template <class T>
 Tensor timestep_embedding(const Tensor& timesteps, const OpAttrs& attrs);
-// F.interpolate(mode="nearest", size=like's trailing spatial sizes) over x [B,C,*S].
+// F.interpolate(mode="nearest", size=the trailing spatial sizes of `like`, a shape) over
+// x [B,C,*S].
 template <class T>
-Tensor interpolate_nearest(const Tensor& x, const Tensor& like);
+Tensor interpolate_nearest(const Tensor& x, const Shape& like);
 // RoPE (OpKind::kRotaryEmbedding) on x [B,S,heads*Dh] over the token grid of `grid`'s trailing
 // 3 axes, and unpatchify (OpKind::kUnpatchify) of x [B,S,P*C] on that grid.
 template <class T>

@@ -311,7 +311,10 @@ Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::T
       };
       const int64_t batch = in[0].y.size(0), lq = in[0].y.size(1);
       torch::Tensor mask;
-      if (in.size() > 3) {  // [Lq,Lk] or [B,Lq,Lk] -> per (batch, head)
+      const Shape fourth =
+          in.size() > 3 ? Shape(in[3].y.sizes().begin(), in[3].y.sizes().end()) : Shape{};
+      const OpAttrs r = resolved_attention(op, in.size() > 3 ? &fourth : nullptr);
+      if (attention_has_mask(op)) {  // [Lq,Lk] or [B,Lq,Lk] -> per (batch, head)
         mask = in[3].y;
         if (mask.dim() == 3)
           mask = mask.unsqueeze(1)
@@ -319,7 +322,7 @@ Bounded run_bounded(const Op& op, const std::vector<Bounded>& in, const torch::T
                      .reshape({batch * a.heads, lq, mask.size(2)});
       }
       Bounded o = attention({heads(in[0].y), heads(in[0].e)}, {heads(in[1].y), heads(in[1].e)},
-                            {heads(in[2].y), heads(in[2].e)}, a.scale, mask, a.frame_tokens,
+                            {heads(in[2].y), heads(in[2].e)}, a.scale, mask, r.frame_tokens,
                             attention_operands);
       auto merge = [&](const torch::Tensor& t) {
         return t.reshape({batch, a.heads, lq, t.size(2)}).transpose(1, 2).reshape({batch, lq, -1});

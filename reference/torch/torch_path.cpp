@@ -138,10 +138,14 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       auto heads = [&](const torch::Tensor& t) {
         return t.reshape({t.size(0), t.size(1), a.heads, t.size(2) / a.heads}).transpose(1, 2);
       };
-      const torch::Tensor mask =
-          in.size() > 3 ? (in[3].dim() == 3 ? in[3].unsqueeze(1) : in[3]) : torch::Tensor();
+      const torch::Tensor mask = attention_has_mask(op)
+                                     ? (in[3].dim() == 3 ? in[3].unsqueeze(1) : in[3])
+                                     : torch::Tensor();
+      const Shape fourth =
+          in.size() > 3 ? Shape(in[3].sizes().begin(), in[3].sizes().end()) : Shape{};
+      const OpAttrs r = resolved_attention(op, in.size() > 3 ? &fourth : nullptr);
 #if TORCH_VERSION_MAJOR >= 2
-      if (in[0].is_cuda() && a.frame_tokens == 0)  // what diffusers' AttnProcessor2_0 runs on a
+      if (in[0].is_cuda() && r.frame_tokens == 0)  // what diffusers' AttnProcessor2_0 runs on a
                                                    // GPU (flash / memory-efficient kernels)
         return torch::scaled_dot_product_attention(
                    heads(in[0]), heads(in[1]), heads(in[2]),
@@ -149,7 +153,7 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
             .transpose(1, 2)
             .reshape({in[0].size(0), in[0].size(1), -1});
 #endif
-      const torch::Tensor o = attention_by_rows(heads(in[0]), heads(in[1]), heads(in[2]), mask, a);
+      const torch::Tensor o = attention_by_rows(heads(in[0]), heads(in[1]), heads(in[2]), mask, r);
       return o.transpose(1, 2).reshape({in[0].size(0), in[0].size(1), -1});
     }
     case OpKind::kLayerNorm: {
@@ -166,7 +170,7 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
     case OpKind::kConcat:
       return torch::cat(in, a.axis);
     case OpKind::kSlice:
-      return in[0].slice(a.axis, a.begin, a.end).contiguous();
+      return in[0].slice(a.axis, a.begin, slice_end(a, in[0].size(a.axis))).contiguous();
     case OpKind::kReshape: {
       if (in.size() == 2) return in[0].reshape(in[1].sizes());
       std::vector<int64_t> dims(a.dims.begin(), a.dims.end());
@@ -204,6 +208,13 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
       return emb.to(in[0].scalar_type());
     }
     case OpKind::kInterpolateNearest: {
+      if (in.size() == 1 && !a.dims.empty()) {  // by a factor per axis
+        std::vector<int64_t> size(in[0].sizes().begin() + 2, in[0].sizes().end());
+        for (std::size_t i = 0; i < size.size(); ++i) size[i] *= a.dims[i];
+        return torch::nn::functional::interpolate(
+            in[0],
+            torch::nn::functional::InterpolateFuncOptions().size(size).mode(torch::kNearest));
+      }
       if (in.size() == 1)  // upsamples_2x()
         return torch::upsample_nearest2d(
             in[0], std::vector<int64_t>{2 * in[0].size(2), 2 * in[0].size(3)});

@@ -289,11 +289,12 @@ Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, const FaultS
   s.keys = keys_as_queries ? std::min(s.stored_keys, s.queries) : s.stored_keys;  // the fault
   s.dh = qs[2] / s.heads;
   s.dv = vs[2] / s.heads;
-  s.frame_tokens = op.attrs.frame_tokens;
+  s.frame_tokens =
+      resolved_attention(op, op.inputs.size() > 3 ? &shape(op.inputs[3]) : nullptr).frame_tokens;
   s.scale = float(op.attrs.scale);
   s.no_max = f.has(Fault::kSoftmaxNoMax);
   TP_ASSIGN_OR_RETURN(s.activation, storage_of(pol.activation));
-  if (op.inputs.size() <= 3 && s.frame_tokens <= 0)
+  if (!attention_has_mask(op) && s.frame_tokens <= 0)
     return attention_by_gemm(op, s, pol.attention_operands(), what);
   if (pol.attention_in_activation)
     return Error(what +
@@ -307,7 +308,7 @@ Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, const FaultS
   TP_ASSIGN_OR_RETURN(const float* k, as_f32(op.inputs[1]));
   TP_ASSIGN_OR_RETURN(const float* v, as_f32(op.inputs[2]));
   const float* mask = nullptr;
-  if (op.inputs.size() > 3) {
+  if (attention_has_mask(op)) {
     TP_ASSIGN_OR_RETURN(mask, as_f32(op.inputs[3]));
     s.mask_batch = shape(op.inputs[3]).size() == 3 ? s.queries * s.stored_keys : 0;
   }

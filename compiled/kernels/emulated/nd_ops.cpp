@@ -541,14 +541,16 @@ Tensor nd_op(const Op& op, const std::vector<const Tensor*>& in, const ParamLook
       if constexpr (std::is_same_v<T, float>)
         return linear_last_gemm(x, *param(op.weight), optional(op.bias), out_shape);
       return linear_last<T>(x, *param(op.weight), optional(op.bias), out_shape);
-    case OpKind::kMultiHeadAttention:
+    case OpKind::kMultiHeadAttention: {
+      const OpAttrs r = resolved_attention(op, in.size() > 3 ? &in[3]->shape() : nullptr);
+      const Tensor* mask = attention_has_mask(op) ? in[3] : nullptr;
       if constexpr (std::is_same_v<T, float>)
-        return multi_head_attention_gemm(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a,
-                                         faults.has(Fault::kCrossAttentionQueryLength),
-                                         attention_operands, faults.has(Fault::kSoftmaxNoMax),
-                                         activation);
-      return multi_head_attention<T>(x, *in[1], *in[2], in.size() > 3 ? in[3] : nullptr, a,
+        return multi_head_attention_gemm(
+            x, *in[1], *in[2], mask, r, faults.has(Fault::kCrossAttentionQueryLength),
+            attention_operands, faults.has(Fault::kSoftmaxNoMax), activation);
+      return multi_head_attention<T>(x, *in[1], *in[2], mask, r,
                                      faults.has(Fault::kCrossAttentionQueryLength));
+    }
     case OpKind::kLayerNorm: {
       int64_t n = 1;
       for (int i = x.rank() - a.norm_dims; i < x.rank(); ++i) n *= x.dim(i);

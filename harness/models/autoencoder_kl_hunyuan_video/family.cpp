@@ -1,0 +1,207 @@
+#include "harness/models/autoencoder_kl_hunyuan_video/family.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "harness/core/rng.h"
+#include "harness/models/autoencoder_kl_hunyuan_video/hv_config.h"
+#include "harness/models/option_parsers.h"
+
+namespace tp {
+namespace {
+
+const HunyuanVideoVaeConfig& hv(const ModelConfig& c) {
+  return dynamic_cast<const HunyuanVideoVaeConfig&>(c);
+}
+
+// Latent frames of a generated input when frames= is not given: 5 video frames.
+constexpr int64_t kLatentFrames = 2;
+
+int64_t latent_frames(const OptionValues& options) {
+  const std::string v = given_option(options, "frames");
+  int64_t n = kLatentFrames;
+  if (!v.empty()) std::from_chars(v.data(), v.data() + v.size(), n);
+  return n;
+}
+
+const char* const kEncode = "video.encode";
+const char* const kDecode = "video.decode";
+const char* const kRoundtrip = "video.roundtrip";
+
+std::vector<PipelineDescriptor> video_pipelines() {
+  PipelineDescriptor encode = describe_pipeline(
+      kEncode, "video [B,C,T,H,W] in [-1,1] -> the posterior's mean, logvar (untiled)", {"sample"},
+      {"mean", "logvar"}, Produces::kLatents);
+  PipelineDescriptor decode =
+      describe_pipeline(kDecode, "latents [B,L,T',H/8,W/8] -> video (untiled)", {"latents"},
+                        {"sample"}, Produces::kImage);
+  PipelineDescriptor roundtrip =
+      describe_pipeline(kRoundtrip, "video -> encoder -> decoder of the mean -> video", {"sample"},
+                        {"sample"}, Produces::kImage);
+  roundtrip.handoff =
+      Handoff{"video.encoder", "mean", "video.decoder", "encoder.", kEncode, kDecode};
+  for (PipelineDescriptor* d : {&encode, &decode, &roundtrip}) d->options = {"frames"};
+  decode.tradeoff_default = true;
+  return {encode, decode, roundtrip};
+}
+
+const std::vector<PipelineOption>& video_options() {
+  static const std::vector<PipelineOption> kOptions = {
+      {"frames", "frames", "frames=N", std::to_string(kLatentFrames),
+       "latent frames of a generated input (a video of 4(N-1)+1 frames through the VAE's 4x "
+       "temporal downscale)",
+       whole_number_option("frames=N", 1, 1024)},
+  };
+  return kOptions;
+}
+
+class HunyuanVideoVaeFamily : public Family {
+ public:
+  std::string class_name() const override { return "AutoencoderKLHunyuanVideo"; }
+
+  Expected<std::shared_ptr<const ModelConfig>> parse_config(
+      const nlohmann::json& config, const std::string& source) const override {
+    TP_ASSIGN_OR_RETURN(HunyuanVideoVaeConfig c, parse_hunyuan_video_vae_config(config, source));
+    return std::shared_ptr<const ModelConfig>(
+        std::make_shared<HunyuanVideoVaeConfig>(std::move(c)));
+  }
+
+  std::vector<std::string> builtin_names() const override { return {"tiny-hv", "hunyuan-video"}; }
+  std::string builtin_text(const std::string& name) const override {
+    // tiny-hv: video-vae-facts 9 (tiny-hyv), seconds on the CPU. hunyuan-video: the shipped
+    // vae/config.json, the constructor's defaults (video-vae-facts 1.2).
+    if (name == "tiny-hv")
+      return R"({"_class_name": "AutoencoderKLHunyuanVideo", "act_fn": "silu",
+ "block_out_channels": [8, 8, 16, 16], "in_channels": 3, "latent_channels": 4,
+ "layers_per_block": 1, "mid_block_add_attention": true, "norm_num_groups": 4, "out_channels": 3,
+ "scaling_factor": 0.476986, "spatial_compression_ratio": 8, "temporal_compression_ratio": 4})";
+    if (name == "hunyuan-video")
+      return R"({"_class_name": "AutoencoderKLHunyuanVideo", "act_fn": "silu",
+ "block_out_channels": [128, 256, 512, 512], "in_channels": 3, "latent_channels": 16,
+ "layers_per_block": 2, "mid_block_add_attention": true, "norm_num_groups": 32,
+ "out_channels": 3, "scaling_factor": 0.476986, "spatial_compression_ratio": 8,
+ "temporal_compression_ratio": 4})";
+    return "";
+  }
+
+  std::vector<Graph> graphs(const ModelConfig& c) const override {
+    return {build_hunyuan_video_encoder_graph(hv(c)), build_hunyuan_video_decoder_graph(hv(c))};
+  }
+
+  const std::vector<PipelineDescriptor>& pipelines() const override {
+    static const std::vector<PipelineDescriptor> kPipelines = video_pipelines();
+    return kPipelines;
+  }
+  const std::vector<PipelineOption>& options() const override { return video_options(); }
+
+  Expected<Shape> input_shape(const ModelConfig& config, const std::string& pipeline,
+                              int64_t height, int64_t width,
+                              const OptionValues& options) const override {
+    const HunyuanVideoVaeConfig& c = hv(config);
+    const int64_t ds = c.spatial_compression_ratio, latents = latent_frames(options);
+    if (height % ds || width % ds)
+      return Error("res=" + std::to_string(height) + "x" + std::to_string(width) +
+                   " is not a multiple of the VAE's " + std::to_string(ds) +
+                   "x downscale, so it has no latent size; use a multiple of " +
+                   std::to_string(ds));
+    if (pipeline == kDecode) return Shape{1, c.latent_channels, latents, height / ds, width / ds};
+    return Shape{1, c.in_channels, c.video_frames(latents), height, width};
+  }
+  int64_t input_scale(const ModelConfig& config, const std::string& pipeline) const override {
+    return pipeline == kDecode ? hv(config).spatial_compression_ratio : 1;
+  }
+
+  Expected<Tensor> select_input(const std::string& pipeline, const NamedTensors& tensors,
+                                const std::string& source) const override {
+    if (tensors.size() == 1) return tensors.front().second;
+    const std::vector<std::string> names = pipeline == kDecode
+                                               ? std::vector<std::string>{"latents", "z", "mean"}
+                                               : std::vector<std::string>{"sample", "video"};
+    for (const std::string& n : names)
+      if (const Tensor* t = find_tensor(tensors, n)) return *t;
+    return Error(source + ": " + pipeline + " reads the only tensor of a file, or one named " +
+                 names.front() + "; the file has " + std::to_string(tensors.size()) +
+                 " tensors and none of that name");
+  }
+
+  // [B, C, T, H, W] with the config's channels; a video's height and width multiples of the
+  // downscale (the encoder's stride-2 convs would floor them, and the decoder not give them back).
+  Status check_input(const Model& model, const std::string& pipeline,
+                     const Tensor& x) const override {
+    const HunyuanVideoVaeConfig& c = hv(*model.config);
+    const bool decode = pipeline == kDecode;
+    const int64_t channels = decode ? c.latent_channels : c.in_channels;
+    if (x.rank() != 5 || x.dim(1) != channels || x.numel() == 0)
+      return Error(pipeline + " takes " + (decode ? "latents" : "a video") + " of shape [batch, " +
+                   std::to_string(channels) + ", frames, height, width], but it is " +
+                   shape_string(x.shape()));
+    const int64_t ds = c.spatial_compression_ratio;
+    if (!decode && (x.dim(3) % ds || x.dim(4) % ds))
+      return Error(pipeline + ": a video of " + std::to_string(x.dim(3)) + "x" +
+                   std::to_string(x.dim(4)) + " pixels is not a multiple of the " +
+                   std::to_string(ds) + "x downscale; crop or pad it to a multiple of " +
+                   std::to_string(ds) + " (diffusers' pipelines require it)");
+    return Status();
+  }
+
+  // Seeded: latents ~ N(0, sigma^2); a video ~ U(-1, 1) * sigma.
+  Expected<Tensor> generate_input(const Model& model, const InputRequest& r,
+                                  const GraphRunner&) const override {
+    if (r.image)
+      return Error(
+          "input=image makes a picture, not a video; a video VAE case takes "
+          "input=normal[*SIGMA] or a file");
+    TP_ASSIGN_OR_RETURN(Shape shape,
+                        input_shape(*model.config, r.pipeline, r.height, r.width, r.options));
+    Tensor t(DType::kF32, shape);
+    Rng rng(r.seed, "input");
+    const bool latents = r.pipeline == kDecode;
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = float(latents ? rng.normal(r.sigma) : r.sigma * rng.uniform(-1, 1));
+    return t;
+  }
+
+  Expected<NamedTensors> run(const Model& model, const std::string& pipeline,
+                             const NamedTensors& inputs, GraphExecutor& executor,
+                             const PipelineOptions& options) const override {
+    TP_ASSIGN_OR_RETURN(Tensor input, select_input(pipeline, inputs, pipeline + "'s inputs"));
+    TP_RETURN_IF_ERROR(check_input(model, pipeline, input));
+    const HunyuanVideoVaeConfig& c = hv(*model.config);
+    const Tensor x = input.to(input.dtype() == DType::kF64 ? DType::kF64 : DType::kF32);
+    if (pipeline == kDecode)
+      return executor.run(build_hunyuan_video_decoder_graph(c), model.weights, {{"latents", x}});
+    TP_ASSIGN_OR_RETURN(NamedTensors posterior, executor.run(build_hunyuan_video_encoder_graph(c),
+                                                             model.weights, {{"sample", x}}));
+    if (pipeline == kEncode) return posterior;
+    const Tensor* mean = find_tensor(posterior, "mean");
+    TP_ASSIGN_OR_RETURN(NamedTensors out, executor.run(build_hunyuan_video_decoder_graph(c),
+                                                       model.weights, {{"latents", *mean}}));
+    if (options.stage_outputs)
+      for (const auto& [name, t] : posterior) out.emplace_back("encoder." + name, t);
+    return out;
+  }
+
+  Expected<std::vector<Stage>> stages(const Model& model, const std::string& pipeline,
+                                      const Shape& input) const override {
+    const HunyuanVideoVaeConfig& c = hv(*model.config);
+    if (pipeline == kDecode)
+      return std::vector<Stage>{{build_hunyuan_video_decoder_graph(c), input, ""}};
+    std::vector<Stage> stages{{build_hunyuan_video_encoder_graph(c), input, ""}};
+    if (pipeline == kRoundtrip)
+      stages.push_back({build_hunyuan_video_decoder_graph(c), {}, "mean"});
+    return stages;
+  }
+};
+
+}  // namespace
+
+const Family& HunyuanVideoVaeConfig::family() const {
+  return autoencoder_kl_hunyuan_video_family();
+}
+
+const Family& autoencoder_kl_hunyuan_video_family() {
+  static const HunyuanVideoVaeFamily family;
+  return family;
+}
+
+}  // namespace tp
