@@ -458,6 +458,29 @@ INSTANTIATE_TEST_SUITE_P(Ops, CompiledNdVsTorch, ::testing::ValuesIn(nd_cases())
 // LibTorch's parallel ops set the calling thread's OpenMP team size to their own default; the
 // torch path gives the caller's back, so the paths that run after it keep their threads (and
 // the bits of products whose kernels depend on the team size).
+// A frame-causal attention takes its frame size from the video its 4th input is: tokens that
+// are not that video's are refused naming both, and an attention causal per frame of no video
+// (a hand-made op) is refused rather than read past its inputs.
+TEST(FrameCausalAttention, TakesTheFrameSizeFromItsVideo) {
+  GraphBuilder b("frames");
+  const int video = b.input("video"), tokens = b.input("tokens");
+  b.output("y", b.frame_causal_attention("sdpa", tokens, tokens, tokens, 1, 0.5, video));
+  Graph g = b.finish();
+  auto fits = infer_value_shapes(g, {{"video", {1, 2, 3, 2, 2}}, {"tokens", {1, 12, 4}}});
+  ASSERT_TRUE(fits.ok()) << fits.error().message();
+  EXPECT_EQ(resolved_attention(g.ops.back(), &fits->at(std::size_t(video))).frame_tokens, 4);
+  auto other = infer_value_shapes(g, {{"video", {1, 2, 3, 2, 3}}, {"tokens", {1, 12, 4}}});
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().message().find("causal frames of [1, 2, 3, 2, 3] for 12"),
+            std::string::npos)
+      << other.error().message();
+  g.ops.back().inputs.pop_back();
+  auto none = infer_value_shapes(g, {{"video", {1, 2, 3, 2, 2}}, {"tokens", {1, 12, 4}}});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message().find("a video it is not given"), std::string::npos)
+      << none.error().message();
+}
+
 TEST(TorchPath, GivesTheCallerItsOpenMpTeamSizeBack) {
   const int threads = omp_get_max_threads();
   GraphBuilder builder("op.conv");

@@ -73,11 +73,12 @@ Expected<Shape> op_shape(const Op& op, const std::vector<const Shape*>& in,
         return bad("q " + shape_string(q) + ", k " + shape_string(k) + ", v " + shape_string(v) +
                    " do not fit " + std::to_string(a.heads) + " heads");
       if (a.frame_tokens == kFrameTokensOfGrid) {
+        if (in.size() != 4) return bad("is causal per frame of a video it is not given");
         const Shape& video = *in[3];
-        if (in.size() != 4 || video.size() != 5 || video[0] != q[0] ||
-            video[2] * video[3] * video[4] != q[1] || q[1] != k[1])
-          return bad("causal frames of " + (in.size() > 3 ? shape_string(video) : "no video") +
-                     " for " + std::to_string(q[1]) + " self-attention tokens");
+        if (video.size() != 5 || video[0] != q[0] || video[2] * video[3] * video[4] != q[1] ||
+            q[1] != k[1])
+          return bad("causal frames of " + shape_string(video) + " for " + std::to_string(q[1]) +
+                     " self-attention tokens");
         return Shape{q[0], q[1], v[2]};
       }
       if (in.size() > 3) {
