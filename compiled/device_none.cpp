@@ -6,6 +6,7 @@ namespace tp {
 
 int cuda_device_count() { return 0; }
 std::string cuda_device_description(int) { return "no CUDA in this build"; }
+std::string cuda_versions() { return "no CUDA in this build (nvcc was not found)"; }
 
 namespace compiled {
 Expected<std::unique_ptr<Backend>> make_cuda_backend(CudaKernels, bool) {

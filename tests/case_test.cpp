@@ -204,7 +204,8 @@ TEST(SuiteFile, BuiltInSuitesExpand) {
   EXPECT_GE(load_suite("ci")->size(), 150u);
   auto missing = load_suite("no-such-suite");
   ASSERT_FALSE(missing.ok());
-  EXPECT_NE(missing.error().message().find("neither a built-in suite (ci, field-reports, nightly)"),
+  EXPECT_NE(missing.error().message().find(
+                "neither a built-in suite (ci, field-reports, nightly, selftest)"),
             std::string::npos)
       << missing.error().message();
 }

@@ -11,7 +11,8 @@
 # device tool), results.md, gpu_tests.xml and logs.tar.gz (every log, each benchmark family's
 # JSON) to $OUT, with reports under 15 MB.
 #   GPU_RUN_STEPS   which steps, in that order, default "tests bench suites tradeoff"; also
-#                   "wan" (needs diffusers importable by python3: carry .whl, see README)
+#                   "wan" (needs diffusers importable by python3: carry .whl, see README) and
+#                   "selftest" (`twinpath selftest --device cuda`, its summary.md to $OUT)
 #   GPU_TESTS_LIMIT seconds gpu_tests may take at most (default: what the budget leaves)
 #   GPU_TESTS_FILTER a --gtest_filter for gpu_tests (default all)
 #   GPU_RUN_BUDGET  seconds after which the remaining steps are skipped, default 540
@@ -228,11 +229,19 @@ PY
       say "wan:   PyTorch CUDA $dtype rel L2 against its f32: $(python3 "$root/tools/bench/rel_l2.py" "$w/torch-$dtype.safetensors" "$w/torch-f32.safetensors")"
   done
 }
+step_selftest() {
+  [[ -x $tp ]] || return
+  timeout "$(left)" "$tp" selftest --device cuda --out "$work/selftest" > "$work/selftest.log" 2>&1
+  local rc=$?
+  say "selftest --device cuda: rc $rc ($(grep -v '^summary:' "$work/selftest.log" | tail -1))"
+  [[ -f $work/selftest/summary.md ]] && cp "$work/selftest/summary.md" "$work/selftest-summary.md"
+  [[ -n ${OUT:-} && -f $work/selftest/summary.md ]] && cp "$work/selftest/summary.md" "$OUT/selftest-summary.md"
+}
 # The steps in the order GPU_RUN_STEPS names them.
 for step in $steps; do
   case $step in
-    tests | bench | suites | tradeoff | wan) "step_$step" ;;
-    *) say "no step called $step (tests, bench, suites, tradeoff, wan)" ;;
+    tests | bench | suites | tradeoff | wan | selftest) "step_$step" ;;
+    *) say "no step called $step (tests, bench, suites, tradeoff, wan, selftest)" ;;
   esac
 done
 finish

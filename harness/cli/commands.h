@@ -98,6 +98,14 @@ struct TradeoffCommandOptions {
 Expected<int> tradeoff_command(const TradeoffCommandOptions& options,
                                const std::string& command_line);
 
+struct SelftestOptions {
+  std::string device = "cuda";
+  std::string out = "out/selftest";  // selftest.h5, selftest.xml and summary.md
+};
+// `twinpath selftest --device cuda`: the built-in suite `selftest` on the CUDA kernels with the
+// contract check; without a CUDA device, one sentence (exit 2).
+Expected<int> selftest_command(const SelftestOptions& options, const std::string& command_line);
+
 // A new report's header: tool version, commit, command line, host, device and UTC time.
 RunReport report_header(const std::string& command_line, compiled::Device device);
 

@@ -150,8 +150,9 @@ void add_run_command(CLI::App& app, std::vector<Command>& commands) {
       "--case", ro->cases,
       "a case line (repeatable): PIPELINE key=value ... (`twinpath cases options` lists them); "
       "one that cannot run here prints why with its repro and the run exits 2");
-  run->add_option("--suite", ro->suite,
-                  "ci (default) | nightly | field-reports | FILE of case lines and sweeps");
+  run->add_option(
+      "--suite", ro->suite,
+      "ci (default) | nightly | field-reports | selftest | FILE of case lines and sweeps");
   run->add_option("--filter", ro->filter,
                   "run only cases whose id matches this regular expression");
   run->add_option("--model", ro->model,
@@ -215,7 +216,8 @@ void add_cases_commands(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* list = cases_cmd->add_subcommand(
       "list", "Print the expanded case lines of a suite (one id per line)");
   auto lo = std::make_shared<tp::RunCommandOptions>();
-  list->add_option("--suite", lo->suite, "ci (default) | nightly | field-reports | FILE");
+  list->add_option("--suite", lo->suite,
+                   "ci (default) | nightly | field-reports | selftest | FILE");
   list->add_option("--filter", lo->filter, "only ids matching this regular expression");
   CLI::App* options = cases_cmd->add_subcommand(
       "options", "Print every option a case line takes, in id order, with its syntax");
@@ -325,6 +327,21 @@ void add_tradeoff_command(CLI::App& app, std::vector<Command>& commands) {
                       }});
 }
 
+// selftest: a GPU owner's check of the CUDA kernels.
+void add_selftest_command(CLI::App& app, std::vector<Command>& commands) {
+  CLI::App* selftest = app.add_subcommand(
+      "selftest",
+      "Check this machine's GPU: the selftest suite on the CUDA kernels (both kernel sets, "
+      "reruns for the same bits) with the numerics contract; a report and summary.md");
+  auto so = std::make_shared<tp::SelftestOptions>();
+  selftest->add_option("--device", so->device, "cuda")->capture_default_str();
+  selftest->add_option("--out", so->out, "folder for selftest.h5, selftest.xml and summary.md")
+      ->capture_default_str();
+  commands.push_back({selftest, [so](const std::string& line) {
+                        return exit_code(tp::selftest_command(*so, line));
+                      }});
+}
+
 // report show, diff, baseline, merge (the reports and the core only).
 void add_report_commands(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* report_cmd = app.add_subcommand("report", "Read, compare and join HDF5 reports");
@@ -387,9 +404,9 @@ int main(int argc, char** argv) {
       "--version", std::string("twinpath ") + TWINPATH_VERSION + " (" + TWINPATH_GIT_COMMIT + ")");
   app.require_subcommand(1);
   std::vector<Command> commands;
-  for (auto add :
-       {add_model_commands, add_exec_command, add_run_command, add_cases_commands,
-        add_plan_commands, add_triage_commands, add_tradeoff_command, add_report_commands})
+  for (auto add : {add_model_commands, add_exec_command, add_run_command, add_cases_commands,
+                   add_plan_commands, add_triage_commands, add_tradeoff_command,
+                   add_selftest_command, add_report_commands})
     add(app, commands);
   try {
     app.parse(argc, argv);

@@ -25,4 +25,19 @@ std::string cuda_device_description(int device) {
   return text;
 }
 
+std::string cuda_versions() {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  cudaGetLastError();
+  char text[96];
+  if (driver == 0)
+    std::snprintf(text, sizeof text, "no CUDA driver; runtime %d.%d", runtime / 1000,
+                  runtime % 1000 / 10);
+  else
+    std::snprintf(text, sizeof text, "driver CUDA %d.%d, runtime %d.%d", driver / 1000,
+                  driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+  return text;
+}
+
 }  // namespace tp
