@@ -91,6 +91,18 @@ Status parse_switch(bool& field, std::string_view key, std::string_view v) {
 
 std::string on_if(bool set) { return set ? "on" : ""; }
 
+// A MIN:STRIDE pair (tile=, tile_frames=); `expected` says what to write.
+Status parse_pair(std::string_view v, int64_t& min, int64_t& stride, const char* expected) {
+  const std::size_t colon = v.find(':');
+  if (colon == std::string_view::npos || !parse_int(v.substr(0, colon), min) ||
+      !parse_int(v.substr(colon + 1), stride))
+    return Error(std::string("expected ") + expected);
+  return Status();
+}
+std::string pair_text(int64_t min, int64_t stride) {
+  return min || stride ? std::to_string(min) + ":" + std::to_string(stride) : "";
+}
+
 // In id order. Options without a default (model, res, w, a, acc) always print.
 const std::vector<CaseOption> kOptions = {
     {"model", "model=NAME[@SEED]|DIR",
@@ -226,17 +238,23 @@ const std::vector<CaseOption> kOptions = {
      [](const Case& c) { return on_if(c.tiling); }},
     {"tile", "tile=MIN:STRIDE", "tile size and stride in pixels (0: the config's)",
      [](Case& c, std::string_view v) -> Status {
-       const std::size_t colon = v.find(':');
-       if (colon == std::string_view::npos || !parse_int(v.substr(0, colon), c.tile_min) ||
-           !parse_int(v.substr(colon + 1), c.tile_stride))
-         return Status(Error("expected tile=MIN:STRIDE in pixels, e.g. tile=64:48"));
-       return Status();
+       return parse_pair(v, c.tile_min, c.tile_stride,
+                         "tile=MIN:STRIDE in pixels, e.g. tile=64:48");
      },
-     [](const Case& c) {
-       return c.tile_min || c.tile_stride
-                  ? std::to_string(c.tile_min) + ":" + std::to_string(c.tile_stride)
-                  : "";
-     }},
+     [](const Case& c) { return pair_text(c.tile_min, c.tile_stride); }},
+    {"framewise", "framewise=on|off",
+     "a video VAE's tiling in time (diffusers' use_framewise_encoding/decoding: on by default)",
+     [](Case& c, std::string_view v) -> Status {
+       return parse_switch(c.framewise, "framewise", v);
+     },
+     [](const Case& c) { return std::string(c.framewise ? "" : "off"); }},
+    {"tile_frames", "tile_frames=MIN:STRIDE",
+     "a video VAE's temporal tile and stride in video frames (diffusers' 16:12 when absent)",
+     [](Case& c, std::string_view v) -> Status {
+       return parse_pair(v, c.tile_min_frames, c.tile_stride_frames,
+                         "tile_frames=MIN:STRIDE in frames, e.g. tile_frames=16:12");
+     },
+     [](const Case& c) { return pair_text(c.tile_min_frames, c.tile_stride_frames); }},
     {"input", "input=normal|normal*SIGMA|image|dc*K|heavy|runs|range|FILE",
      "seeded normal values, a procedural picture (decode: its latents), a stress distribution "
      "(per-channel offsets of +-K, Student's t tails, runs of 8 equal values, magnitudes up to "
@@ -467,9 +485,16 @@ Status check_case(const Case& c) {
         "attn=act rounds attention's operands to the activation dtype; with a=f32 there is "
         "nothing to round them to: use a=f16 or a=bf16, or leave attn= out");
   if ((c.tile_min || c.tile_stride) && !c.tiling) return Error("tile=MIN:STRIDE needs tiling=on");
+  if ((c.tile_min_frames || c.tile_stride_frames) && !c.framewise)
+    return Error("tile_frames=MIN:STRIDE sizes the tiling in time that framewise=off turns off");
   if (!c.stream.empty() && c.res_given)
     return Error("a stream= case gives its resolutions in stream=; leave res= out");
   const PipelineDescriptor* d = find_pipeline(c.pipeline);
+  if ((!c.framewise || c.tile_min_frames || c.tile_stride_frames) && d && !d->tiles_in_time)
+    return Error("framewise= and tile_frames= size a video VAE's tiling in time; " + c.pipeline +
+                 " does not tile in time (" +
+                 pipelines_where([](const PipelineDescriptor& p) { return p.tiles_in_time; }) +
+                 " do)");
   if (c.interleave && (!d || !d->handoff || c.tiling))
     return Error(
         "interleave=on calls a chained pipeline's two graphs in turn (a roundtrip's encoder and "

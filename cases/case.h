@@ -3,6 +3,7 @@
 // its seed. A line is whitespace-separated: the pipeline first, then key=value options.
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [clip=Q] [attn=f32|act] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
+//     [framewise=on|off] [tile_frames=MIN:STRIDE]
 //     [input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE] [weights=ties] [boost=LAYER*FACTOR]
 //     [warm=MODEL] [inject=FAULT+FAULT] [ref=f64] [reload=on] [interleave=on] [seed=N]
 //     [shapes=exact|bucket:N] [kernels=per-op|fused] [graphs=on|off]
@@ -61,6 +62,9 @@ struct Case {
   QkvFusion fuse_qkv = QkvFusion::kNone;  // when fuse_qkv_projections() ran (fuse-qkv=)
   bool tiling = false;
   int64_t tile_min = 0, tile_stride = 0;  // 0: the model config's
+  // A video VAE's tiling in time (TilingOptions): on unless framewise=off; sizes in frames.
+  bool framewise = true;
+  int64_t tile_min_frames = 0, tile_stride_frames = 0;  // 0: diffusers' defaults
   std::string input = "normal";
   bool tie_weights = false;  // weights=ties: make_weights_tie_prone (fp8 rounding ties)
   std::string boost_layer;

@@ -176,6 +176,13 @@ Expected<NamedTensors> Session::run_plan(const Plan& plan, const std::vector<Pla
 Expected<std::vector<Tensor>> Session::run_group(const Plan& plan, int index,
                                                  const Shape& input_shape,
                                                  const std::map<int, Tensor>& values) {
+  bool fits = input_shape.size() == plan.capacity_shape.size();
+  for (std::size_t i = 0; fits && i < input_shape.size(); ++i)
+    fits = input_shape[i] <= plan.capacity_shape[i];
+  if (!fits)
+    return Error("group " + std::to_string(index) + " of " + plan.graph->name +
+                 " was planned for " + shape_string(plan.capacity_shape) + " and cannot run on " +
+                 shape_string(input_shape) + " (a call of another shape)");
   TP_ASSIGN_OR_RETURN(std::byte * arena, arena_for(plan));
   return backend_->run_group(plan, arena, index, input_shape, values);
 }

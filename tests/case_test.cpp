@@ -86,6 +86,8 @@ TEST(CaseLine, ErrorsPointAtTheToken) {
         Bad{"vae.decode colour=red", "unknown option"},
         Bad{"vae.decode boost=decoder.conv_out", "expected boost=LAYER*FACTOR"},
         Bad{"vae.decode tile=64:48", "tile=MIN:STRIDE needs tiling=on"},
+        Bad{"video.decode framewise=off tile_frames=8:4", "that framewise=off turns off"},
+        Bad{"video.decode tile_frames=8", "expected tile_frames=MIN:STRIDE in frames"},
         Bad{"vae.decode ref=f16", "the reference runs in f32 or f64"},
         Bad{"vae.decode stream=64x64+64by80", "'64by80' is not a resolution"},
         Bad{"vae.decode res=64x64 stream=64x64+64x80", "leave res= out"},

@@ -57,6 +57,23 @@ TEST(HunyuanVideoVaeGraph, ReadsExactlyTheCheckpointsParameters) {
   EXPECT_EQ(got, want);
 }
 
+// Each of diffusers' outputs (named as the pipeline's) against ours within `bound` relative L2;
+// the figures go to the test's XML.
+void expect_outputs_match(const NamedTensors& out, const NamedTensors& goldens, double bound,
+                          const std::string& path) {
+  std::string figures;
+  for (const auto& [name, golden] : goldens) {
+    ASSERT_GT(testing::max_abs(golden), 1e-3) << "golden output is ~zero, it proves nothing";
+    const Tensor* got = find_tensor(out, name);
+    ASSERT_TRUE(got) << name;
+    ASSERT_EQ(got->shape(), golden.shape()) << name;
+    const double err = testing::relative_l2(got->to(DType::kF64), golden.to(DType::kF64));
+    EXPECT_LE(err, bound) << name << " via " << path;
+    figures += std::string(figures.empty() ? "" : " ") + name + " " + printf_numbers("%.3e", err);
+  }
+  ::testing::Test::RecordProperty("rel_l2", figures);
+}
+
 struct HvGoldenCase {
   std::string model, pipeline, path, policy;
   double max_rel_l2;  // against diffusers' float64 output
@@ -83,19 +100,11 @@ TEST_P(HvGolden, MatchesDiffusers) {
   ASSERT_TRUE(path.ok()) << path.error().message();
   auto out = path->run(*model, c.pipeline, {{input, io->read(input).value()}});
   ASSERT_TRUE(out.ok()) << out.error().message();
-  std::string figures;
+  NamedTensors goldens;
   for (const char* name :
-       decode ? std::vector<const char*>{"sample"} : std::vector<const char*>{"mean", "logvar"}) {
-    const Tensor golden = io->read(std::string(decode ? "decoded" : name) + ".f64").value();
-    ASSERT_GT(testing::max_abs(golden), 1e-3) << "golden output is ~zero, it proves nothing";
-    const Tensor* got = find_tensor(*out, name);
-    ASSERT_TRUE(got) << name;
-    ASSERT_EQ(got->shape(), golden.shape()) << name;
-    const double err = testing::relative_l2(got->to(DType::kF64), golden);
-    EXPECT_LE(err, c.max_rel_l2) << c << ": " << name << " via " << path->description;
-    figures += std::string(figures.empty() ? "" : " ") + name + " " + printf_numbers("%.3e", err);
-  }
-  RecordProperty("rel_l2", figures);
+       decode ? std::vector<const char*>{"sample"} : std::vector<const char*>{"mean", "logvar"})
+    goldens.emplace_back(name, io->read(std::string(decode ? "decoded" : name) + ".f64").value());
+  expect_outputs_match(*out, goldens, c.max_rel_l2, path->description);
 }
 
 std::vector<HvGoldenCase> hv_cases() {
@@ -121,6 +130,77 @@ std::string case_name(const ::testing::TestParamInfo<HvGoldenCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, HvGolden, ::testing::ValuesIn(hv_cases()), case_name);
+
+// Tiled in space, in time and both (tiled.json beside each fixture lists the runs and diffusers'
+// options): every path against diffusers' own tiled output, never the untiled one (tiling
+// changes the output by design, video-vae-facts 8). The reference paths run the plain tiler,
+// the compiled path the streamed one.
+struct HvTiledCase {
+  std::string model, variant, path, policy;
+  double max_rel_l2;
+};
+
+std::ostream& operator<<(std::ostream& os, const HvTiledCase& c) {
+  return os << c.model << " " << c.variant << " on " << c.path << " " << c.policy;
+}
+
+nlohmann::json tiled_plan(const std::string& model) {
+  std::ifstream in(fixture(model) + "/tiled.json");
+  return nlohmann::json::parse(in);
+}
+
+class HvTiledGolden : public ::testing::TestWithParam<HvTiledCase> {};
+
+TEST_P(HvTiledGolden, MatchesDiffusersTiledOutput) {
+  const HvTiledCase& c = GetParam();
+  auto model = load_model(fixture(c.model));
+  ASSERT_TRUE(model.ok()) << model.error().message();
+  auto io = SafetensorsFile::open(fixture(c.model) + "/io.safetensors");
+  ASSERT_TRUE(io.ok()) << io.error().message();
+  nlohmann::json run;
+  for (const nlohmann::json& r : tiled_plan(c.model))
+    if (r["variant"] == c.variant) run = r;
+  ASSERT_FALSE(run.is_null()) << c.variant << " is not in tiled.json";
+  PipelineOptions options;
+  options.tiling = TilingOptions{run["tiling"].get<bool>(),
+                                 run["tile"][0].get<int64_t>(),
+                                 run["tile"][1].get<int64_t>(),
+                                 run["framewise"].get<bool>(),
+                                 run["tile_frames"][0].get<int64_t>(),
+                                 run["tile_frames"][1].get<int64_t>()};
+  CompiledOptions compiled;
+  if (!c.policy.empty()) compiled.policy = c.policy;
+  auto path = make_path(c.path, compiled, options);
+  ASSERT_TRUE(path.ok()) << path.error().message();
+  const std::string key = "tiled." + c.variant + ".";
+  const std::string pipeline = run["pipeline"];
+  auto out = path->run(*model, pipeline, {{"input", io->read(key + "input").value()}});
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  NamedTensors goldens;
+  for (const std::string name : run["outputs"])
+    goldens.emplace_back(name, io->read(key + name).value().to(DType::kF64));
+  expect_outputs_match(*out, goldens, c.max_rel_l2, path->description);
+}
+
+std::vector<HvTiledCase> tiled_cases() {
+  std::vector<HvTiledCase> cases;
+  for (const char* m : kFixtures)
+    for (const nlohmann::json& r : tiled_plan(m)) {
+      const std::string v = r["variant"];
+      cases.push_back({m, v, "reference", "", 1e-5});
+      cases.push_back({m, v, "reference:fp64", "", 1e-6});
+      cases.push_back({m, v, "compiled:cpu", "w=f32,a=f32,acc=f32", 1e-5});
+      cases.push_back({m, v, "compiled:cpu", "w=f16,a=f16,acc=f32", 1e-2});
+    }
+  return cases;
+}
+
+std::string tiled_name(const ::testing::TestParamInfo<HvTiledCase>& info) {
+  return testing::test_name(info.param.model + "_" + info.param.variant + "_" + info.param.path +
+                            "_" + info.param.policy);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, HvTiledGolden, ::testing::ValuesIn(tiled_cases()), tiled_name);
 
 }  // namespace
 }  // namespace tp

@@ -25,6 +25,8 @@ struct ExecOptions {
   CompiledOptions compiled;
   std::string tiling = "off";
   int64_t tile_min = 0, tile_stride = 0;
+  std::string framewise = "on";  // a video VAE's tiling in time
+  int64_t tile_min_frames = 0, tile_stride_frames = 0;
   FamilyFlags family;  // the pipeline's family options (--steps, --vae DIR, ...)
   int64_t repeat = 1;  // calls made: the first timed cold, the best of the others warm
 };

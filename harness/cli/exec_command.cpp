@@ -35,8 +35,18 @@ Status exec_command(const ExecOptions& o) {
     return Error("--tile-min and --tile-stride need --tiling on");
   if (o.tile_min < 0 || o.tile_stride < 0)
     return Error("--tile-min and --tile-stride are sizes in pixels and must be positive");
+  if (o.framewise != "on" && o.framewise != "off")
+    return Error("--framewise " + o.framewise + " is unknown; use --framewise on or off");
+  if (o.framewise == "off" && (o.tile_min_frames != 0 || o.tile_stride_frames != 0))
+    return Error(
+        "--tile-min-frames and --tile-stride-frames size the tiling in time that "
+        "--framewise off turns off; drop one or the other");
+  if (o.tile_min_frames < 0 || o.tile_stride_frames < 0)
+    return Error(
+        "--tile-min-frames and --tile-stride-frames are frame counts and must be positive");
   PipelineOptions options;
-  options.tiling = TilingOptions{o.tiling == "on", o.tile_min, o.tile_stride};
+  options.tiling = TilingOptions{o.tiling == "on",    o.tile_min,        o.tile_stride,
+                                 o.framewise == "on", o.tile_min_frames, o.tile_stride_frames};
   TP_ASSIGN_OR_RETURN(options.values, family_flag_values(o.family, pipeline));
   TP_RETURN_IF_ERROR(check_required_models(pipeline, options.values));
   // The other models the pipeline reads (a text-to-image pipeline's VAE, the refiner).
@@ -57,6 +67,11 @@ Status exec_command(const ExecOptions& o) {
   TP_RETURN_IF_ERROR(check_family_runs(model, pipeline));
   if (tiling.enabled && !model.family().pipeline(pipeline)->tiles)
     return Error("--tiling on: " + model.family().class_name() + " does not tile " + pipeline);
+  if ((o.framewise == "off" || o.tile_min_frames || o.tile_stride_frames) &&
+      !model.family().pipeline(pipeline)->tiles_in_time)
+    return Error(
+        "--framewise, --tile-min-frames and --tile-stride-frames: " + model.family().class_name() +
+        " does not tile " + pipeline + " in time; leave them out");
   // Refuse an output the results cannot be written to before spending time on the run.
   TP_RETURN_IF_ERROR(
       check_output_path(o.output, model.family().pipeline(pipeline)->outputs.size()));

@@ -115,6 +115,14 @@ void add_exec_command(CLI::App& app, std::vector<Command>& commands) {
                    "tile size in image pixels (default: the config's sample_size; 512 for Tiny)");
   exec->add_option("--tile-stride", ex->tile_stride,
                    "pixels between tiles (default: from diffusers' overlap factor)");
+  exec->add_option("--framewise", ex->framewise,
+                   "on | off: a video VAE's tiling in time (diffusers' use_framewise_encoding/"
+                   "decoding, on by default)")
+      ->capture_default_str();
+  exec->add_option("--tile-min-frames", ex->tile_min_frames,
+                   "a video VAE's temporal tile in video frames (default 16)");
+  exec->add_option("--tile-stride-frames", ex->tile_stride_frames,
+                   "video frames between temporal tiles (default 12)");
   tp::add_family_flags(*exec, ex->family);
   exec->add_flag("--validate-plan", ex->compiled.validate_plans,
                  "check every compiled plan before it runs (liveness, arena overlaps, dtypes); "

@@ -6,6 +6,9 @@ std::string TilingDecision::text() const {
   std::string s =
       std::string(decode ? "decode" : "encode") + " input " + shape_string(input) + ": ";
   const std::string unit = decode ? " latent" : " px";
+  if (framewise)
+    s += std::to_string(frame_tiles) + " frame tiles (over " + std::to_string(frame_threshold) +
+         (decode ? " latent frames), " : " frames), ");
   if (!engaged)
     return s + "not tiled (within the " + std::to_string(threshold) + unit + " tile min)";
   return s + "tiled, " + std::to_string(rows) + "x" + std::to_string(cols) + " tiles of " +

@@ -20,6 +20,10 @@ struct TilingDecision {
   int64_t rows = 0, cols = 0;
   int64_t tile = 0, stride = 0;  // latents (decode) or pixels (encode)
   int64_t threshold = 0;         // the size the input must exceed to tile (KL)
+  // Tiling in time (a video VAE's framewise pass): whether it ran, its tile count, and the
+  // frames (latent frames for a decode) the input must exceed for it.
+  bool framewise = false;
+  int64_t frame_tiles = 0, frame_threshold = 0;
   std::string text() const;
 };
 

@@ -41,10 +41,21 @@ struct Model {
 
 // Tiled execution (families with a tiling rule): sizes in image pixels; zero means the family's
 // default. A stride expresses video-VAE style (min, stride) pairs: the blend is min - stride.
+// A video VAE also tiles in time (diffusers' use_framewise_encoding/decoding, on by default and
+// apart from `enabled`): `framewise` false turns it off; its sizes are in video frames.
 struct TilingOptions {
   bool enabled = false;
   int64_t sample_min = 0;
   int64_t sample_stride = 0;
+  bool framewise = true;
+  int64_t frames_min = 0;
+  int64_t frames_stride = 0;
+  // The same run with no tiling in space or in time (what a tiled output is measured against).
+  static TilingOptions none() {
+    TilingOptions o;
+    o.framewise = false;
+    return o;
+  }
 };
 
 // The values of a run's pipeline options (PipelineOption): key -> value as written, in canonical
@@ -78,9 +89,14 @@ struct Stage {
 // The rows and columns of a tiled output that lie in a blend band between tiles (where two tiles
 // are mixed); all false when the input does not tile. Seam metrics compare these elements apart
 // from the tile interiors.
+// A video's bands also run across frames (`frames`: blended frames of temporal tiles; empty for
+// an image).
 struct SeamBands {
-  std::vector<bool> rows, cols;
+  std::vector<bool> rows, cols, frames;
   bool at(int64_t y, int64_t x) const { return rows[std::size_t(y)] || cols[std::size_t(x)]; }
+  bool at(int64_t t, int64_t y, int64_t x) const {
+    return (!frames.empty() && frames[std::size_t(t)]) || at(y, x);
+  }
 };
 
 // A pipeline that runs two graphs chained: `second` reads `first`'s output `output`. Each graph
@@ -149,6 +165,7 @@ struct PipelineDescriptor {
   std::vector<std::string> options;  // the keys of the family's options it takes
   std::vector<OtherModel> models;    // other models, each named by one of `options`
   bool tiles = false;                // tiling=on runs it tiled (the family's tiling hooks)
+  bool tiles_in_time = false;        // framewise= and tile_frames= apply (a video VAE's)
   // What a tradeoff measures it on: "image" (a real-image-like picture; a decoder, its latents)
   // or "normal" (seeded noise).
   std::string tradeoff_input = "normal";

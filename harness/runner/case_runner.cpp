@@ -143,6 +143,17 @@ void add_dumps(CaseResult& r, const RunOptions& o, const ReferenceRun& ref,
     if (const Tensor* want = find_tensor(ref.outputs, name)) dump(r, "output:" + name, got, *want);
 }
 
+// Whether the reference made the call `g` belongs to, on the same input shape.
+bool same_call(const ReferenceRun& ref, const CompiledRun& run, const GroupCapture& g) {
+  const auto want = ref.values.find(g.key());
+  if (want == ref.values.end()) return false;
+  const auto given = run.call_inputs.find(g.key());
+  const auto input = want->second.find(g.plan->graph->inputs[0].second);
+  if (given == run.call_inputs.end() || given->second.empty() || input == want->second.end())
+    return true;  // a chained graph's input was not captured: the names tell
+  return given->second.front().second.shape() == input->second.shape();
+}
+
 // Refuses, before the inputs are made, a case whose estimate exceeds its budget: mem=, --mem,
 // or the machine's available memory. A pipeline the estimate cannot follow is left to the run,
 // which says what is wrong with it. A tiled case that fits only without keeping every tile's
@@ -254,7 +265,8 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
     TP_RETURN_IF_ERROR(check_family_runs(*p.warm, p.pipeline));
   }
   p.reference = c.reference;
-  p.tiling = TilingOptions{c.tiling, c.tile_min, c.tile_stride};
+  p.tiling = TilingOptions{c.tiling,    c.tile_min,        c.tile_stride,
+                           c.framewise, c.tile_min_frames, c.tile_stride_frames};
   if (o.check_memory) TP_RETURN_IF_ERROR(check_memory(p, o));
   TP_ASSIGN_OR_RETURN(NamedTensors inputs, case_inputs(c, *p.model, p.pipeline));
   p.input_name = inputs.front().first;
@@ -389,11 +401,12 @@ CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& m
   auto ref = run_reference(p, checkpoint_values(*run->session));
   if (!ref.ok()) return finish(Outcome::kError, "reference path: " + ref.error().message());
   r.reference_seconds = ref->seconds;
-  // Paths that tiled differently (a wrong engage decision) made calls the other did not: those
-  // calls' groups have nothing to compare with, and the tiling check names the cause.
+  // Paths that tiled differently (a wrong engage decision) made calls the other did not, or
+  // calls of the same name on other shapes: those calls' groups have nothing to compare with,
+  // and the tiling check names the cause.
   run->groups.erase(
       std::remove_if(run->groups.begin(), run->groups.end(),
-                     [&](const GroupCapture& g) { return !ref->values.count(g.key()); }),
+                     [&](const GroupCapture& g) { return !same_call(*ref, *run, g); }),
       run->groups.end());
 
   Evaluation e = evaluate(p, *ref, *run, o.local_error && p.captures_groups(), o.contract);
@@ -404,7 +417,7 @@ CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& m
                        int64_t(rows.size())});
     r.contract.insert(r.contract.end(), rows.begin(), rows.end());
   }
-  if (p.tiling.enabled) {
+  if (p.tiling.enabled || !run->session->tiling().empty()) {
     TilingCheck t = check_tiling(p, *run);
     e.checkpoints.insert(e.checkpoints.end(), t.records.begin(), t.records.end());
     if (!t.failure.empty()) {  // the cause, ahead of the output difference it makes

@@ -96,6 +96,13 @@ ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
   path.accumulation = grp.policy.accumulation;
   for (int o : grp.ops) {
     const Op& op = plan.graph->ops[std::size_t(o)];
+    if (op.kind != OpKind::kGroupNorm) continue;
+    if (auto x = values.find(op.inputs[0]); x != values.end())
+      path.conditioning = std::max(
+          path.conditioning, group_norm_conditioning(x->second, op.attrs.groups, op.attrs.eps));
+  }
+  for (int o : grp.ops) {
+    const Op& op = plan.graph->ops[std::size_t(o)];
     if (op.kind != OpKind::kTimestepEmbedding) continue;
     auto t = values.find(op.inputs[0]);
     // Without the timesteps' values, the scheduler's largest.

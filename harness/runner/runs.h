@@ -239,8 +239,10 @@ Provenance input_provenance(const Tensor& input);
 Provenance locate_non_finite(const PreparedCase& p, const ReferenceRun& ref,
                              const CompiledRun& run);
 
-// A tiled case: "" or why the compiled engage decision differs from the config's rule, and the
-// seam-band and tile-interior error of the tiled output against the untiled reference.
+// A tiled case, or one whose pipeline recorded decisions (a video VAE's, which tiles in time by
+// default): "" or why a compiled engage decision differs from the config's rule, and, when it
+// tiled, the seam-band and tile-interior error of the tiled output against the untiled
+// reference (tiling off in space and in time).
 struct TilingCheck {
   std::string failure;
   std::vector<CheckpointRecord> records;  // "seam:<output>", "interior:<output>"

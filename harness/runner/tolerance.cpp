@@ -55,7 +55,7 @@ double sinusoid_u(const ValuePath& path) {
 double coarsest_u(const ValuePath& path) {
   double u = unit_roundoff(DType::kF32);
   for (DType d : path.dtypes) u = std::max(u, unit_roundoff(d));
-  return u;
+  return u * std::max(1.0, path.conditioning);
 }
 
 DType coarsest(const ValuePath& path) {
@@ -66,6 +66,26 @@ DType coarsest(const ValuePath& path) {
 }
 
 }  // namespace
+
+double group_norm_conditioning(const Tensor& x, int groups, double eps) {
+  if (x.rank() < 2 || groups <= 0 || x.numel() == 0) return 1;
+  const Tensor f = x.to(DType::kF64);
+  const int64_t sets = f.dim(0) * groups, per = f.numel() / sets;
+  double sum = 0;
+  for (int64_t k = 0; k < sets; ++k) {
+    double m = 0, m2 = 0;
+    for (int64_t i = 0; i < per; ++i) {
+      const double v = f.data<double>()[k * per + i];
+      m += v;
+      m2 += v * v;
+    }
+    m /= double(per);
+    m2 /= double(per);
+    const double var = std::max(0.0, m2 - m * m);
+    sum += var + eps > 0 ? m2 / (var + eps) : 1;
+  }
+  return std::sqrt(sum / double(sets));
+}
 
 const char* op_class_name(OpClass c) {
   switch (c) {
@@ -92,8 +112,12 @@ Tolerance local_tolerance(OpClass c, const ValuePath& path) {
   if (c == OpClass::kGroupNorm) factor = kGroupNormFactor;
   if (c == OpClass::kAttention) factor = kAttentionFactor;
   const double value = factor * coarsest_u(path) + summation_u(path) + sinusoid_u(path);
-  char buf[128];
-  if (path.sinusoid_argument > 0)
+  char buf[160];
+  if (path.conditioning > 1)
+    std::snprintf(buf, sizeof buf, "%.3g u(%s) x GroupNorm conditioning %.3g + sum K=%lld = %.2e",
+                  factor, dtype_name(coarsest(path)), path.conditioning,
+                  static_cast<long long>(path.reduction), value);
+  else if (path.sinusoid_argument > 0)
     std::snprintf(buf, sizeof buf, "%.3g u(%s) + sinusoid max|t|=%.4g = %.2e", factor,
                   dtype_name(coarsest(path)), path.sinusoid_argument, value);
   else

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "harness/core/dtype.h"
+#include "harness/core/tensor.h"
 
 namespace tp {
 
@@ -43,7 +44,15 @@ struct ValuePath {
   // rounding of exp and of the product, a few u of |t| (GPU expf is within 2 ulp, not glibc's
   // bits), and sin/cos pass that absolute error on (docs/tolerances.md). 0: no sinusoid.
   double sinusoid_argument = 0;
+  // GroupNorm's conditioning on its input (group_norm_conditioning): where a group's |mean| >>
+  // std (a near-constant input: a sliver tile of one latent column) it amplifies the input's
+  // rounding by rms/std. 1: none measured, or zero-mean groups.
+  double conditioning = 1;
 };
+
+// sqrt of the mean over (batch, group) of E[x^2] / (Var[x] + eps): the factor by which GroupNorm
+// with `groups` groups multiplies the relative rounding error of its input `x` ([B, C, ...]).
+double group_norm_conditioning(const Tensor& x, int groups, double eps);
 
 // One group alone on reference inputs (local error).
 Tolerance local_tolerance(OpClass c, const ValuePath& path);

@@ -173,9 +173,9 @@ class ToyFamily : public Family {
   Expected<SeamBands> seam_bands(const ModelConfig&, const TilingOptions&, const std::string&,
                                  const Shape& input) const override {
     if (!engages(input))
-      return SeamBands{std::vector<bool>(std::size_t(input[2])),
-                       std::vector<bool>(std::size_t(input[3]))};
-    return SeamBands{seam_lines(input[2]), seam_lines(input[3])};
+      return SeamBands{
+          std::vector<bool>(std::size_t(input[2])), std::vector<bool>(std::size_t(input[3])), {}};
+    return SeamBands{seam_lines(input[2]), seam_lines(input[3]), {}};
   }
   Expected<std::vector<std::pair<int64_t, int64_t>>> tiling_points(
       const ModelConfig&, const std::string&, const TilingOptions&) const override {

@@ -7,10 +7,14 @@ io.safetensors with
                                                clamped to [-30, 20] as DiagonalGaussianDistribution)
   decoded.f64, decoded.f32: vae.decode(latents).sample
 untiled and not framewise (use_tiling and both use_framewise_* False: diffusers' defaults turn
-framewise on, which an untiled reference must turn off, video-vae-facts 6.1).
+framewise on, which an untiled reference must turn off, video-vae-facts 6.1); and, for the tiled
+runs tiled.json lists (in space, in time and both, each crossing diffusers' thresholds),
+tiled.<variant>.input (float32) and diffusers' float64 outputs tiled.<variant>.<output> (rounded
+to float32).
 Run by tools/make-hv-golden-fixtures.sh in a venv with PyPI's torch and diffusers 0.42.1 (the
 version ../shared/docs/reference/video-vae-facts.md describes).
 """
+import json
 import os
 import sys
 
@@ -52,6 +56,57 @@ def untiled(vae):
     return vae
 
 
+def variants(ratio):
+    """Tiled runs that cross diffusers' thresholds in space, in time and both: (name, stage,
+    use_tiling, (min px, stride px) or None, framewise, (min frames, stride frames) or None,
+    input frames, input height and width in latents)."""
+    r, space = ratio, (4 * ratio, 3 * ratio)
+    return [
+        ("decode_space", "decode", True, space, False, None, 2, (5, 7)),
+        ("decode_time", "decode", False, None, True, None, 6, (2, 3)),
+        ("decode_time_short", "decode", False, None, True, (8, 4), 5, (2, 2)),
+        ("decode_both", "decode", True, space, True, (8, 4), 4, (5, 5)),
+        ("encode_space", "encode", True, space, False, None, 5, (5, 7)),
+        ("encode_time", "encode", False, None, True, None, 21, (2, 2)),
+        ("encode_both", "encode", True, space, True, (8, 4), 13, (5, 5)),
+    ]
+
+
+def tiled_runs(name, vae, config, video, latent, io):
+    """Each variant's input and diffusers' float64 output, keyed "tiled.<variant>.*"; the options
+    go to tiled.json beside them."""
+    ratio = config.get("spatial_compression_ratio", 8)
+    plan = []
+    g = torch.Generator().manual_seed(2)
+    m = vae.to(torch.float64)
+    for variant, stage, tiling, space, framewise, frames, t, (h, w) in variants(ratio):
+        m.use_tiling = tiling
+        m.use_framewise_encoding = m.use_framewise_decoding = framewise
+        m.tile_sample_min_height = m.tile_sample_min_width = space[0] if space else 256
+        m.tile_sample_stride_height = m.tile_sample_stride_width = space[1] if space else 192
+        m.tile_sample_min_num_frames, m.tile_sample_stride_num_frames = frames or (16, 12)
+        if stage == "decode":
+            x = torch.randn(latent[0], latent[1], t, h, w, generator=g)
+            with torch.no_grad():
+                y = m.decode(x.double()).sample
+            outs = {"sample": y}
+        else:
+            x = torch.rand(video[0], video[1], t, h * ratio, w * ratio, generator=g) * 2 - 1
+            with torch.no_grad():
+                post = m.encode(x.double()).latent_dist
+            outs = {"mean": post.mean, "logvar": post.logvar}
+        # Stored in float32 (the float64 run's outputs rounded once: 6e-8 relative, far below
+        # the 1e-5 the tests ask) to keep the fixtures small.
+        io[f"tiled.{variant}.input"] = x
+        for k, v in outs.items():
+            io[f"tiled.{variant}.{k}"] = v.float()
+        plan.append(dict(variant=variant, pipeline="video." + stage, tiling=tiling,
+                         tile=list(space) if space else [0, 0], framewise=framewise,
+                         tile_frames=list(frames) if frames else [0, 0], outputs=list(outs)))
+    untiled(vae)
+    return plan
+
+
 def main(out_root):
     for name, (config, video, latent) in MODELS.items():
         torch.manual_seed(0)
@@ -70,6 +125,9 @@ def main(out_root):
                 io["mean." + tag] = posterior.mean
                 io["logvar." + tag] = posterior.logvar
                 io["decoded." + tag] = m.decode(io["latents"].to(dtype)).sample
+        plan = tiled_runs(name, vae, config, video, latent, io)
+        with open(os.path.join(folder, "tiled.json"), "w") as f:
+            json.dump(plan, f, indent=1)
         save_file({k: v.contiguous() for k, v in io.items()}, os.path.join(folder, "io.safetensors"))
         print(name, {k: tuple(v.shape) for k, v in io.items()})
 

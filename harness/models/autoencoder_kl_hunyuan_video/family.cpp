@@ -5,7 +5,9 @@
 
 #include "harness/core/rng.h"
 #include "harness/models/autoencoder_kl_hunyuan_video/hv_config.h"
+#include "harness/models/autoencoder_kl_hunyuan_video/hv_tiling.h"
 #include "harness/models/option_parsers.h"
+#include "harness/models/vae/tiling.h"
 
 namespace tp {
 namespace {
@@ -29,18 +31,21 @@ const char* const kDecode = "video.decode";
 const char* const kRoundtrip = "video.roundtrip";
 
 std::vector<PipelineDescriptor> video_pipelines() {
-  PipelineDescriptor encode = describe_pipeline(
-      kEncode, "video [B,C,T,H,W] in [-1,1] -> the posterior's mean, logvar (untiled)", {"sample"},
-      {"mean", "logvar"}, Produces::kLatents);
-  PipelineDescriptor decode =
-      describe_pipeline(kDecode, "latents [B,L,T',H/8,W/8] -> video (untiled)", {"latents"},
-                        {"sample"}, Produces::kImage);
+  PipelineDescriptor encode =
+      describe_pipeline(kEncode, "video [B,C,T,H,W] in [-1,1] -> the posterior's mean, logvar",
+                        {"sample"}, {"mean", "logvar"}, Produces::kLatents);
+  PipelineDescriptor decode = describe_pipeline(kDecode, "latents [B,L,T',H/8,W/8] -> video",
+                                                {"latents"}, {"sample"}, Produces::kImage);
   PipelineDescriptor roundtrip =
       describe_pipeline(kRoundtrip, "video -> encoder -> decoder of the mean -> video", {"sample"},
                         {"sample"}, Produces::kImage);
   roundtrip.handoff =
       Handoff{"video.encoder", "mean", "video.decoder", "encoder.", kEncode, kDecode};
-  for (PipelineDescriptor* d : {&encode, &decode, &roundtrip}) d->options = {"frames"};
+  for (PipelineDescriptor* d : {&encode, &decode, &roundtrip}) {
+    d->options = {"frames"};
+    d->tiles = true;
+    d->tiles_in_time = true;
+  }
   decode.tradeoff_default = true;
   return {encode, decode, roundtrip};
 }
@@ -161,6 +166,8 @@ class HunyuanVideoVaeFamily : public Family {
     return t;
   }
 
+  // Tiled in space and in time as diffusers decides (hv_tiling.h): the streamed tiler on the
+  // compiled path (which records its decisions), the plain one on the reference paths.
   Expected<NamedTensors> run(const Model& model, const std::string& pipeline,
                              const NamedTensors& inputs, GraphExecutor& executor,
                              const PipelineOptions& options) const override {
@@ -168,17 +175,15 @@ class HunyuanVideoVaeFamily : public Family {
     TP_RETURN_IF_ERROR(check_input(model, pipeline, input));
     const HunyuanVideoVaeConfig& c = hv(*model.config);
     const Tensor x = input.to(input.dtype() == DType::kF64 ? DType::kF64 : DType::kF32);
-    if (pipeline == kDecode)
-      return executor.run(build_hunyuan_video_decoder_graph(c), model.weights, {{"latents", x}});
-    TP_ASSIGN_OR_RETURN(NamedTensors posterior, executor.run(build_hunyuan_video_encoder_graph(c),
-                                                             model.weights, {{"sample", x}}));
-    if (pipeline == kEncode) return posterior;
-    const Tensor* mean = find_tensor(posterior, "mean");
-    TP_ASSIGN_OR_RETURN(NamedTensors out, executor.run(build_hunyuan_video_decoder_graph(c),
-                                                       model.weights, {{"latents", *mean}}));
-    if (options.stage_outputs)
-      for (const auto& [name, t] : posterior) out.emplace_back("encoder." + name, t);
-    return out;
+    const HvStage first = pipeline == kDecode ? HvStage::kDecode : HvStage::kEncode;
+    const bool roundtrip = pipeline == kRoundtrip;
+    TP_ASSIGN_OR_RETURN(HvTiles t, hv_tiles(c, options.tiling));
+    if (executor.streams_tiles() && (t.spatial || t.framewise))
+      return run_hv_streamed_tiled(model, first, roundtrip, x, executor, options.tiling,
+                                   options.stage_outputs);
+    if (tiles_any(t, c, pipeline, x.shape()))
+      return run_hv_plain_tiled(model, first, roundtrip, x, executor, t);
+    return run_hv_whole(model, first, roundtrip, x, executor, options.stage_outputs);
   }
 
   Expected<std::vector<Stage>> stages(const Model& model, const std::string& pipeline,
@@ -190,6 +195,82 @@ class HunyuanVideoVaeFamily : public Family {
     if (pipeline == kRoundtrip)
       stages.push_back({build_hunyuan_video_decoder_graph(c), {}, "mean"});
     return stages;
+  }
+
+  std::string check_tiling_decision(const ModelConfig& config, const TilingOptions& options,
+                                    const TilingDecision& d) const override {
+    auto t = hv_tiles(hv(config), options);
+    if (!t.ok()) return t.error().message();
+    const HvStage s = d.decode ? HvStage::kDecode : HvStage::kEncode;
+    const bool time = t->in_time(s, d.input), space = t->in_space(s, d.input);
+    const char* what = d.decode ? "decode" : "encode";
+    auto verdict = [&](bool did, bool rule, const std::string& axis, const std::string& limit) {
+      return "the compiled path " + std::string(did ? "tiled" : "did not tile") + " the " + what +
+             " input " + shape_string(d.input) + " " + axis + ", but the config's rule (" + limit +
+             ") says it " + (rule ? "must tile" : "fits one tile") + " (" + d.text() + ")";
+    };
+    if (d.framewise != time)
+      return verdict(d.framewise, time, "in time",
+                     "tile in time only above " +
+                         (d.decode ? std::to_string(t->latent_min_frames()) + " latent frames"
+                                   : std::to_string(t->min_frames) + " frames"));
+    if (d.engaged != space)
+      return verdict(d.engaged, space, "in space",
+                     "tile only above the " +
+                         (d.decode ? std::to_string(t->latent_min()) + " latent"
+                                   : std::to_string(t->min_px) + " px") +
+                         " tile min in height or width");
+    return "";
+  }
+
+  Expected<SeamBands> seam_bands(const ModelConfig& config, const TilingOptions& options,
+                                 const std::string& pipeline, const Shape& input) const override {
+    TP_ASSIGN_OR_RETURN(HvTiles t, hv_tiles(hv(config), options));
+    return hv_seam_bands(t, hv(config), pipeline != kDecode, pipeline != kEncode, input);
+  }
+
+  // Around the spatial thresholds of each stage the pipeline runs (res=tiling); the temporal ones
+  // are frame counts, which case lines give with frames=.
+  Expected<std::vector<std::pair<int64_t, int64_t>>> tiling_points(
+      const ModelConfig& config, const std::string& pipeline,
+      const TilingOptions& options) const override {
+    TilingOptions spatial = options;
+    spatial.enabled = true;
+    TP_ASSIGN_OR_RETURN(HvTiles t, hv_tiles(hv(config), spatial));
+    std::vector<std::pair<int64_t, int64_t>> thresholds;
+    if (pipeline != kDecode) thresholds.emplace_back(t.min_px, t.stride_px);
+    if (pipeline != kEncode)
+      thresholds.emplace_back(t.latent_min() * t.ratio, t.latent_stride() * t.ratio);
+    return points_around_thresholds(thresholds, t.ratio);
+  }
+
+  // A tile's pixels over the frame's (one tile at a time), and how many tiles cover a pixel.
+  double tile_share(const ModelConfig& config, const TilingOptions& options, int64_t height,
+                    int64_t width) const override {
+    auto t = hv_tiles(hv(config), options);
+    if (!t.ok() || !options.enabled) return 1;
+    return std::min(1.0, double(t->min_px) * double(t->min_px) / (double(height) * double(width)));
+  }
+  double tile_coverage(const ModelConfig& config, const TilingOptions& options, int64_t height,
+                       int64_t width) const override {
+    auto t = hv_tiles(hv(config), options);
+    if (!t.ok() || !options.enabled) return 1;
+    auto per_axis = [&](int64_t px) {
+      const int64_t over = (t->min_px + t->stride_px - 1) / t->stride_px;
+      return double(std::max<int64_t>(1, std::min(over, (px + t->stride_px - 1) / t->stride_px)));
+    };
+    return per_axis(height) * per_axis(width);
+  }
+
+ private:
+  // Whether diffusers' rule tiles any stage of `pipeline` on `x` (in space or in time).
+  static bool tiles_any(const HvTiles& t, const HunyuanVideoVaeConfig& c,
+                        const std::string& pipeline, const Shape& x) {
+    auto stage = [&](HvStage s, const Shape& in) { return t.in_time(s, in) || t.in_space(s, in); };
+    if (pipeline == kDecode) return stage(HvStage::kDecode, x);
+    const int64_t r = c.spatial_compression_ratio;
+    const Shape z{x[0], c.latent_channels, c.latent_frames(x[2]), x[3] / r, x[4] / r};
+    return stage(HvStage::kEncode, x) || (pipeline == kRoundtrip && stage(HvStage::kDecode, z));
   }
 };
 

@@ -47,5 +47,8 @@ Expected<HunyuanVideoVaeConfig> parse_hunyuan_video_vae_config(const nlohmann::j
 // post_quant_conv), untiled and not framewise.
 Graph build_hunyuan_video_encoder_graph(const HunyuanVideoVaeConfig& config);
 Graph build_hunyuan_video_decoder_graph(const HunyuanVideoVaeConfig& config);
+// "video.encoder_moments": the encoder up to quant_conv (output "moments", 2L channels), what a
+// tiled encode blends before the posterior's chunk and clamp.
+Graph build_hunyuan_video_moments_graph(const HunyuanVideoVaeConfig& config);
 
 }  // namespace tp

@@ -88,8 +88,10 @@ class HvBuilder {
 
 }  // namespace
 
-Graph build_hunyuan_video_encoder_graph(const HunyuanVideoVaeConfig& c) {
-  HvBuilder k(c, "video.encoder");
+namespace {
+
+Graph encoder_graph(const HunyuanVideoVaeConfig& c, bool moments_only) {
+  HvBuilder k(c, moments_only ? "video.encoder_moments" : "video.encoder");
   GraphBuilder& b = k.b_;
   const auto& boc = c.block_out_channels;
   int h = k.causal_conv("encoder.conv_in", b.input("sample"), c.in_channels, boc[0], 3);
@@ -112,12 +114,26 @@ Graph build_hunyuan_video_encoder_graph(const HunyuanVideoVaeConfig& c) {
   const int lat = c.latent_channels;
   h = b.conv("quant_conv", h, 2 * lat, 2 * lat, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {0, 0, 0},
              {0, 0, 0}, PadMode::kZeros);
+  if (moments_only) {
+    b.output("moments", h);
+    return b.finish();
+  }
   // DiagonalGaussianDistribution: mean, logvar = chunk(moments, 2); logvar clamped.
   const int mean = b.slice_channels("posterior.mean", h, 0, lat);
   const int raw = b.slice_channels("posterior.logvar_unclamped", h, lat, 2 * lat);
   b.output("mean", mean);
   b.output("logvar", b.clamp("posterior.logvar", raw, -30.0, 20.0));
   return b.finish();
+}
+
+}  // namespace
+
+Graph build_hunyuan_video_encoder_graph(const HunyuanVideoVaeConfig& c) {
+  return encoder_graph(c, false);
+}
+
+Graph build_hunyuan_video_moments_graph(const HunyuanVideoVaeConfig& c) {
+  return encoder_graph(c, true);
 }
 
 Graph build_hunyuan_video_decoder_graph(const HunyuanVideoVaeConfig& c) {

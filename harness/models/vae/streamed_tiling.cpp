@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "harness/models/vae/streamed_blend.h"
 #include "harness/models/vae/vae_graphs.h"
 
 namespace tp {
 namespace {
 
-float round_to(DType dt, float x) { return float(round_through(dt, x)); }
 void store_rounded(const float* src, int64_t n, DType dt, std::byte* dst) {
   convert_elements(src, DType::kF32, dst, dt, std::size_t(n));
 }
@@ -88,76 +88,13 @@ Expected<Tile> run_tile(GraphExecutor& s, const Graph& g, const Weights& w, cons
   return to_tile(*t);
 }
 
-// AutoencoderKL: tiles streamed row by row, each blended in place into its upper and left
-// neighbours' last rows/columns, cropped to `limit` and written to the output.
-Expected<Tensor> blended_tiles(GraphExecutor& s, const Graph& g, const Weights& w, const Tensor& x,
-                               const std::string& out_name, int64_t size, int64_t stride,
-                               int64_t blend, int64_t limit, int64_t* rows_out, int64_t* cols_out) {
-  std::vector<Tile> prev, cur;
-  std::vector<std::vector<Tile>> cropped_rows;
-  DType dt = DType::kF32;
-  for (int64_t i = 0; i < x.dim(2); i += stride) {
-    cur.clear();
-    for (int64_t j = 0; j < x.dim(3); j += stride) {
-      TP_ASSIGN_OR_RETURN(Tile t, run_tile(s, g, w, x, i, j, size, out_name, &dt));
-      const std::size_t col = cur.size();
-      if (!prev.empty()) {  // blend_v with the tile above
-        Tile& a = prev[col];
-        const int64_t e = std::min({a.h, t.h, blend});
-        for (int64_t n = 0; n < t.b * t.c; ++n)
-          for (int64_t y = 0; y < e; ++y) {
-            const float wb = float(double(y) / double(e)), wa = float(1 - double(y) / double(e));
-            for (int64_t q = 0; q < t.w; ++q)
-              t.at(n, y, q) = round_to(dt, a.at(n, a.h - e + y, q) * wa + t.at(n, y, q) * wb);
-          }
-      }
-      if (col > 0) {  // blend_h with the tile to the left
-        Tile& a = cur[col - 1];
-        const int64_t e = std::min({a.w, t.w, blend});
-        for (int64_t n = 0; n < t.b * t.c; ++n)
-          for (int64_t y = 0; y < t.h; ++y)
-            for (int64_t q = 0; q < e; ++q) {
-              const float wb = float(double(q) / double(e)), wa = float(1 - double(q) / double(e));
-              t.at(n, y, q) = round_to(dt, a.at(n, y, a.w - e + q) * wa + t.at(n, y, q) * wb);
-            }
-      }
-      cur.push_back(std::move(t));
-    }
-    std::vector<Tile> row;
-    for (const Tile& t : cur) {
-      Tile c{t.b, t.c, std::min(limit, t.h), std::min(limit, t.w), {}};
-      for (int64_t n = 0; n < t.b * t.c; ++n)
-        for (int64_t y = 0; y < c.h; ++y)
-          c.v.insert(c.v.end(), t.v.begin() + (n * t.h + y) * t.w,
-                     t.v.begin() + (n * t.h + y) * t.w + c.w);
-      row.push_back(std::move(c));
-    }
-    cropped_rows.push_back(std::move(row));
-    prev.swap(cur);
-  }
-  *rows_out = int64_t(cropped_rows.size());
-  *cols_out = int64_t(cropped_rows[0].size());
-  int64_t height = 0, width = 0;
-  for (const auto& r : cropped_rows) height += r[0].h;
-  for (const Tile& t : cropped_rows[0]) width += t.w;
-  const int64_t bc = cropped_rows[0][0].b * cropped_rows[0][0].c;
-  std::vector<float> full(std::size_t(bc * height * width));
-  int64_t y0 = 0;
-  for (const auto& r : cropped_rows) {
-    int64_t x0 = 0;
-    for (const Tile& t : r) {
-      for (int64_t n = 0; n < bc; ++n)
-        for (int64_t y = 0; y < t.h; ++y)
-          std::memcpy(full.data() + (n * height + y0 + y) * width + x0,
-                      t.v.data() + (n * t.h + y) * t.w, std::size_t(t.w) * sizeof(float));
-      x0 += t.w;
-    }
-    y0 += r[0].h;
-  }
-  Tensor out =
-      Tensor::uninitialized(dt, {cropped_rows[0][0].b, cropped_rows[0][0].c, height, width});
-  store_rounded(full.data(), int64_t(full.size()), dt, out.raw());
-  return out;
+// Runs one tile through graph `g` and returns its output `out`.
+std::function<Expected<Tensor>(const Tensor&)> graph_tile(GraphExecutor& s, const Graph& g,
+                                                          const Weights& w, std::string out) {
+  return [&s, g, &w, out](const Tensor& tile) -> Expected<Tensor> {
+    TP_ASSIGN_OR_RETURN(NamedTensors o, s.run(g, w, {{g.inputs[0].first, tile}}));
+    return *find_tensor(o, out);
+  };
 }
 
 // AutoencoderTiny: mask blending into a zeroed fp32 output.
@@ -223,13 +160,15 @@ Expected<NamedTensors> tiled_stage(GraphExecutor& s, const Model& m, Pipeline st
     result = {{dec ? "sample" : "latents", t}};
   } else if (dec) {
     TP_ASSIGN_OR_RETURN(
-        Tensor t, blended_tiles(s, build_decoder_graph(c), m.weights, x, "sample", size, stride,
-                                l.blend_px, l.smin - l.blend_px, &rows, &cols));
+        Tensor t,
+        stream_blended_tiles(x, graph_tile(s, build_decoder_graph(c), m.weights, "sample"),
+                             {size, stride, l.blend_px, l.smin - l.blend_px}, &rows, &cols));
     result = {{"sample", t}};
   } else {
-    TP_ASSIGN_OR_RETURN(Tensor moments,
-                        blended_tiles(s, c.moments_graph(), m.weights, x, "moments", size, stride,
-                                      l.blend_lat, l.lmin - l.blend_lat, &rows, &cols));
+    TP_ASSIGN_OR_RETURN(
+        Tensor moments,
+        stream_blended_tiles(x, graph_tile(s, c.moments_graph(), m.weights, "moments"),
+                             {size, stride, l.blend_lat, l.lmin - l.blend_lat}, &rows, &cols));
     // The posterior's chunk and clamp after blending, in fp32, rounded to the moments' dtype.
     const int64_t b = moments.dim(0), lc = c.latent_channels(),
                   per = lc * moments.dim(2) * moments.dim(3);

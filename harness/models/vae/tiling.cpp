@@ -258,7 +258,7 @@ SeamBands seam_bands(const TileGeometry& g, Pipeline p, const Shape& s) {
   // Tiling engages on the whole input: then both axes step by the stride, even one within the min.
   auto bands = [&](Pipeline stage, const Shape& in) {
     const bool on = tiling_engages(g, stage, in);
-    return SeamBands{axis_bands(g, stage, in[2], on), axis_bands(g, stage, in[3], on)};
+    return SeamBands{axis_bands(g, stage, in[2], on), axis_bands(g, stage, in[3], on), {}};
   };
   if (p != Pipeline::kRoundtrip) return bands(p, s);
   // Encode bands are latent rows: every pixel row they decode to is in the band too.

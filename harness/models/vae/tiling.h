@@ -33,6 +33,13 @@ bool tiling_engages(const TileGeometry& g, Pipeline stage, const Shape& input);
 // does not tile (SeamBands, family.h).
 SeamBands seam_bands(const TileGeometry& g, Pipeline pipeline, const Shape& input);
 
+// The sizes (height, width) around each (threshold, stride) pair in pixels, q pixels to a latent:
+// one latent under, at and over the threshold and the stride boundaries where the tile count
+// changes (S, S + q, 2S, 2S + q), each along the height with the width at the threshold and the
+// other way round (Family::tiling_points).
+std::vector<std::pair<int64_t, int64_t>> points_around_thresholds(
+    const std::vector<std::pair<int64_t, int64_t>>& thresholds, int64_t q);
+
 // vae.encode / vae.decode / vae.roundtrip tiled per `options` (enabled), every tile kept, each
 // run on `executor`: the reference paths' tiler.
 Expected<NamedTensors> run_plain_tiled(const Model& model, Pipeline p, const Tensor& input,

@@ -45,6 +45,11 @@ Expected<std::vector<std::pair<int64_t, int64_t>>> VaeFamily::tiling_points(
   std::vector<std::pair<int64_t, int64_t>> thresholds;  // (threshold, stride) in pixels, per stage
   if (p != Pipeline::kDecode) thresholds.emplace_back(g.sample_min, g.encode_stride);
   if (p != Pipeline::kEncode) thresholds.emplace_back(g.latent_min * q, g.decode_stride * q);
+  return points_around_thresholds(thresholds, q);
+}
+
+std::vector<std::pair<int64_t, int64_t>> points_around_thresholds(
+    const std::vector<std::pair<int64_t, int64_t>>& thresholds, int64_t q) {
   std::set<std::pair<int64_t, int64_t>> out;
   for (const auto& [t, s] : thresholds) {
     for (int64_t size : {t - q, t, t + q, s, s + q, 2 * s, 2 * s + q}) {
