@@ -1,7 +1,8 @@
 // N-dimensional convolution (1 to 3 spatial axes): per-axis stride, dilation and padding, zero
 // or replicate padding (a causal time axis is padding (k-1)*dilation before, 0 after: diffusers'
-// HunyuanVideoCausalConv3d), grouped. One group: im2col over blocks of output positions, then
-// the shared GEMM (sgemm in fp32, Eigen in fp64), so the column buffer stays small at any size;
+// HunyuanVideoCausalConv3d), grouped. One group: in fp32 the shared sgemm over every output
+// position, its B panels gathered from the input (implicit GEMM); in fp64 im2col over blocks of
+// output positions and Eigen, so the column buffer stays small at any size;
 // grouped convs: direct loops, accumulating in T. A conv that conv2d_window() takes runs on the
 // image conv (conv2d.cpp).
 #include <Eigen/Core>
@@ -60,34 +61,97 @@ Geometry geometry(const Tensor& x, const Tensor& weight, const OpAttrs& a) {
   return g;
 }
 
-// cols[ci * k_vol + kk][o - o0] for output positions [o0, o0 + n): the input each tap reads.
-template <class T>
-void im2col(const T* x, int64_t cin, const Geometry& g, int64_t o0, int64_t n, T* cols) {
-  const int64_t k_vol = g.k_vol(), in_vol = g.in_vol();
-#pragma omp parallel for schedule(static) if (cin * k_vol * n >= kParallelElements)
-  for (int64_t row = 0; row < cin * k_vol; ++row) {
-    const T* xc = x + (row / k_vol) * in_vol;
-    T* out = cols + row * n;
-    for (int64_t o = 0; o < n; ++o) {
-      const int64_t at = g.source(o0 + o, row % k_vol);
-      out[o] = at < 0 ? T(0) : xc[at];
+// Row `row` (one channel and tap) of the conv's patch matrix at output positions [o0, o0 + n):
+// put(j, value) for position o0 + j, and put_run(j, src, len) for positions o0 + j onwards that
+// read `len` consecutive inputs (a stride-1 last axis inside the input). The positions run along
+// output rows, the row's first two input coordinates computed once per output row and the last
+// stepped by the stride: no division per element (Geometry::source's, which the grouped direct
+// loop keeps).
+template <class T, class Put, class PutRun>
+void gather_row(const T* x, const Geometry& g, int64_t row, int64_t o0, int64_t n, Put put,
+                PutRun put_run) {
+  const int64_t k_vol = g.k_vol();
+  const T* xc = x + (row / k_vol) * g.in_vol();
+  const int64_t kk = row % k_vol;
+  const int64_t k_at[3] = {kk / (g.k[1] * g.k[2]), (kk / g.k[2]) % g.k[1], kk % g.k[2]};
+  // Input coordinate along axis a of output coordinate o; -1 where the zero pad is read.
+  auto coord = [&](int a, int64_t o) {
+    const int64_t i = o * g.s[a] - g.lo[a] + k_at[a] * g.d[a];
+    if (g.replicate) return std::clamp<int64_t>(i, 0, g.in[a] - 1);
+    return i < 0 || i >= g.in[a] ? int64_t(-1) : i;
+  };
+  // Along the last axis, output coordinates [inner_lo, inner_hi) read inside the input.
+  const int64_t shift = k_at[2] * g.d[2] - g.lo[2];
+  const int64_t inner_lo = g.s[2] == 1 ? std::max<int64_t>(0, -shift) : 0;
+  const int64_t inner_hi = g.s[2] == 1 ? std::max(inner_lo, g.in[2] - shift) : 0;
+  for (int64_t o = o0; o < o0 + n;) {
+    const int64_t line = o / g.out[2], ox0 = o % g.out[2];
+    const int64_t end = std::min(o0 + n, (line + 1) * g.out[2]), ox_end = ox0 + (end - o);
+    const int64_t it = coord(0, line / g.out[1]), iy = coord(1, line % g.out[1]);
+    const T* src = it < 0 || iy < 0 ? nullptr : xc + (it * g.in[1] + iy) * g.in[2];
+    for (int64_t ox = ox0; ox < ox_end;) {
+      const int64_t j = o - o0 + ox - ox0;
+      if (src && ox >= inner_lo && ox < inner_hi) {
+        const int64_t len = std::min(ox_end, inner_hi) - ox;
+        put_run(j, src + ox + shift, len);
+        ox += len;
+        continue;
+      }
+      const int64_t ix = src ? coord(2, ox) : -1;
+      put(j, ix < 0 ? T(0) : src[ix]);
+      ++ox;
     }
+    o = end;
   }
 }
 
-// out[co][o] (row stride out_vol) = w[co][:] . cols[:][o] + bias[co], for n positions.
+// cols[ci * k_vol + kk][o - o0] for output positions [o0, o0 + n): the input each tap reads.
 template <class T>
-void gemm(const T* w, const T* cols, const T* bias, int64_t cout, int64_t k, int64_t n,
-          int64_t out_vol, T* out) {
-  if constexpr (std::is_same_v<T, float>) {
-    sgemm::gemm(cout, n, k, {w, k, 1}, sgemm::pack_strided({cols, n, 1}), {out, out_vol, 1}, bias);
-  } else {
-    using Rows = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    Eigen::Map<Rows, 0, Eigen::OuterStride<>> o(out, cout, n, Eigen::OuterStride<>(out_vol));
-    o.noalias() = Eigen::Map<const Rows>(w, cout, k) * Eigen::Map<const Rows>(cols, k, n);
-    if (bias)
-      for (int64_t c = 0; c < cout; ++c) o.row(c).array() += bias[c];
+void im2col(const T* x, int64_t cin, const Geometry& g, int64_t o0, int64_t n, T* cols) {
+  const int64_t k_vol = g.k_vol();
+#pragma omp parallel for schedule(static) if (cin * k_vol * n >= kParallelElements)
+  for (int64_t row = 0; row < cin * k_vol; ++row) {
+    T* out = cols + row * n;
+    gather_row(
+        x, g, row, o0, n, [out](int64_t j, T v) { out[j] = v; },
+        [out](int64_t j, const T* src, int64_t len) { std::copy_n(src, len, out + j); });
   }
+}
+
+// fp32: the patch matrix packed straight from the input, block by block as sgemm asks (implicit
+// GEMM: the weights packed once per call, no column buffer).
+sgemm::PackB implicit_patches(const float* x, const Geometry& g) {
+  constexpr int64_t nr = sgemm::kNr;
+  return [x, g](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+    auto at = [dst, kc](int64_t r, int64_t j) {
+      return dst + (j / nr) * kc * nr + r * nr + j % nr;
+    };
+    for (int64_t r = 0; r < kc; ++r)
+      gather_row(
+          x, g, k0 + r, n0, nc, [&](int64_t j, float v) { *at(r, j) = v; },
+          [&](int64_t j, const float* src, int64_t len) {
+            while (len > 0) {  // up to the end of j's panel row at a time
+              const int64_t chunk = std::min(len, nr - j % nr);
+              std::copy_n(src, chunk, at(r, j));
+              src += chunk;
+              j += chunk;
+              len -= chunk;
+            }
+          });
+    const int64_t padded = (nc + nr - 1) / nr * nr;
+    for (int64_t r = 0; r < kc; ++r)  // the last panel's zero columns
+      for (int64_t j = nc; j < padded; ++j) *at(r, j) = 0;
+  };
+}
+
+// fp64: out[co][o] (row stride out_vol) = w[co][:] . cols[:][o] + bias[co], for n positions.
+void gemm(const double* w, const double* cols, const double* bias, int64_t cout, int64_t k,
+          int64_t n, int64_t out_vol, double* out) {
+  using Rows = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<Rows, 0, Eigen::OuterStride<>> o(out, cout, n, Eigen::OuterStride<>(out_vol));
+  o.noalias() = Eigen::Map<const Rows>(w, cout, k) * Eigen::Map<const Rows>(cols, k, n);
+  if (bias)
+    for (int64_t c = 0; c < cout; ++c) o.row(c).array() += bias[c];
 }
 
 // Grouped convs: direct sums.
@@ -139,15 +203,22 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, const OpA
     return result;
   }
   const int64_t k = cin * g.k_vol(), out_vol = g.out_vol();
-  const int64_t block = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(k, 1), 1, out_vol);
-  std::vector<T> cols(std::size_t(k * block));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t o0 = 0; o0 < out_vol; o0 += block) {
-      const int64_t n = std::min(block, out_vol - o0);
-      im2col(x.data<T>() + b * cin * g.in_vol(), cin, g, o0, n, cols.data());
-      gemm(weight.data<T>(), cols.data(), pb, cout, k, n, out_vol,
-           result.data<T>() + b * cout * out_vol + o0);
-    }
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t b = 0; b < batch; ++b)
+      sgemm::gemm(cout, out_vol, k, {weight.data<float>(), k, 1},
+                  implicit_patches(x.data<float>() + b * cin * g.in_vol(), g),
+                  {result.data<float>() + b * cout * out_vol, out_vol, 1}, pb);
+  } else {
+    const int64_t block = std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(k, 1), 1, out_vol);
+    std::vector<T> cols(std::size_t(k * block));
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t o0 = 0; o0 < out_vol; o0 += block) {
+        const int64_t n = std::min(block, out_vol - o0);
+        im2col(x.data<T>() + b * cin * g.in_vol(), cin, g, o0, n, cols.data());
+        gemm(weight.data<T>(), cols.data(), pb, cout, k, n, out_vol,
+             result.data<T>() + b * cout * out_vol + o0);
+      }
+  }
   return result;
 }
 
