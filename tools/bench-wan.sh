@@ -13,17 +13,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 threads=${1:-2}
 rounds=${2:-3}
 frames=${3:-1}
-venv=${BENCH_VENV:-$root/.venv-bench}
-if [[ ! -x $venv/bin/python ]]; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q torch diffusers accelerate safetensors numpy
-fi
-tp=$root/build/twinpath
-[[ -x $tp ]] || bash "$root/tools/build.sh"
-out=$root/out/bench-wan
-mkdir -p "$out"
-export OMP_NUM_THREADS=$threads
-py=$venv/bin/python
+name=wan
+source "$root/tools/bench/setup.sh"
 
 # The models and inputs (seeded).
 "$tp" model init --config tiny-wan --seed 0 --out "$out/tiny-wan" > /dev/null
@@ -51,7 +42,6 @@ PY
 rm -rf "$out/wan-1.3b-config"
 "$tp" model init --config "$out/wan-1.3b-block.json" --seed 0 --out "$out/wan-1.3b-block" > /dev/null
 
-peak() { sed -n 's/^\tMaximum resident set size (kbytes): //p' "$1" | awk '{printf "%d", $1/1024}'; }
 run_twinpath() {  # name model input path policy
   local log=$out/$1-$4.log
   /usr/bin/time -v "$tp" exec --model "$out/$2" --pipeline wan.step --path "$4" ${5:+--policy $5} \
