@@ -1,6 +1,6 @@
 // The CUDA kernels of the N-dimensional ops against the CPU emulation, on the denoisers' plans
-// (the UNet's and Wan's transformer; label `gpu`; every test skips where no CUDA device is
-// visible):
+// (the UNet's and Wan's transformer) and HunyuanVideo's VAE (label `gpu`; every test skips where
+// no CUDA device is visible):
 //  - group by group: each fused group (attention with its norm, projections and residual; GEGLU;
 //    convs and GroupNorms on channels-last copies; the timestep sinusoid, concat, resize) runs
 //    alone on both backends, fed the emulation's stored values; its outputs must agree within a
@@ -57,7 +57,7 @@ const Model& builtin_model(const std::string& name) {
 }
 
 // Seeded inputs of `pipeline` at 64x80 pixels (latents 8x10: not square, so rows and columns
-// cannot be swapped unnoticed), bound as the graphs take them.
+// cannot be swapped unnoticed), bound and named as the graphs take them.
 NamedTensors inputs_for(const Model& m, const std::string& pipeline) {
   InputRequest r;
   r.pipeline = pipeline;
@@ -68,6 +68,8 @@ NamedTensors inputs_for(const Model& m, const std::string& pipeline) {
   if (!in.ok()) throw std::runtime_error(in.error().message());
   auto bound = m.family().bind_inputs(m, pipeline, *in);
   if (!bound.ok()) throw std::runtime_error(bound.error().message());
+  // A single-input pipeline's generated input is "input": named as its graph reads it.
+  if (bound->size() == 1) bound->front().first = m.family().pipeline(pipeline)->inputs.front();
   return *bound;
 }
 
@@ -118,14 +120,18 @@ TEST_P(GpuUnetTest, PipelineIsAsAccurateAsTheEmulation) {
 
 INSTANTIATE_TEST_SUITE_P(
     Policies, GpuUnetTest,
-    ::testing::Values(UnetGpuCase{"tiny-unet-xl", "w=f16,a=f16,acc=f32", "sdxl.denoise"},
-                      UnetGpuCase{"tiny-unet-xl", "w=bf16,a=bf16,acc=f32", "sdxl.denoise"},
-                      UnetGpuCase{"tiny-unet-xl", "w=f8e4m3,a=bf16,acc=f32", "sdxl.denoise"},
-                      UnetGpuCase{"tiny-unet", "w=f16,a=f16,acc=f32", "unet.step"},
-                      UnetGpuCase{"tiny-wan", "w=bf16,a=bf16,acc=f32", "wan.denoise", "wan.step"},
-                      UnetGpuCase{"tiny-wan", "w=f16,a=f16,acc=f32", "wan.denoise", "wan.step"},
-                      UnetGpuCase{"tiny-wan", "w=bf16,a=bf16,acc=f32,attn=act", "wan.denoise",
-                                  "wan.step"}),
+    ::testing::Values(
+        UnetGpuCase{"tiny-unet-xl", "w=f16,a=f16,acc=f32", "sdxl.denoise"},
+        UnetGpuCase{"tiny-unet-xl", "w=bf16,a=bf16,acc=f32", "sdxl.denoise"},
+        UnetGpuCase{"tiny-unet-xl", "w=f8e4m3,a=bf16,acc=f32", "sdxl.denoise"},
+        UnetGpuCase{"tiny-unet", "w=f16,a=f16,acc=f32", "unet.step"},
+        UnetGpuCase{"tiny-wan", "w=bf16,a=bf16,acc=f32", "wan.denoise", "wan.step"},
+        UnetGpuCase{"tiny-wan", "w=f16,a=f16,acc=f32", "wan.denoise", "wan.step"},
+        UnetGpuCase{"tiny-wan", "w=bf16,a=bf16,acc=f32,attn=act", "wan.denoise", "wan.step"},
+        // HunyuanVideo's VAE: its encoder group by group (causal 3-D convs,
+        // frame-causal attention), and a roundtrip of 5 frames.
+        UnetGpuCase{"tiny-hv", "w=f16,a=f16,acc=f32", "video.roundtrip", "video.encode"},
+        UnetGpuCase{"tiny-hv", "w=bf16,a=bf16,acc=f32", "video.roundtrip", "video.encode"}),
     [](const ::testing::TestParamInfo<UnetGpuCase>& info) {
       return testing::test_name(std::string(info.param.model) + "_" + info.param.policy);
     });

@@ -299,6 +299,7 @@ void convert_range(const void* src, DType src_dt, void* dst, DType dst_dt, std::
 
 void convert_elements(const void* src, DType src_dt, void* dst, DType dst_dt, std::size_t n,
                       Saturation sat) {
+  if (n == 0) return;  // an empty tensor's storage may be null
   if (src_dt == dst_dt) {
     std::memcpy(dst, src, n * dtype_size(src_dt));
     return;
