@@ -1,7 +1,8 @@
 // The compiled path's tiler for AutoencoderKLHunyuanVideo, written apart from the plain one
 // (hv_plain_tiling.cpp): temporal tiles stream one after the other into the output (only the
 // previous tile's frames are kept for blend_t), each tiled in space by the shared streamed
-// blender (vae/streamed_blend.h) when it engages, so activation memory is bounded by one tile.
+// blender (vae/streamed_blend.h) when it engages, so a call's activation memory is one tile's
+// (the session keeps each tile shape's plan and arena for its next call: mem= evicts them).
 // Blends compute in fp32 and round once to the activation dtype. Each stage records its decision
 // (in time and in space, with the grid) for the tiling check, and tile-threshold-from-stride
 // reproduces diffusers' pre-fix _decode (the width threshold from the stride: field report 4).
