@@ -12,6 +12,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "harness/cli/report_command.h"
@@ -410,17 +412,26 @@ namespace {
 
 // A baseline file holds what the gate compares (outcomes, plan facts, per-checkpoint error to 3
 // digits), reads back as a report, and `diff_reports` against it flags growth and changed plans.
-TEST(Baseline, RoundTripsAndFlagsGrowthAndChangedPlans) {
+// A passed case with one plan and `copies` of one checkpoint, for the baseline's tests.
+CaseResult baseline_case(const std::string& id, const PlanSummary& plan, const std::string& name,
+                         double accumulated, std::optional<double> local, int copies) {
   CaseResult c;
-  c.id = "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32";
+  c.id = id;
   c.outcome = Outcome::kPassed;
-  c.plans = {{"vae.decoder [1, 4, 16, 16]", 41, 1310720, 262}};
+  c.plans = {plan};
   CheckpointRecord r;
-  r.name = "decoder.conv_in";
-  r.accumulated.rel_l2 = 3.14159e-4;
-  r.has_local = true;
-  r.local.rel_l2 = 2.71828e-4;
-  c.checkpoints = {r};
+  r.name = name;
+  r.accumulated.rel_l2 = accumulated;
+  r.has_local = local.has_value();
+  r.local.rel_l2 = local.value_or(0);
+  c.checkpoints.assign(copies, r);
+  return c;
+}
+
+TEST(Baseline, RoundTripsAndFlagsGrowthAndChangedPlans) {
+  const CaseResult c = baseline_case("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32",
+                                     {"vae.decoder [1, 4, 16, 16]", 41, 1310720, 262},
+                                     "decoder.conv_in", 3.14159e-4, 2.71828e-4, 1);
   RunReport base;
   base.cases = {c};
   const std::string path = ::testing::TempDir() + "/twinpath-baseline.txt";
@@ -452,6 +463,41 @@ TEST(Baseline, RoundTripsAndFlagsGrowthAndChangedPlans) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find(":2: a line before the first case"), std::string::npos)
       << bad.error().message();
+}
+
+// ci's baseline outgrew a plain file: a path ending in .gz is written gzipped, deterministically
+// (the same run gives the same bytes), and read back by its first bytes; a cut one is refused
+// in a sentence.
+TEST(Baseline, GzippedRoundTripsAndRefusesACutFile) {
+  const CaseResult c =
+      baseline_case("video.decode model=tiny-hv res=64x64 frames=5 w=f16 a=f16 acc=f32",
+                    {"video.decoder [1, 4, 2, 8, 8]", 58, 2097152, 301},
+                    "decoder.up_blocks.0.resnets.0", 1.23456e-3, std::nullopt, 3);
+  RunReport base;
+  base.cases = {c, c};
+  const std::string path = ::testing::TempDir() + "/twinpath-baseline.txt.gz";
+  ASSERT_TRUE(write_baseline(path, base).ok());
+  const auto bytes = [&] {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string first = bytes();
+  ASSERT_GE(first.size(), 2u);
+  EXPECT_EQ(static_cast<unsigned char>(first[0]), 0x1f) << "gzip's magic";
+  ASSERT_TRUE(write_baseline(path, base).ok());
+  EXPECT_EQ(bytes(), first) << "the same run, the same bytes";
+  auto back = read_report_or_baseline(path);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  ASSERT_EQ(back->cases.size(), 2u);
+  EXPECT_EQ(back->cases[1].plans.at(0).graph, "video.decoder [1, 4, 2, 8, 8]");
+  EXPECT_EQ(back->cases[1].checkpoints.at(2).accumulated.rel_l2, 1.23e-3);
+  EXPECT_FALSE(back->cases[1].checkpoints.at(2).has_local);
+
+  std::ofstream(path, std::ios::binary) << first.substr(0, first.size() / 2);
+  auto cut = read_report_or_baseline(path);
+  ASSERT_FALSE(cut.ok());
+  EXPECT_NE(cut.error().message().find("gzip stream is damaged or cut short"), std::string::npos)
+      << cut.error().message();
 }
 
 // A run stopped by SIGTERM (a scheduler's time limit; twice at once, as GNU timeout sends it to

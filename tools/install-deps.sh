@@ -10,6 +10,7 @@ packages=(
   libeigen3-dev            # reference path
   libhdf5-dev hdf5-tools   # reports (h5dump is the independent reader in tests)
   libpng-dev               # .png inputs and outputs
+  zlib1g-dev               # the gate's gzipped baseline (cases/baselines/ci.txt.gz)
   nlohmann-json3-dev       # config.json, safetensors headers
   libcli11-dev             # command line
   libgtest-dev libgmock-dev googletest

@@ -81,7 +81,7 @@ done < "$work/lines.txt"
 for suite in ci field-reports nightly; do
   head -c 4000 "$root/cases/suites/$suite.txt" > "$corpus/suite/$suite.txt"
 done
-head -120 "$root/cases/baselines/ci.txt" > "$corpus/baseline/ci-head.txt"
+zcat "$root/cases/baselines/ci.txt.gz" | head -120 > "$corpus/baseline/ci-head.txt"
 "$tp" run --case 'vae.decode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32' \
   --case 'vae.decode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32 boost=decoder.conv_in*1e6' \
   --report "$corpus/h5_report/two-cases.h5" > /dev/null || true

@@ -1,4 +1,4 @@
-// Fuzz target: the gate's text baseline (cases/baselines/ci.txt's format).
+// Fuzz target: the gate's baseline (cases/baselines/ci.txt.gz's format, plain or gzipped).
 #include "reports/baseline.h"
 #include "tests/fuzz/fuzz_input.h"
 

@@ -1,0 +1,44 @@
+// Numbers read from text, for every number a user, a file or a line gives: the whole text is
+// the number (std::from_chars: no locale, no exception, no leading '+' or spaces), or the
+// caller gets an error that names the field and quotes a short excerpt of what it got.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+
+#include "harness/core/status.h"
+
+namespace tp {
+
+// At most `max` characters of untrusted text for an error sentence, marked when cut.
+inline std::string excerpt(std::string_view text, std::size_t max = 40) {
+  if (text.size() <= max) return std::string(text);
+  return std::string(text.substr(0, max)) + "...";
+}
+
+// The number `text` holds, or nothing when it holds anything else or one out of T's range.
+template <class T>
+std::optional<T> parse_number(std::string_view text) {
+  T v{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return v;
+}
+
+// The same with the sentence: "FIELD: 'TEXT' is not a number" (or "... out of range").
+template <class T>
+Expected<T> parse_number(std::string_view text, std::string_view field) {
+  if (auto v = parse_number<T>(text)) return *v;
+  T v{};
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), v);
+  const char* what = result.ec == std::errc::result_out_of_range ? "is out of range for" : "is not";
+  const char* kind = std::is_integral_v<T> ? "a whole number" : "a number";
+  return Error(std::string(field) + ": '" + excerpt(text) + "' " + what + " " + kind);
+}
+
+}  // namespace tp
