@@ -5,9 +5,12 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <set>
 
 #include "harness/core/format.h"
 #include "harness/core/shapes.h"
+#include "harness/runner/chained_output.h"
 #include "harness/runner/runs.h"
 #include "harness/runner/tolerance.h"
 
@@ -250,7 +253,8 @@ int scope_step(const std::string& scope, std::string& part) {
   if (digits == scope.size() - 1 || digits < 4 || scope.compare(digits - 4, 4, "step") != 0)
     return -1;
   part = scope.substr(0, digits - 4);
-  return std::stoi(scope.substr(digits, scope.size() - 1 - digits));
+  return parse_number<int>(std::string_view(scope).substr(digits, scope.size() - 1 - digits))
+      .value_or(-1);
 }
 
 // Across steps: unbiased rounding leaves the latents' mean signed error a random walk, within a
@@ -288,10 +292,33 @@ void fail(Evaluation& e, const std::string& why) {
   e.failed = true;
 }
 
+// The largest GroupNorm conditioning group `grp` of `plan` met in any captured call of its graph
+// (every tile of a tiled run: a sliver tile's near-constant input is the worst), or 1.
+double worst_conditioning(const compiled::Plan& plan, const compiled::Group& grp,
+                          const ReferenceRun& ref, const CompiledRun& run) {
+  std::set<std::string> calls;
+  for (const GroupCapture& g : run.groups)
+    if (g.plan->graph_hash == plan.graph_hash) calls.insert(g.key());
+  double worst = 1;
+  for (const std::string& key : calls) {
+    auto values = ref.values.find(key);
+    if (values == ref.values.end()) continue;
+    for (int o : grp.ops) {
+      const Op& op = plan.graph->ops[std::size_t(o)];
+      if (op.kind != OpKind::kGroupNorm) continue;
+      if (auto x = values->second.find(op.inputs[0]); x != values->second.end())
+        worst = std::max(worst, group_norm_conditioning(x->second, op.attrs.groups, op.attrs.eps));
+    }
+  }
+  return worst;
+}
+
 // Every group of the largest plan per graph (tiles share a graph; a base and a refiner UNet do
-// not), for the output's tolerance; graphs in the order they were first compiled.
-std::vector<ValuePath> output_paths(const PreparedCase& p, const ReferenceRun& ref,
-                                    const CompiledRun& run) {
+// not), for the output's tolerance, each with the worst conditioning any call of it met; graphs
+// in the order they were first compiled. With `keep`, only the plans whose graph it keeps.
+std::vector<ValuePath> output_paths(
+    const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run,
+    const std::function<bool(const std::string&)>& keep = [](const std::string&) { return true; }) {
   std::vector<const compiled::Plan*> largest;
   for (const compiled::Plan* plan : run.session->plans()) {
     auto same = std::find_if(largest.begin(), largest.end(), [&](const compiled::Plan* l) {
@@ -305,17 +332,20 @@ std::vector<ValuePath> output_paths(const PreparedCase& p, const ReferenceRun& r
   std::vector<ValuePath> all;
   const std::map<int, Tensor> no_values;
   for (const compiled::Plan* plan : largest) {
+    const std::string& graph = plan->graph->name;
+    if (!keep(graph)) continue;
     const std::map<int, Tensor>* values = &no_values;  // a call of this plan's: its shapes
     for (const GroupCapture& g : run.groups)
       if (g.plan == plan && values == &no_values)
         if (auto v = ref.values.find(g.key()); v != ref.values.end()) values = &v->second;
-    const std::string& graph = plan->graph->name;
     const bool damped = p.model_of(graph).family().damps_errors(graph);
     const std::vector<Shape> shapes = call_shapes(*plan, *values);
     for (const compiled::Group& grp : plan->groups) {
       all.push_back(
           group_path(*plan, grp, *values, shapes, p.reference, p.descriptor().train_timesteps));
       all.back().damped = damped;
+      all.back().conditioning =
+          std::max(all.back().conditioning, worst_conditioning(*plan, grp, ref, run));
     }
   }
   return all;
@@ -465,42 +495,88 @@ class GroupJudge {
   std::map<std::string, std::vector<Shape>> shapes_by_call_;
 };
 
-// The pipeline's outputs against the reference's, with the output tolerance; a constant
-// reference output makes the case mistrusted.
+// One pipeline output against the reference's, judged (a failure's reason starts with `label`);
+// a constant reference output makes the case mistrusted.
+void judge_output(const std::string& label, const std::string& name, const std::string& graph,
+                  const Tensor& got, const Tensor* want, const Tolerance& tol, Evaluation& e) {
+  CheckpointRecord rec;
+  rec.name = name;
+  rec.graph = graph;
+  rec.op_class = op_class_name(OpClass::kOutput);
+  rec.dtype = dtype_name(got.dtype());
+  set_tolerance(rec, tol);
+  auto m = want ? compare_tensors(got, *want, got.dtype())
+                : Expected<Metrics>(Error("the reference has no such output"));
+  if (!m.ok()) {
+    rec.passed = false;
+    fail(e, label + ": " + m.error().message());
+    e.checkpoints.push_back(std::move(rec));
+    return;
+  }
+  rec.accumulated = std::move(m).value();
+  if (rec.accumulated.non_finite_new > 0) e.non_finite = true;
+  const std::string why = judge(rec.accumulated, tol);
+  if (!why.empty()) {
+    rec.passed = false;
+    fail(e, label + ": " + why);
+  }
+  double value = 0;
+  if (constant(*want, value) && !e.mistrusted) {
+    e.mistrusted = true;
+    e.mistrust_reason =
+        "the reference " + label + " is constant (every element " + printf_numbers("%.6g", value) +
+        "), so agreeing with it proves nothing; check the model's weights and the input";
+  }
+  e.checkpoints.push_back(std::move(rec));
+}
+
+// The pipeline's outputs against the reference's, with the output tolerance. A chained
+// pipeline's (harness/runner/chained_output.h): its first graph's outputs with that graph's
+// bound; each final output twice, the second graph alone on the compiled handoff ("alone:")
+// with its own bound, and the whole with chained_output_tolerance.
 void judge_outputs(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run,
                    const Tolerance& out_tol, Evaluation& e) {
-  for (const auto& [name, got] : run.outputs) {
-    CheckpointRecord rec;
-    rec.name = "output:" + name;
-    rec.graph = p.pipeline;
-    rec.op_class = op_class_name(OpClass::kOutput);
-    rec.dtype = dtype_name(got.dtype());
-    set_tolerance(rec, out_tol);
+  const std::optional<Handoff>& chain = p.descriptor().handoff;
+  std::optional<Tolerance> first, second;
+  Expected<ChainedParts> parts = Error("");
+  if (chain) {
+    // The second graph's groups, and the rest (the first graph, or its variant: a tiled
+    // encoder's moments).
+    const auto in_second = [&](const std::string& g) { return g == chain->second; };
+    first = output_tolerance(
+        output_paths(p, ref, run, [&](const std::string& g) { return !in_second(g); }));
+    second = output_tolerance(output_paths(p, ref, run, in_second));
+    parts = chained_parts(p, ref, run);
+    if (!parts.ok()) fail(e, "the chained pipeline's parts: " + parts.error().message());
+  }
+  // The first graph's outputs first, in execution order (the first failed check is the reason).
+  NamedTensors outputs;
+  for (bool first_graph : {true, false})
+    for (const auto& [name, got] : run.outputs)
+      if ((chain && name.rfind(chain->prefix, 0) == 0) == first_graph)
+        outputs.emplace_back(name, got);
+  for (const auto& [name, got] : outputs) {
     const Tensor* want = find_tensor(ref.outputs, name);
-    auto m = want ? compare_tensors(got, *want, got.dtype())
-                  : Expected<Metrics>(Error("the reference has no such output"));
-    if (!m.ok()) {
-      rec.passed = false;
-      fail(e, "output " + name + ": " + m.error().message());
-      e.checkpoints.push_back(std::move(rec));
+    const bool staged = chain && name.rfind(chain->prefix, 0) == 0;
+    if (!chain || staged || !parts.ok() || !want) {
+      judge_output("output " + name, "output:" + name, p.pipeline, got, want,
+                   staged ? *first : out_tol, e);
       continue;
     }
-    rec.accumulated = std::move(m).value();
-    if (rec.accumulated.non_finite_new > 0) e.non_finite = true;
-    const std::string why = judge(rec.accumulated, out_tol);
-    if (!why.empty()) {
-      rec.passed = false;
-      fail(e, "output " + name + ": " + why);
+    const Tensor* got_alone = find_tensor(parts->got_alone, name);
+    const Tensor* want_alone = find_tensor(parts->want_alone, name);
+    if (!got_alone || !want_alone) {
+      fail(e, "the chained pipeline's second stage alone has no output " + name);
+      continue;
     }
-    double value = 0;
-    if (constant(*want, value) && !e.mistrusted) {
-      e.mistrusted = true;
-      e.mistrust_reason =
-          "the reference output " + name + " is constant (every element " +
-          printf_numbers("%.6g", value) +
-          "), so agreeing with it proves nothing; check the model's weights and the input";
-    }
-    e.checkpoints.push_back(std::move(rec));
+    Tolerance own = *second;
+    own.basis = "the compiled " + chain->second + " against the reference's on the compiled " +
+                chain->output + ": " + own.basis;
+    judge_output(chain->second + " alone, output " + name, "alone:" + name, chain->second,
+                 *got_alone, want_alone, own, e);
+    const double gain = chained_gain(*parts, *want_alone, *want);
+    judge_output("output " + name, "output:" + name, p.pipeline, got, want,
+                 chained_output_tolerance(*first, *second, gain), e);
   }
 }
 

@@ -150,4 +150,14 @@ Tolerance output_tolerance(const std::vector<ValuePath>& groups) {
   return Tolerance{value, kElementFactor * value, buf};
 }
 
+Tolerance chained_output_tolerance(const Tolerance& first, const Tolerance& second, double gain) {
+  const double value = std::hypot(second.rel_l2, gain * first.rel_l2);
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "the second graph's %.2e and the first's %.2e x its measured gain %.3g, in "
+                "quadrature = %.2e",
+                second.rel_l2, first.rel_l2, gain, value);
+  return Tolerance{value, kElementFactor * value, buf};
+}
+
 }  // namespace tp

@@ -60,6 +60,11 @@ Tolerance local_tolerance(OpClass c, const ValuePath& path);
 // group's own unit roundoff and summation term, each times its factor (damped or passed on).
 Tolerance output_tolerance(const std::vector<ValuePath>& groups);
 
+// A chained pipeline's final output (harness/runner/chained_output.h): the second graph's own
+// bound and the first graph's output bound times `gain`, the factor by which the reference's
+// second graph amplified the handoff's measured error, in quadrature.
+Tolerance chained_output_tolerance(const Tolerance& first, const Tolerance& second, double gain);
+
 // The measured fp32-vs-fp64 reference noise floor must stay this far below every f32 bound
 // (checked by a test over the built-in models).
 constexpr double kNoiseFloorMargin = 10;
