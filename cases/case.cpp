@@ -264,8 +264,9 @@ const std::vector<CaseOption> kOptions = {
        if (const std::string bad = check_stress_input(c.input); !bad.empty())
          return Status(Error(bad));
        double sigma = 0;
-       if (v.rfind("normal*", 0) == 0 && (!parse_double(v.substr(7), sigma) || !(sigma > 0)))
-         return Status(Error("expected input=normal*SIGMA with a positive SIGMA"));
+       if (v.rfind("normal*", 0) == 0 &&
+           (!parse_double(v.substr(7), sigma) || !(sigma > 0) || !std::isfinite(sigma)))
+         return Status(Error("expected input=normal*SIGMA with a positive, finite SIGMA"));
        if (v.rfind("image", 0) == 0 && v != "image")
          return Status(Error("expected input=image (a procedural picture)"));
        return Status();

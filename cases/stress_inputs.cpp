@@ -4,12 +4,15 @@
 #include <cmath>
 #include <vector>
 
+#include "harness/core/numbers.h"
 #include "harness/core/rng.h"
 
 namespace tp {
 namespace {
 
-double dc_scale(const std::string& input) { return std::stod(input.substr(3)); }
+double dc_scale(const std::string& input) {
+  return parse_number<double>(std::string_view(input).substr(3)).value_or(1);
+}
 
 }  // namespace
 
@@ -19,12 +22,8 @@ bool is_stress_input(const std::string& input) {
 
 std::string check_stress_input(const std::string& input) {
   if (input.rfind("dc*", 0) != 0) return "";
-  try {
-    std::size_t used = 0;
-    const double k = std::stod(input.substr(3), &used);
-    if (used == input.size() - 3 && k > 0 && std::isfinite(k)) return "";
-  } catch (const std::exception&) {
-  }
+  const std::optional<double> k = parse_number<double>(std::string_view(input).substr(3));
+  if (k && *k > 0 && std::isfinite(*k)) return "";
   return "expected input=dc*K with a positive offset K (channels get +-K, spread 1)";
 }
 

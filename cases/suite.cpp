@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cases/tiling_points.h"
+#include "harness/core/numbers.h"
 #include "harness/models/family.h"
 
 namespace tp {
@@ -41,7 +42,7 @@ std::vector<std::pair<std::string, std::size_t>> split_at(std::string_view s, ch
 bool to_int(const std::string& s, int64_t& out) {
   if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
     return false;
-  out = std::stoll(s);
+  out = parse_number<int64_t>(s).value_or(0);
   return true;
 }
 

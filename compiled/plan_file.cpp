@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "harness/core/atomic_file.h"
+#include "harness/core/untrusted_json.h"
 
 namespace tp::compiled {
 namespace {
@@ -176,8 +177,8 @@ Expected<std::unique_ptr<Plan>> plan_from_json(const json& j, const PlanModel& m
     if (i >= stated.size() || i >= derived.size() || stated[i] != derived[i]) {
       const json& row = i < derived.size() ? derived[i] : stated[i];
       return Error(file + ": its " + graph_name + " plan states another numerics contract than " +
-                   "this twinpath gives it (group " + row[0].dump() + ", " +
-                   row[1].get<std::string>() + " " + row[2].get<std::string>() +
+                   "this twinpath gives it (group " + json_excerpt(row.at(0)) + ", " +
+                   json_excerpt(row.at(1)) + " " + json_excerpt(row.at(2)) +
                    "); make a new plan file with --save-plan");
     }
   if (Status valid = validate_plan(*plan); !valid.ok()) return bad(valid.error().message());
@@ -202,7 +203,7 @@ Status save_plans(const Session& session, const std::string& path) {
                      {"policy", o.policy.to_string()},   {"faults", o.faults.to_string()},
                      {"shapes", o.shapes.to_string()},   {"plans", plans}};
   return write_file_atomically(path, [&](std::ostream& out) {
-    out << plan_file_text(body.dump());
+    out << plan_file_text(json_text(body));
     return Status();
   });
 }
@@ -229,8 +230,8 @@ Status load_plans(Session& session, const std::vector<PlanModel>& models, const 
     return Error(path +
                  ": is corrupt (its checksum does not match its content); make a new plan file "
                  "with --save-plan");
+  TP_ASSIGN_OR_RETURN(const json j, parse_untrusted_json(body, path));
   try {
-    const json j = json::parse(body);
     if (j.at("tool_version") != TWINPATH_VERSION)
       return Error(path + ": was made by twinpath " + std::string(j.at("tool_version")) +
                    ", this is " + TWINPATH_VERSION + "; make a new plan file with --save-plan");

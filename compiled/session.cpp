@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "harness/core/format.h"
+#include "harness/core/numbers.h"
 
 namespace tp::compiled {
 
@@ -15,13 +16,11 @@ std::string ShapePolicy::to_string() const {
 Expected<ShapePolicy> parse_shape_policy(std::string_view text) {
   if (text == "exact") return ShapePolicy{};
   if (text.substr(0, 7) == "bucket:") {
-    const std::string n(text.substr(7));
-    char* end = nullptr;
-    const long long v = std::strtoll(n.c_str(), &end, 10);
-    if (!n.empty() && *end == '\0' && v > 0 && v <= 4096) return ShapePolicy{v};
+    const int64_t v = parse_number<int64_t>(text.substr(7)).value_or(0);
+    if (v > 0 && v <= 4096) return ShapePolicy{v};
   }
   return Error(
-      "shape policy '" + std::string(text) +
+      "shape policy '" + excerpt(text) +
       "' is unknown; use exact or bucket:N with N a positive size in pixels (e.g. bucket:64)");
 }
 

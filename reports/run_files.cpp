@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <regex>
+#include <optional>
+#include <string_view>
 #include <vector>
 
+#include "harness/core/numbers.h"
 #include "reports/h5_report.h"
 
 namespace tp {
@@ -56,17 +58,33 @@ void point_latest(const fs::path& out, const std::string& name, const std::strin
   if (ec) fs::remove(tmp, ec);
 }
 
+// Whether `s` is `n` decimal digits.
+bool digits(std::string_view s, std::size_t n) {
+  return s.size() == n &&
+         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// A run's file name, YYYYMMDD-HHMMSS[-K].h5 (K of 1 to 3 digits), as (time, K); else nothing.
+std::optional<std::pair<std::string, int>> run_name(std::string_view file) {
+  if (file.size() < 18 || file.substr(file.size() - 3) != ".h5") return std::nullopt;
+  const std::string_view stem = file.substr(0, file.size() - 3);
+  if (!digits(stem.substr(0, 8), 8) || stem[8] != '-' || !digits(stem.substr(9, 6), 6))
+    return std::nullopt;
+  if (stem.size() == 15) return std::make_pair(std::string(stem), 1);
+  const std::string_view count = stem.substr(15);
+  if (count.size() < 2 || count.size() > 4 || count[0] != '-' ||
+      !digits(count.substr(1), count.size() - 1))
+    return std::nullopt;
+  return std::make_pair(std::string(stem.substr(0, 15)),
+                        parse_number<int>(count.substr(1)).value_or(1));
+}
+
 // The runs' names, oldest first: by time, then by the same second's count.
 std::vector<std::pair<std::string, int>> stored_runs(const fs::path& runs) {
-  static const std::regex kName(R"((\d{8}-\d{6})(?:-(\d{1,3}))?\.h5)");
   std::vector<std::pair<std::string, int>> found;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(runs, ec)) {
-    const std::string file = entry.path().filename().string();
-    std::smatch m;
-    if (std::regex_match(file, m, kName))
-      found.emplace_back(m[1].str(), m[2].matched ? std::stoi(m[2].str()) : 1);
-  }
+  for (const auto& entry : fs::directory_iterator(runs, ec))
+    if (auto name = run_name(entry.path().filename().string())) found.push_back(*name);
   std::sort(found.begin(), found.end());
   return found;
 }

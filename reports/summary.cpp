@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <ctime>
 #include <map>
-#include <regex>
+#include <optional>
 
 #include "harness/core/atomic_file.h"
 #include "harness/core/format.h"
@@ -49,6 +49,28 @@ bool any_failure(const std::vector<CaseResult>& cases) {
   return false;
 }
 
+namespace {
+
+// "weights in W with activations in A REST": W, A and where REST starts; else nothing.
+struct DTypePair {
+  std::string first, second;
+  std::size_t rest = 0;
+};
+std::optional<DTypePair> dtype_pair(const std::string& why) {
+  static const std::string kWeights = "weights in ", kActivations = " with activations in ";
+  if (why.rfind(kWeights, 0) != 0) return std::nullopt;
+  const std::size_t w_end = why.find(' ', kWeights.size());
+  if (w_end == std::string::npos || w_end == kWeights.size() ||
+      why.compare(w_end, kActivations.size(), kActivations) != 0)
+    return std::nullopt;
+  const std::size_t a = w_end + kActivations.size(), a_end = why.find(' ', a);
+  if (a_end == std::string::npos || a_end == a) return std::nullopt;
+  return DTypePair{why.substr(kWeights.size(), w_end - kWeights.size()), why.substr(a, a_end - a),
+                   a_end + 1};
+}
+
+}  // namespace
+
 std::string refusal_summary(const std::vector<CaseResult>& cases) {
   // Reasons in order of first appearance; the dtype pair a refusal names is counted apart, so
   // "weights in f16 with activations in bf16 is not a combination ..." groups under its reason.
@@ -67,10 +89,9 @@ std::string refusal_summary(const std::vector<CaseResult>& cases) {
       why = why.substr(colon + 2);  // "decoder.conv_in: ..."
     why = why.substr(0, std::min(why.find(';'), why.find(" (")));
     std::string pair;
-    static const std::regex kPair("^weights in (\\S+) with activations in (\\S+) (.*)$");
-    if (std::smatch m; std::regex_match(why, m, kPair)) {
-      pair = "w=" + m[1].str() + ",a=" + m[2].str();
-      why = m[3].str();
+    if (auto p = dtype_pair(why)) {
+      pair = "w=" + p->first + ",a=" + p->second;
+      why = why.substr(p->rest);
     }
     auto it = std::find_if(reasons.begin(), reasons.end(),
                            [&](const Reason& r) { return r.text == why; });

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -432,6 +433,12 @@ int main(int argc, char** argv) {
     return 3;
   } catch (const std::bad_alloc&) {
     std::cerr << "twinpath: error: out of memory; use a smaller resolution or batch\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A name the system refuses (past 255 characters a name, 4096 a path) or cannot reach.
+    std::cerr << "twinpath: error: cannot use the path '" << tp::excerpt(e.path1().string(), 60)
+              << "' (" << e.path1().string().size() << " characters): " << e.code().message()
+              << "; check the name (the system allows 255 characters a name, 4096 a path)\n";
     return 2;
   }
   return 2;

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "harness/cli/commands.h"
+#include "harness/core/numbers.h"
 #include "harness/models/model.h"
 #include "harness/runner/layer_range.h"
 
@@ -22,8 +23,8 @@ Status model_init_command(const std::string& config, uint64_t seed, const std::s
   const std::string layer = scale.substr(0, star);
   TP_ASSIGN_OR_RETURN(const Model model, load_model(out_dir));
   TP_ASSIGN_OR_RETURN(const LayerRange range, layer_output_range(model, layer));
-  std::cout << scaled_layer_advice(layer, std::strtod(scale.c_str() + star + 1, nullptr), range)
-            << "\n";
+  const double factor = parse_number<double>(std::string_view(scale).substr(star + 1)).value_or(1);
+  std::cout << scaled_layer_advice(layer, factor, range) << "\n";
   return Status();
 }
 

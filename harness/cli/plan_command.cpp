@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
+#include "harness/core/untrusted_json.h"
 #include "harness/runner/case_runner.h"
 
 namespace tp {
@@ -50,7 +51,7 @@ Expected<int> plan_show_command(const std::string& case_line, bool json) {
       std::cout << "    " << point << dtype << r.name << ": " << r.rounding << "\n";
     }
   }
-  if (json) std::cout << out.dump(1) << "\n";
+  if (json) std::cout << json_text(out, 1) << "\n";
   return 0;
 }
 

@@ -16,6 +16,8 @@
 #include <mutex>
 #include <thread>
 
+#include "harness/core/numbers.h"
+#include "harness/core/untrusted_json.h"
 #include "reports/baseline.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
@@ -143,7 +145,7 @@ class AddressSpaceCap {
 
 int read_seconds() {
   const char* text = std::getenv("TWINPATH_REPORT_READ_SECONDS");
-  const int seconds = text ? std::atoi(text) : 0;
+  const int seconds = text ? parse_number<int>(text).value_or(0) : 0;
   return seconds > 0 ? seconds : 120;
 }
 
@@ -159,7 +161,7 @@ Expected<RunReport> read_report_file(const std::string& path, bool baseline_too)
 Expected<int> report_show_command(const std::string& path, bool json, bool layers) {
   TP_ASSIGN_OR_RETURN(RunReport r, read_report_file(path));
   if (json) {
-    std::cout << run_json(r).dump(2) << "\n";
+    std::cout << json_text(run_json(r), 2) << "\n";
     return any_failure(r.cases) || r.incomplete ? 1 : 0;
   }
   std::cout << path << ": twinpath " << r.tool_version << " (" << r.git_commit << ") on " << r.host
@@ -188,7 +190,7 @@ Expected<int> report_diff_command(const std::string& base_path, const std::strin
   TP_ASSIGN_OR_RETURN(RunReport next, read_report_file(new_path, true));
   const std::vector<DiffFinding> findings = diff_reports(base, next, DiffOptions{ratio});
   if (json) {
-    std::cout << diff_json(findings, unmatched_cases(base, next), ratio).dump(2) << "\n";
+    std::cout << json_text(diff_json(findings, unmatched_cases(base, next), ratio), 2) << "\n";
     return findings.empty() ? 0 : 1;
   }
   for (const DiffFinding& f : findings)

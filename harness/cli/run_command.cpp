@@ -14,6 +14,8 @@
 #include "harness/cli/commands.h"
 #include "harness/cli/report_command.h"
 #include "harness/core/format.h"
+#include "harness/core/numbers.h"
+#include "harness/core/untrusted_json.h"
 #include "harness/runner/case_pool.h"
 #include "harness/runner/case_runner.h"
 #include "reports/baseline.h"
@@ -183,13 +185,8 @@ namespace {
 
 // A non-negative whole number from a scheduler's variable, or why not.
 Expected<int> scheduler_number(const char* name, const char* text) {
-  try {
-    std::size_t used = 0;
-    const int value = std::stoi(text, &used);
-    if (used == std::strlen(text) && value >= 0) return value;
-  } catch (const std::exception&) {
-  }
-  return Error(std::string(name) + "='" + text +
+  if (const std::optional<int> value = parse_number<int>(text); value && *value >= 0) return *value;
+  return Error(std::string(name) + "='" + excerpt(text) +
                "' is not a whole number; fix the job's environment or pass --shard K/N");
 }
 
@@ -413,7 +410,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
                          : "")
            << "\n";
   if (!o.junit.empty()) progress << "junit: " << o.junit << "\n";
-  if (o.json) std::cout << run_json(report).dump(2) << "\n";
+  if (o.json) std::cout << json_text(run_json(report), 2) << "\n";
   if (const std::string refused = refusal_summary(report.cases); !refused.empty())
     progress << refused << "\n";
   progress << outcome_counts(report.cases) << "\n";

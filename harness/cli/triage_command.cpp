@@ -7,6 +7,7 @@
 #include "harness/cli/commands.h"
 #include "harness/core/format.h"
 #include "harness/core/tensor_io.h"
+#include "harness/core/untrusted_json.h"
 #include "harness/runner/activation_triage.h"
 #include "harness/runner/case_runner.h"
 #include "harness/runner/group_repro.h"
@@ -76,7 +77,7 @@ Expected<int> triage_dump(const TriageOptions& o) {
                         {"identity", t.identity},
                         {"over_tolerance", t.over_tolerance},
                         {"notes", t.notes}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << json_text(j, 2) << "\n";
     return r.outcome == Outcome::kPassed ? 0 : 1;
   }
   std::cout << outcome_name(r.outcome) << "  " << r.id << "\n";
@@ -147,7 +148,7 @@ Expected<int> triage_command(const TriageOptions& o) {
     TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
   }
   if (o.json) {
-    std::cout << case_json(r).dump(2) << "\n";
+    std::cout << json_text(case_json(r), 2) << "\n";
   } else {
     std::cout << outcome_name(r.outcome) << "  " << r.id << "\n";
     const Provenance& p = r.provenance;

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "harness/core/untrusted_json.h"
+
 namespace tp {
 
 std::string modern_attention_key(const std::string& key) {
@@ -105,10 +107,12 @@ Expected<Weights> load_sharded_checkpoint(const std::string& index_path,
                                           const std::vector<ParamSpec>& specs) {
   std::ifstream in(index_path);
   if (!in) return Error(index_path + ": cannot open the checkpoint's index file");
-  const nlohmann::json index = nlohmann::json::parse(in, nullptr, false);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   const auto fix = "; restore the index file the checkpoint came with";
-  if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") ||
-      !index["weight_map"].is_object())
+  auto parsed = parse_untrusted_json(text, index_path);
+  if (!parsed.ok()) return Error(parsed.error().message() + fix);
+  const nlohmann::json& index = *parsed;
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
     return Error(index_path + ": not a safetensors index (a JSON object with a \"weight_map\")" +
                  fix);
   std::map<std::string, std::vector<std::string>> keys_of;  // shard file -> keys the index gives it

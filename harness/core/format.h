@@ -6,9 +6,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "harness/core/numbers.h"
 
 namespace tp {
 
@@ -38,16 +41,16 @@ inline bool parse_int(std::string_view s, int64_t& out) {
   if (s.empty() || s.size() > 9 ||
       !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return false;
-  out = std::strtoll(std::string(s).c_str(), nullptr, 10);
+  out = parse_number<int64_t>(s).value_or(0);
   return true;
 }
 
-// A number that is the whole of `s` (strtod's syntax), or false; never throws.
+// A number that is the whole of `s` (from_chars' syntax: no sign '+', no spaces; one out of
+// double's range is no number), or false; never throws.
 inline bool parse_double(std::string_view s, double& out) {
-  const std::string str(s);
-  char* end = nullptr;
-  out = std::strtod(str.c_str(), &end);
-  return !str.empty() && end == str.c_str() + str.size();
+  const std::optional<double> v = parse_number<double>(s);
+  if (v) out = *v;
+  return v.has_value();
 }
 
 // The non-empty pieces of `text` between `sep`s: "a,,b" -> {"a", "b"}.

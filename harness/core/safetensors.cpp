@@ -13,6 +13,8 @@
 #include <set>
 
 #include "harness/core/atomic_file.h"
+#include "harness/core/numbers.h"
+#include "harness/core/untrusted_json.h"
 
 namespace tp {
 
@@ -75,13 +77,14 @@ int64_t first_invalid_utf8(const uint8_t* s, uint64_t n) {
 
 Expected<uint64_t> json_u64(const nlohmann::json& v, const std::string& what) {
   if (!v.is_number_unsigned())  // nlohmann parses non-negative integers as unsigned
-    return Error(what + " must be a non-negative integer, got " + v.dump());
+    return Error(what + " must be a non-negative integer, got " + json_excerpt(v));
   return v.get<uint64_t>();
 }
 
 Expected<SafetensorsEntry> parse_entry(const std::string& name, const nlohmann::json& info) {
   const std::string where = "tensor '" + name + "'";
-  if (!info.is_object()) return Error(where + ": entry must be a JSON object, got " + info.dump());
+  if (!info.is_object())
+    return Error(where + ": entry must be a JSON object, got " + json_excerpt(info));
   SafetensorsEntry e;
   e.name = name;
   auto dt = info.find("dtype");
@@ -160,10 +163,14 @@ Expected<SafetensorsFile> parse_mapped_safetensors(
     }
     return true;
   };
-  nlohmann::json root =
-      nlohmann::json::parse(header, header + n, watch, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object())
-    return Error("header is not valid JSON; the file is corrupt or not safetensors");
+  JsonReadOptions options;
+  options.callback = watch;
+  auto parsed = parse_untrusted_json(
+      std::string_view(reinterpret_cast<const char*>(header), std::size_t(n)), "header", options);
+  if (!parsed.ok()) return Error(parsed.error().message() + " (or not safetensors)");
+  nlohmann::json root = std::move(parsed).value();
+  if (!root.is_object())
+    return Error("header is not a JSON object; the file is corrupt or not safetensors");
   if (!duplicate.empty()) return Error("tensor '" + duplicate + "' is listed twice in the header");
 
   SafetensorsFile file;
@@ -175,7 +182,8 @@ Expected<SafetensorsFile> parse_mapped_safetensors(
       if (!value.is_object()) return Error("__metadata__ must be a map of strings to strings");
       for (const auto& [mk, mv] : value.items()) {
         if (!mv.is_string())
-          return Error("__metadata__ entry '" + mk + "' must be a string, got " + mv.dump());
+          return Error("__metadata__ entry '" + excerpt(mk) + "' must be a string, got " +
+                       json_excerpt(mv));
         file.metadata_[mk] = mv.get<std::string>();
       }
       continue;
@@ -297,7 +305,7 @@ Status write_safetensors(const std::string& path, const NamedTensors& tensors,
                         {"data_offsets", {offset, offset + t->second.nbytes()}}};
     offset += t->second.nbytes();
   }
-  std::string text = header.dump();
+  std::string text = json_text(header);
   text.append((8 - text.size() % 8) % 8, ' ');
   return write_file_atomically(path, [&](std::ostream& out) -> Status {
     const uint64_t n = text.size();

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "harness/core/numbers.h"
+
 namespace tp {
 
 struct ShardSpec {
@@ -19,7 +21,7 @@ inline std::optional<ShardSpec> parse_shard_spec(const std::string& text) {
     if (s.size() > 9) return false;
     for (char c : s)
       if (c < '0' || c > '9') return false;
-    out = std::stoi(s);
+    out = parse_number<int>(s).value_or(0);
     return true;
   };
   ShardSpec s;

@@ -2,10 +2,12 @@
 
 #include <cstring>
 #include <fstream>
-#include <regex>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "harness/core/atomic_file.h"
+#include "harness/core/numbers.h"
 #include "harness/core/png_io.h"
 
 namespace tp {
@@ -27,6 +29,28 @@ const char* npy_descr(DType dt) {
     default:
       return nullptr;
   }
+}
+
+// The text of key `key`'s value in an .npy header (a Python dict literal), after the key's
+// colon and any spaces; nothing when the key is missing. A scan, not a regex: a header may hold
+// tens of thousands of spaces of padding.
+std::optional<std::string_view> npy_value(std::string_view header, std::string_view key) {
+  const std::string quoted = "'" + std::string(key) + "':";
+  const std::size_t at = header.find(quoted);
+  if (at == std::string_view::npos) return std::nullopt;
+  std::size_t v = at + quoted.size();
+  while (v < header.size() && (header[v] == ' ' || header[v] == '\t')) ++v;
+  return header.substr(v);
+}
+
+// The value of `key` between `open` and the next `close` ('descr': '<f4' -> <f4), or nothing.
+std::optional<std::string> npy_enclosed(std::string_view header, std::string_view key, char open,
+                                        char close) {
+  const std::optional<std::string_view> v = npy_value(header, key);
+  if (!v || v->empty() || v->front() != open) return std::nullopt;
+  const std::size_t end = v->find(close, 1);
+  if (end == std::string_view::npos) return std::nullopt;
+  return std::string(v->substr(1, end - 1));
 }
 
 }  // namespace
@@ -56,10 +80,8 @@ Expected<Tensor> read_npy(const std::string& path) {
                  " bytes); the file is corrupt");
   std::string header(header_len, '\0');
   if (!in.read(header.data(), header_len)) return Error(path + ": truncated .npy header");
-  std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([^']*)'")))
-    return Error(path + ": .npy header has no 'descr'");
-  const std::string descr = m[1];
+  const std::optional<std::string> descr = npy_enclosed(header, "descr", '\'', '\'');
+  if (!descr) return Error(path + ": .npy header has no 'descr'");
   DType dt;
   if (descr == "<f8")
     dt = DType::kF64;
@@ -68,17 +90,17 @@ Expected<Tensor> read_npy(const std::string& path) {
   else if (descr == "<f2")
     dt = DType::kF16;
   else
-    return Error(path + ": .npy dtype '" + descr +
+    return Error(path + ": .npy dtype '" + excerpt(*descr) +
                  "' is not supported; save as float32 (<f4), float64 or float16");
-  if (std::regex_search(header, m, std::regex("'fortran_order':\\s*True")))
+  if (const auto order = npy_value(header, "fortran_order"); order && order->rfind("True", 0) == 0)
     return Error(path +
                  ": Fortran-order .npy arrays are not supported; save with np.ascontiguousarray");
-  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
-    return Error(path + ": .npy header has no 'shape'");
+  const std::optional<std::string> dims_text = npy_enclosed(header, "shape", '(', ')');
+  if (!dims_text) return Error(path + ": .npy header has no 'shape'");
   // Each dimension a whole number; the bytes they need must be in the file before anything is
   // allocated (a corrupt shape must not ask for terabytes).
   Shape shape;
-  std::stringstream dims(m[1].str());
+  std::stringstream dims(*dims_text);
   std::string item;
   int64_t bytes = int64_t(dtype_size(dt));
   const int64_t data_bytes = file_size - in.tellg();
@@ -89,9 +111,9 @@ Expected<Tensor> read_npy(const std::string& path) {
     const std::string digits = item.substr(first, last - first + 1);
     if (digits.empty() || digits.size() > 15 ||
         digits.find_first_not_of("0123456789") != std::string::npos)
-      return Error(path + ": .npy shape entry '" + item +
+      return Error(path + ": .npy shape entry '" + excerpt(item) +
                    "' is not a whole number; the file is corrupt");
-    shape.push_back(std::stoll(digits));
+    shape.push_back(parse_number<int64_t>(digits).value_or(0));
     // Checked before each product, so it cannot overflow; the read below catches the rest.
     if (shape.back() != 0 && bytes > data_bytes / shape.back())
       return Error(path + ": .npy data is shorter than its shape " + shape_string(shape) +

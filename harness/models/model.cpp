@@ -12,7 +12,9 @@
 #include "harness/core/atomic_file.h"
 #include "harness/core/format.h"
 #include "harness/core/memory.h"
+#include "harness/core/numbers.h"
 #include "harness/core/rng.h"
+#include "harness/core/untrusted_json.h"
 
 namespace tp {
 namespace fs = std::filesystem;
@@ -80,14 +82,17 @@ Tensor random_param(const ParamSpec& spec, const std::vector<ParamSpec>& all, ui
 Expected<std::pair<nlohmann::json, std::shared_ptr<const ModelConfig>>> read_config(
     const std::string& config_name_or_path) {
   std::string text;
-  if (fs::exists(config_name_or_path) && !fs::is_directory(config_name_or_path)) {
+  std::error_code ec;  // a name past the system's limit is no file: then no built-in either
+  if (fs::exists(config_name_or_path, ec) && !fs::is_directory(config_name_or_path, ec)) {
     std::ifstream in(config_name_or_path);
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   } else {
     TP_ASSIGN_OR_RETURN(text, builtin_config_text(config_name_or_path));
   }
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, false, true);
-  if (j.is_discarded()) return Error(config_name_or_path + ": not valid JSON");
+  JsonReadOptions options;
+  options.comments = true;
+  TP_ASSIGN_OR_RETURN(nlohmann::json j,
+                      parse_untrusted_json(text, excerpt(config_name_or_path, 200), options));
   TP_ASSIGN_OR_RETURN(auto config, parse_model_config(j, config_name_or_path));
   j["_class_name"] = config->family().class_name();
   return std::make_pair(std::move(j), std::move(config));
@@ -170,13 +175,13 @@ Status init_model(const std::string& config_name_or_path, uint64_t seed, const s
   TP_ASSIGN_OR_RETURN(Model m, seeded_model(config_name_or_path, parsed.second, seed));
   if (!scale.empty()) {
     const std::size_t star = scale.rfind('*');
-    char* end = nullptr;
-    const double factor =
-        star == std::string::npos ? 0 : std::strtod(scale.c_str() + star + 1, &end);
-    if (star == std::string::npos || star == 0 || end == scale.c_str() + star + 1 || *end != '\0')
-      return Error("--scale-layer '" + scale +
+    const std::optional<double> factor =
+        star == std::string::npos ? std::nullopt
+                                  : parse_number<double>(std::string_view(scale).substr(star + 1));
+    if (star == 0 || !factor)
+      return Error("--scale-layer '" + excerpt(scale) +
                    "' is not LAYER*FACTOR, e.g. decoder.up_blocks.0.resnets.0.conv1*1e5");
-    TP_RETURN_IF_ERROR(scale_layer(m, scale.substr(0, star), factor));
+    TP_RETURN_IF_ERROR(scale_layer(m, scale.substr(0, star), *factor));
   }
   std::error_code ec;
   fs::create_directories(out_dir, ec);
@@ -189,7 +194,7 @@ Status init_model(const std::string& config_name_or_path, uint64_t seed, const s
                         tensors, {{"format", "pt"}, {"twinpath_seed", std::to_string(seed)}}));
   return write_file_atomically((fs::path(out_dir) / "config.json").string(),
                                [&](std::ostream& out) {
-                                 out << parsed.first.dump(2) << "\n";
+                                 out << json_text(parsed.first, 2) << "\n";
                                  return Status();
                                });
 }

@@ -4,6 +4,8 @@
 
 #include "harness/core/format.h"
 #include "harness/core/names.h"
+#include "harness/core/numbers.h"
+#include "harness/core/untrusted_json.h"
 #include "harness/models/autoencoder_kl/family.h"
 #include "harness/models/autoencoder_kl_hunyuan_video/family.h"
 #include "harness/models/autoencoder_tiny/family.h"
@@ -186,8 +188,8 @@ Status check_sizes(const nlohmann::json& config, const std::string& source) {
     if (value.is_array())
       for (const auto& item : value) bad = bad || too_large(item);
     if (bad)
-      return Error(source + ": field '" + key + "' = " + value.dump() + " is past " +
-                   std::to_string(kMaxConfigSize) +
+      return Error(source + ": field '" + excerpt(key) + "' = " + json_excerpt(value) +
+                   " is past " + std::to_string(kMaxConfigSize) +
                    ", larger than any diffusers model's; the config is damaged (compare it with "
                    "the model's original config.json)");
   }
@@ -208,9 +210,10 @@ Expected<std::shared_ptr<const ModelConfig>> load_model_config(const std::string
   if (!in)
     return Error(path +
                  ": cannot open the model config (a diffusers model folder holds config.json)");
-  nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false,
-                                           /*ignore_comments=*/true);
-  if (j.is_discarded()) return Error(path + ": not valid JSON");
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  JsonReadOptions options;
+  options.comments = true;
+  TP_ASSIGN_OR_RETURN(const nlohmann::json j, parse_untrusted_json(text, path, options));
   return parse_model_config(j, path);
 }
 
@@ -225,7 +228,7 @@ Expected<std::string> builtin_config_text(const std::string& name) {
   for (const Family* f : families())
     for (const std::string& n : f->builtin_names())
       if (n == name) return f->builtin_text(name);
-  return Error("unknown built-in config '" + name + "'; use one of " +
+  return Error("unknown built-in config '" + excerpt(name) + "'; use one of " +
                comma_list(builtin_config_names()) + " or a config.json path" +
                did_you_mean(name, builtin_config_names()));
 }
@@ -352,7 +355,8 @@ std::string option_text(const Family& family, const PipelineOptions& options,
 }
 
 double option_number(const Family& family, const PipelineOptions& options, const std::string& key) {
-  return std::strtod(option_text(family, options, key).c_str(), nullptr);
+  // PipelineOption::parse checked the text; a default is the family's own.
+  return parse_number<double>(option_text(family, options, key)).value_or(0);
 }
 
 }  // namespace tp

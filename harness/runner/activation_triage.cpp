@@ -12,7 +12,9 @@
 
 #include "harness/core/compare.h"
 #include "harness/core/format.h"
+#include "harness/core/numbers.h"
 #include "harness/core/safetensors.h"
+#include "harness/core/untrusted_json.h"
 #include "harness/models/family.h"
 #include "harness/runner/activation_mapping.h"
 #include "harness/runner/dump_triage.h"
@@ -86,10 +88,13 @@ Status DumpTriage::read_header() {
 Status DumpTriage::check_config() {
   // Every key the folder's config.json sets must hold the same value in the dump's (diffusers
   // adds its defaults; "_" keys are bookkeeping).
-  if (const std::string dumped_config = field("config"); !dumped_config.empty()) {
-    std::ifstream in(model.dir + "/config.json");
-    const nlohmann::json mine = nlohmann::json::parse(in, nullptr, false),
-                         theirs = nlohmann::json::parse(dumped_config, nullptr, false);
+  std::ifstream in(model.dir + "/config.json");  // none for a built-in model
+  if (const std::string dumped_config = field("config"); !dumped_config.empty() && in) {
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    TP_ASSIGN_OR_RETURN(const nlohmann::json mine,
+                        parse_untrusted_json(text, model.dir + "/config.json"));
+    TP_ASSIGN_OR_RETURN(const nlohmann::json theirs,
+                        parse_untrusted_json(dumped_config, dump_path + ": its config metadata"));
     if (mine.is_object() && theirs.is_object())
       for (const auto& [k, v] : mine.items()) {
         if (k.empty() || k[0] == '_' || !theirs.contains(k) || theirs[k] == v) continue;
@@ -97,9 +102,9 @@ Status DumpTriage::check_config() {
             std::fabs(v.get<double>() - theirs[k].get<double>()) <=
                 1e-9 * std::fabs(v.get<double>()))
           continue;
-        return Error(dump_path + " was dumped from a model whose " + k + " is " + theirs[k].dump() +
-                     ", but --model's config.json says " + v.dump() +
-                     "; give the model folder the dump was made with");
+        return Error(dump_path + " was dumped from a model whose " + k + " is " +
+                     json_excerpt(theirs[k]) + ", but --model's config.json says " +
+                     json_excerpt(v) + "; give the model folder the dump was made with");
       }
   }
 
@@ -113,7 +118,8 @@ Status DumpTriage::check_config() {
 Status DumpTriage::check_weights() {
   const std::string text = field("weights");
   if (text.empty()) return Status();  // a dump made before the tool recorded it
-  const nlohmann::json dumped = nlohmann::json::parse(text, nullptr, false);
+  TP_ASSIGN_OR_RETURN(const nlohmann::json dumped,
+                      parse_untrusted_json(text, dump_path + ": its weight fingerprint"));
   if (!dumped.is_object())
     return Error(dump_path + ": its weight fingerprint is not a JSON object; dump it again");
   int compared = 0, differ = 0;
@@ -125,7 +131,7 @@ Status DumpTriage::check_weights() {
     const int64_t numel = values.numel(), n = std::min<int64_t>(8, numel);
     if ((*it)[0].get<double>() != double(numel) || int64_t(it->size()) != n + 1) {
       differ += 1, compared += 1;
-      if (first.empty()) first = name + " has " + (*it)[0].dump() + " elements in the dump";
+      if (first.empty()) first = name + " has " + json_excerpt((*it)[0]) + " elements in the dump";
       continue;
     }
     ++compared;
@@ -206,12 +212,13 @@ Status DumpTriage::read_modules() {
     // "stepK/...": a denoiser's later calls (the first one is compared).
     if (key.rfind("step", 0) == 0 && key.size() > 4 && std::isdigit((unsigned char)key[4]) &&
         key.find('/') == key.find_first_not_of("0123456789", 4)) {
-      later_steps.insert(std::atoi(key.c_str() + 4));
+      later_steps.insert(
+          parse_number<int>(std::string_view(key).substr(4, key.find('/') - 4)).value_or(-1));
       continue;
     }
     int call = 0;
     if (key.rfind("call", 0) == 0 && key.find('/') != std::string::npos) {
-      call = std::atoi(key.c_str() + 4);
+      call = parse_number<int>(std::string_view(key).substr(4, key.find('/') - 4)).value_or(0);
       key = key.substr(key.find('/') + 1);
     }
     const auto slash = key.rfind('/');
@@ -238,7 +245,9 @@ Status DumpTriage::read_modules() {
 void DumpTriage::place_modules() {
   // Place every dumped module on the graph.
   // Modules that compute nothing at inference (the dump's classes: path -> class name).
-  const nlohmann::json classes = nlohmann::json::parse(field("classes"), nullptr, false);
+  // Advisory: classes that do not parse are none.
+  const auto parsed = parse_untrusted_json(field("classes"), "classes");
+  const nlohmann::json classes = parsed.ok() ? *parsed : nlohmann::json();
   auto identity = [&](const std::string& path) {
     if (!classes.is_object() || !classes.contains(path) || !classes[path].is_string()) return false;
     const std::string c = classes[path].get<std::string>();

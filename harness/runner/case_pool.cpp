@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "harness/core/numbers.h"
 #include "harness/models/family.h"
 
 namespace tp {
@@ -27,15 +28,10 @@ Expected<int> resolve_jobs(const std::string& jobs, const std::vector<const Case
     });
     return all_tiny ? std::max(1, omp_get_max_threads()) : 1;
   }
-  int n = 0;
-  std::size_t used = 0;
-  try {
-    n = std::stoi(jobs, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != jobs.size() || n < 1 || n > 64)
-    return Error("--jobs " + jobs + " is not auto or a number of concurrent cases from 1 to 64");
+  const int n = parse_number<int>(jobs).value_or(0);
+  if (n < 1 || n > 64)
+    return Error("--jobs " + excerpt(jobs) +
+                 " is not auto or a number of concurrent cases from 1 to 64");
   return n;
 }
 

@@ -10,6 +10,7 @@
 #include "harness/core/format.h"
 #include "harness/core/layerwise_casting.h"
 #include "harness/core/names.h"
+#include "harness/core/numbers.h"
 #include "harness/core/rng.h"
 #include "harness/core/tensor_io.h"
 #include "harness/runner/group_repro.h"
@@ -35,7 +36,10 @@ Expected<NamedTensors> case_inputs(const Case& c, const Model& m, const std::str
   r.width = c.width;
   r.seed = c.seed();
   r.image = c.input == "image";
-  r.sigma = c.input.rfind("normal*", 0) == 0 ? std::stod(c.input.substr(7)) : 1.0;
+  // parse_case checked SIGMA (a finite number above 0).
+  r.sigma = c.input.rfind("normal*", 0) == 0
+                ? parse_number<double>(std::string_view(c.input).substr(7)).value_or(1.0)
+                : 1.0;
   r.options = c.options;
   const GraphRunner reference = [](const Graph& g, const Weights& w, const NamedTensors& in) {
     return ref::run_graph(g, w, in, DType::kF32);
@@ -196,7 +200,7 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
         digits.find_first_not_of("0123456789") != std::string::npos)
       return Error("model=" + name_or_dir + ": the seed after @ must be a number, e.g. " + name +
                    "@7");
-    seed = std::stoull(digits);
+    seed = parse_number<uint64_t>(digits).value_or(seed);
   }
   std::error_code ec;
   if (!builtin && !std::filesystem::is_directory(name_or_dir, ec))

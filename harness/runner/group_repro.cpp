@@ -10,6 +10,8 @@
 
 #include "compiled/backend.h"
 #include "harness/core/format.h"
+#include "harness/core/numbers.h"
+#include "harness/core/untrusted_json.h"
 #include "harness/models/model.h"
 
 namespace tp {
@@ -28,10 +30,10 @@ Expected<std::string> config_text(const Model& m) {
 
 Expected<Shape> parse_shape_text(const std::string& t) {
   Shape s;
-  try {
-    for (const std::string& d : split_list(t, ',')) s.push_back(std::stoll(d));
-  } catch (const std::exception&) {
-    return Error("bad shape '" + t + "'");
+  for (const std::string& d : split_list(t, ',')) {
+    const std::optional<int64_t> n = parse_number<int64_t>(d);
+    if (!n || *n < 0) return Error("bad shape '" + excerpt(t) + "'");
+    s.push_back(*n);
   }
   return s;
 }
@@ -92,6 +94,59 @@ Status write_group_repro(const std::string& path, const PreparedCase& p, const C
   return write_safetensors(path, tensors, metadata);
 }
 
+namespace {
+
+constexpr const char* kDamaged =
+    "; the repro is damaged: make it again with `twinpath triage --repro`";
+
+// A repro's tensor `name` ("weight/KEY" or "value/ID") into `weights` or `values`, checked
+// against the graph it claims: a weight must be one of its parameters in its shape, a value one
+// of its values; anything else is a damaged file, refused before any kernel runs.
+Status take_repro_tensor(const Graph& graph, const std::string& name, Tensor t, Weights& weights,
+                         std::map<int, Tensor>& values) {
+  if (name.rfind("weight/", 0) == 0) {
+    const std::string key = name.substr(7);
+    auto spec = std::find_if(graph.params.begin(), graph.params.end(),
+                             [&](const ParamSpec& s) { return s.key == key; });
+    if (spec == graph.params.end())
+      return Error("tensor '" + excerpt(name) + "' is no parameter of " + graph.name + kDamaged);
+    if (t.shape() != spec->shape)
+      return Error("tensor '" + excerpt(name) + "' has shape " + shape_string(t.shape()) +
+                   ", but " + graph.name + "'s " + key + " is " + shape_string(spec->shape) +
+                   kDamaged);
+    weights[key] = std::move(t);
+    return Status();
+  }
+  const std::optional<int> v = name.rfind("value/", 0) == 0
+                                   ? parse_number<int>(std::string_view(name).substr(6))
+                                   : std::nullopt;
+  if (!v || *v < 0 || std::size_t(*v) >= graph.value_names.size())
+    return Error("tensor '" + excerpt(name) + "' is neither a weight/ of " + graph.name +
+                 " nor a value/ID of one of its " + std::to_string(graph.value_names.size()) +
+                 " values" + kDamaged);
+  values[*v] = std::move(t);
+  return Status();
+}
+
+// Every input the group reads is in the repro, in the shape the plan gives it.
+Status check_group_values(const compiled::Plan& plan, const compiled::Group& grp,
+                          const std::map<int, Tensor>& values) {
+  for (int v : grp.inputs) {
+    const std::string what =
+        "value/" + std::to_string(v) + " (" + plan.graph->value_names.at(std::size_t(v)) + ")";
+    auto it = values.find(v);
+    if (it == values.end())
+      return Error("the group reads " + what + ", which the repro does not hold" + kDamaged);
+    const Shape& want = plan.buffers.at(v).shape;
+    if (it->second.shape() != want)
+      return Error(what + " has shape " + shape_string(it->second.shape()) +
+                   ", but the group reads it as " + shape_string(want) + kDamaged);
+  }
+  return Status();
+}
+
+}  // namespace
+
 Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::Device device) {
   TP_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::open(path));
   const auto& m = file.metadata();
@@ -99,9 +154,8 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::De
     return Error(path +
                  " is not a twinpath repro (no twinpath_repro metadata); make one with `twinpath "
                  "triage --repro FILE`");
-  nlohmann::json cj = nlohmann::json::parse(meta(m, "config"), nullptr, false);
-  if (cj.is_discarded())
-    return Error(path + ": its config metadata is not JSON; the file is damaged");
+  TP_ASSIGN_OR_RETURN(const nlohmann::json cj,
+                      parse_untrusted_json(meta(m, "config"), path + ": its config metadata"));
   TP_ASSIGN_OR_RETURN(std::shared_ptr<const ModelConfig> config,
                       parse_model_config(cj, path + " (config)"));
   const std::string graph_name = meta(m, "graph");
@@ -118,10 +172,8 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::De
   std::map<int, Tensor> values;
   for (const SafetensorsEntry& e : file.entries()) {
     TP_ASSIGN_OR_RETURN(Tensor t, file.read(e));
-    if (e.name.rfind("weight/", 0) == 0)
-      weights[e.name.substr(7)] = std::move(t);
-    else if (e.name.rfind("value/", 0) == 0)
-      values[std::stoi(e.name.substr(6))] = std::move(t);
+    if (Status s = take_repro_tensor(graph, e.name, std::move(t), weights, values); !s.ok())
+      return s.error().with_context(path);
   }
   compiled::SessionOptions options;
   TP_ASSIGN_OR_RETURN(options.policy.base, compiled::parse_layer_policy(meta(m, "policy")));
@@ -143,12 +195,14 @@ Expected<ReplayOutcome> replay_group_repro(const std::string& path, compiled::De
   }
   TP_ASSIGN_OR_RETURN(const compiled::Plan* plan,
                       session.plan_for(graph, weights, input_shape, others));
-  const int group = std::stoi(meta(m, "group"));
+  const int group = parse_number<int>(meta(m, "group")).value_or(-1);
   if (group < 0 || group >= int(plan->groups.size()) ||
       plan->groups[std::size_t(group)].checkpoints[0] != meta(m, "checkpoint"))
     return Error(path + ": group " + meta(m, "group") + " of this build's plan is not " +
                  meta(m, "checkpoint") + "; replay it with the twinpath that wrote it");
 
+  if (Status s = check_group_values(*plan, plan->groups[std::size_t(group)], values); !s.ok())
+    return s.error().with_context(path);
   ReplayOutcome out;
   out.origin = analyze_group(*plan, group, input_shape, values);
   const compiled::Group& grp = plan->groups[std::size_t(group)];

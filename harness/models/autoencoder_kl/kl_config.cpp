@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/core/json_config.h"
+#include "harness/core/untrusted_json.h"
 
 namespace tp {
 namespace {
@@ -18,7 +19,7 @@ Status expect_all(const json& j, const char* key, const std::string& value, std:
                  " entries, one per block_out_channels entry");
   for (const auto& v : *it)
     if (v != value)
-      return Error(source + ": '" + key + "' entry " + v.dump() +
+      return Error(source + ": '" + key + "' entry " + json_excerpt(v) +
                    " is not supported; twinpath builds " + value);
   return Status();
 }

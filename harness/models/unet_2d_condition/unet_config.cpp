@@ -1,6 +1,7 @@
 #include "harness/models/unet_2d_condition/unet_config.h"
 
 #include "harness/core/json_config.h"
+#include "harness/core/untrusted_json.h"
 #include "harness/models/unet_2d_condition/family.h"
 
 namespace tp {
@@ -117,7 +118,7 @@ Expected<UnetConfig> parse_unet_config(const json& j, const std::string& src) {
        {"class_embed_type", "encoder_hid_dim", "time_cond_proj_dim", "timestep_post_act",
         "time_embedding_act_fn", "cross_attention_norm", "reverse_transformer_layers_per_block"})
     if (j.contains(key) && !j.at(key).is_null())
-      return Error(src + ": " + key + " " + j.at(key).dump() +
+      return Error(src + ": " + key + " " + json_excerpt(j.at(key)) +
                    " is not supported; twinpath builds SD 1.5 and SDXL UNets, which leave it null");
   // Shapes diffusers itself would fail on, refused here with the reason.
   if (levels > kMaxLevels || c.norm_num_groups < 1)
