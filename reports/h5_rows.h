@@ -162,7 +162,7 @@ void read_fields(const std::vector<unsigned char>& buffer, const Layout& l,
         }
         case ColumnType::kString: {
           const char* s = reinterpret_cast<const char*>(at);
-          schema[i].set(rows[r], std::string(s, strnlen(s, schema[i].width)));
+          schema[i].set(rows[r], valid_utf8(std::string_view(s, strnlen(s, schema[i].width))));
           break;
         }
       }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/core/utf8.h"
+
 namespace tp::h5 {
 
 // An HDF5 handle closed by its own close function.
@@ -102,7 +104,7 @@ inline std::string get_string(hid_t obj, const char* name) {
   check(H5Tset_cset(type.get(), H5T_CSET_UTF8), "string charset");
   char* p = nullptr;
   check(H5Aread(attr.get(), type.get(), &p), name);
-  std::string s = p ? p : "";
+  std::string s = valid_utf8(p ? p : "");  // a damaged or hand-made file's bytes, printable
   H5free_memory(p);
   return s;
 }

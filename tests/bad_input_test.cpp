@@ -201,8 +201,9 @@ TEST_F(BadInput, DamagedReprosAreRefusedBeforeAnyKernelRuns) {
   }
 }
 
-// A report whose strings hold bytes that are not UTF-8 (a damaged or hand-made file): `report
-// show` prints it, as text and as JSON that parses, where the JSON printer used to abort.
+// A report whose strings hold bytes that are not UTF-8 (a damaged or hand-made file): the reader
+// replaces each invalid byte with U+FFFD, so `report show` prints text and JSON that parses,
+// where the JSON printer used to abort.
 TEST_F(BadInput, ReportStringsThatAreNotUtf8ArePrinted) {
   CaseResult c;
   c.id = "vae.decode model=tiny-kl \xff\xfe res=64x64";
@@ -220,6 +221,9 @@ TEST_F(BadInput, ReportStringsThatAreNotUtf8ArePrinted) {
   ASSERT_TRUE(write_h5_report(p("utf8.h5"), report).ok());
   const auto text = twinpath("report show " + p("utf8.h5"));
   EXPECT_EQ(text.code, 1) << text.output;  // the report holds a failed case
+  EXPECT_EQ(text.output.find('\xff'), std::string::npos) << "read as U+FFFD, printed so";
+  EXPECT_NE(text.output.find("tiny-kl \xef\xbf\xbd\xef\xbf\xbd res"), std::string::npos)
+      << text.output;
   const auto json = twinpath("report show --json " + p("utf8.h5") + " 2>/dev/null");
   EXPECT_EQ(json.code, 1) << json.output;
   const nlohmann::json j = nlohmann::json::parse(json.output, nullptr, false);

@@ -15,7 +15,7 @@ seconds=${1:?give the seconds each target runs, e.g. bash tools/fuzz.sh 3600}
 shift
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=($(ls "$root/tests/fuzz/corpus"))
+  targets=($(cd "$root/tests/fuzz" && ls ./*_fuzz.cpp | sed 's|^./||; s|_fuzz.cpp$||'))
 fi
 cd "$root"
 cmake --preset sanitize > /dev/null
@@ -82,9 +82,13 @@ run() {
   local timeout=10
   [[ "${FUZZ_CPU:-0}" == 1 ]] && timeout=60
   local start=$SECONDS
+  # Seeds: tests/fuzz/corpus/NAME, or for the activation dumps the committed fixtures.
+  local seeds=tests/fuzz/corpus/$name
+  [[ "$name" == activation_dump ]] && seeds=tests/fixtures/activations
+  # -max_len 1 MiB: deep JSON, long lines and padded headers need room (issue 42).
   build-sanitize/tests/fuzz/"${name}"_fuzz "${mode[@]}" -max_total_time="$wall" -timeout="$timeout" -rss_limit_mb=3072 \
-    -print_final_stats=1 -artifact_prefix="out/fuzz/$name-crash-" \
-    "out/fuzz/corpus/$name" "tests/fuzz/corpus/$name" ${regressions[@]+"${regressions[@]}"} \
+    -max_len=1048576 -print_final_stats=1 -artifact_prefix="out/fuzz/$name-crash-" \
+    "out/fuzz/corpus/$name" "$seeds" ${regressions[@]+"${regressions[@]}"} \
     > "out/fuzz/$name.log" 2>&1 &
   local pid=$! cpu=0 tick
   tick=$(getconf CLK_TCK)

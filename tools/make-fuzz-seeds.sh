@@ -8,8 +8,45 @@ tp=$root/build/twinpath
 corpus=$root/tests/fuzz/corpus
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+
+# Seeds no valid file is (issue 42): JSON nested past the reader's limit, lines and names past
+# the system's, numbers past double's range, bytes that are not UTF-8; and for the targets that
+# run further, a repro of an overflow and case lines through input generation.
+hostile_seeds() {
+  local c=$1 w=$2
+  /usr/bin/python3 - "$c" <<'PY'
+import json, struct, sys
+c = sys.argv[1]
+deep = "[" * 3000 + "]" * 3000
+open(f"{c}/model_config/deep.json", "w").write('{"_class_name": "AutoencoderKL", "x": ' + deep + "}")
+open(f"{c}/model_config/huge-numbers.json", "w").write(
+    '{"_class_name": "AutoencoderKL", "block_out_channels": [1e400, -1e400, 18446744073709551617]}')
+header = ('{"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "b": ' + deep + "}").encode()
+open(f"{c}/safetensors/deep-header.safetensors", "wb").write(struct.pack("<Q", len(header)) + header + b"\0" * 4)
+meta = '{"__metadata__": {"format": "pt", "note": "\\u00ff"}}'.encode() + b" " * 4
+open(f"{c}/safetensors/metadata.safetensors", "wb").write(struct.pack("<Q", len(meta)) + meta)
+npy = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }" + " " * 20000 + "\n"
+open(f"{c}/npy/padded.npy", "wb").write(b"\x93NUMPY\x02\x00" + struct.pack("<I", len(npy)) + npy.encode() + b"\0" * 8)
+for name, line in {"long-model": "vae.decode model=" + "m" * 5000 + " res=64x64 w=f16 a=f16 acc=f32",
+                   "huge-sigma": "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 input=normal*1e400",
+                   "not-utf8": "vae.decode model=tiny-kl\udcff res=64x64 w=f16 a=f16 acc=f32"}.items():
+    open(f"{c}/case_line/{name}.txt", "wb").write(line.encode("utf-8", "surrogateescape"))
+for name, line in {"tiny-kl": "vae.decode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32 input=normal*3",
+                   "stress": "vae.encode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32 input=dc*4",
+                   "image": "vae.roundtrip model=tiny-taesd res=32x32 w=f16 a=f16 acc=f32 input=image",
+                   "video": "video.decode model=tiny-hv res=32x32 w=f16 a=f16 acc=f32 frames=5",
+                   "unet": "unet.step model=tiny-unet res=32x32 w=f16 a=f16 acc=f32"}.items():
+    open(f"{c}/case_input/{name}.txt", "w").write(line)
+PY
+  "$tp" model init --config tiny-kl --seed 4 \
+    --scale-layer 'decoder.up_blocks.0.resnets.0.conv1*1e5' --out "$w/hot" > /dev/null
+  "$tp" triage --model "$w/hot" --pipeline vae.decode --input "$w/latent.npy" \
+    --policy w=f16,a=f16,acc=f32 --repro "$c/repro/overflow.safetensors" > /dev/null || true
+}
+
 rm -rf "$corpus"
 mkdir -p "$corpus"/{safetensors,npy,png,model_config,case_line,suite,plan_file,baseline,h5_report}
+mkdir -p "$corpus"/{repro,case_input}
 
 # Model configs: every built-in, each family's.
 for config in tiny-kl tiny-taesd tiny-unet tiny-unet-xl tiny-unet-xl-refiner sd-kl sdxl-base; do
@@ -86,4 +123,5 @@ zcat "$root/cases/baselines/ci.txt.gz" | head -120 > "$corpus/baseline/ci-head.t
   --case 'vae.decode model=tiny-kl res=32x32 w=f16 a=f16 acc=f32 boost=decoder.conv_in*1e6' \
   --report "$corpus/h5_report/two-cases.h5" > /dev/null || true
 "$tp" report baseline "$corpus/h5_report/two-cases.h5" --out "$corpus/baseline/two-cases.txt" > /dev/null
+hostile_seeds "$corpus" "$work"
 du -sh "$corpus"/*

@@ -12,10 +12,10 @@ namespace tp {
 
 // A report (or, with `baseline_too`, a text baseline) as the commands read it. libhdf5 1.10 loops
 // forever on some damaged files (HDFGroup/hdf5 issue 1707, found by fuzzing: docs/fuzzing.md);
-// a read that has not finished in TWINPATH_REPORT_READ_SECONDS (default 120) ends the process
-// with exit code 2 and a sentence naming the file, instead of hanging; a crash inside the read
-// (libhdf5 also reads past its buffers on some damaged files) does the same instead of dumping
-// core.
+// a read that has not finished in TWINPATH_REPORT_READ_SECONDS (default 5 s and 1 s per MiB)
+// ends the process with exit code 2 and a sentence naming the file, instead of hanging; a crash
+// inside the read (libhdf5 also reads past its buffers on some damaged files) does the same
+// instead of dumping core.
 Expected<RunReport> read_report_file(const std::string& path, bool baseline_too = false);
 
 // Each case's outcome and its checkpoint nearest the tolerance (every checkpoint with `layers`).

@@ -15,6 +15,7 @@
 #include "harness/core/atomic_file.h"
 #include "harness/core/numbers.h"
 #include "harness/core/untrusted_json.h"
+#include "harness/core/utf8.h"
 
 namespace tp {
 
@@ -53,26 +54,6 @@ const FileDType* find_file_dtype(const std::string& s) {
   for (const FileDType& d : kFileDTypes)
     if (s == d.name) return &d;
   return nullptr;
-}
-
-// Returns the offset of the first invalid UTF-8 sequence, or -1.
-int64_t first_invalid_utf8(const uint8_t* s, uint64_t n) {
-  uint64_t i = 0;
-  while (i < n) {
-    const uint8_t c = s[i];
-    int len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || i + len > n) return int64_t(i);
-    uint32_t cp = len == 1 ? c : len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
-    for (int k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return int64_t(i);
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    const bool overlong =
-        (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return int64_t(i);
-    i += uint64_t(len);
-  }
-  return -1;
 }
 
 Expected<uint64_t> json_u64(const nlohmann::json& v, const std::string& what) {
