@@ -65,6 +65,10 @@ TEST(UntrustedJson, DepthAndExcerptsAreBounded) {
   EXPECT_EQ(json_excerpt(s), "\"" + std::string(40, 'x') + "...\"");
   EXPECT_EQ(json_excerpt(nlohmann::json::array({1, 2, 3})), "an array of 3");
   EXPECT_EQ(json_excerpt(nlohmann::json("a\xff")), "\"a\\xff\"");
+  std::string ten_escapes;
+  for (int i = 0; i < 10; ++i) ten_escapes += "\\x01";
+  EXPECT_EQ(json_excerpt(nlohmann::json(std::string(30, '\x01'))), "\"" + ten_escapes + "...\"")
+      << "cut after 40 characters of escapes, and marked";
 }
 
 // config.json, model init's --config, a safetensors header and a repro's config metadata.

@@ -31,7 +31,8 @@ int nesting(std::string_view text, bool comments) {
 // `s` with anything but printable ASCII escaped (\xNN), at most `max` characters of it.
 std::string printable(const std::string& s, std::size_t max) {
   std::string out;
-  for (std::size_t i = 0; i < s.size() && out.size() < max; ++i) {
+  std::size_t i = 0;
+  for (; i < s.size() && out.size() < max; ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x20 && c < 0x7f && c != '\\') {
       out += char(c);
@@ -42,7 +43,7 @@ std::string printable(const std::string& s, std::size_t max) {
       out += kHex[c & 15];
     }
   }
-  return out.size() < s.size() ? out + "..." : out;
+  return i < s.size() ? out + "..." : out;
 }
 
 }  // namespace
