@@ -6,11 +6,11 @@
 #include <hdf5.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "harness/core/numbers.h"
 #include "harness/core/utf8.h"
 
 namespace tp::h5 {
@@ -50,10 +50,8 @@ inline void check(herr_t status, const char* what) {
 }
 // A whole number written as text in a report (an element index); anything else is damage.
 inline int64_t parse_whole(const std::string& text, const char* what) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size()) throw H5Failure{what};
-  return v;
+  if (const auto v = parse_number<int64_t>(text)) return *v;
+  throw H5Failure{what};
 }
 inline hid_t check_id(hid_t id, const char* what) {
   if (id < 0) throw H5Failure{what};

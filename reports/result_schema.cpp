@@ -1,9 +1,9 @@
 #include "reports/result_schema.h"
 
-#include <charconv>
 #include <stdexcept>
 
 #include "harness/core/format.h"
+#include "harness/core/numbers.h"
 
 namespace tp {
 namespace {
@@ -11,11 +11,8 @@ namespace {
 // A whole number written as text; anything else throws (a damaged file: the readers turn it
 // into their sentence).
 int64_t whole_number(const std::string& text) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size())
-    throw std::invalid_argument("'" + text + "' is not a whole number");
-  return v;
+  if (const auto v = parse_number<int64_t>(text)) return *v;
+  throw std::invalid_argument("'" + excerpt(text) + "' is not a whole number");
 }
 
 // An element index (a Shape) as a comma-separated string column.

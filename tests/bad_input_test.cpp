@@ -10,12 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "harness/core/safetensors.h"
 #include "harness/core/tensor.h"
 #include "harness/core/untrusted_json.h"
 #include "reports/h5_report.h"
+#include "tests/support/scratch_dir.h"
 #include "tests/support/user_error.h"
 
 namespace tp {
@@ -23,6 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::expect_user_error;
+using testing::ScratchDir;
 using testing::twinpath;
 
 std::string deep_json(int levels) {
@@ -41,15 +44,13 @@ void write_raw_safetensors(const std::string& path, const std::string& header) {
 class BadInput : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("tp_bad_input_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+    scratch_.emplace("bad_input");
     ASSERT_EQ(twinpath("model init --config tiny-kl --seed 1 --out " + p("kl")).code, 0);
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-  static std::string p(const std::string& name) { return (dir_ / name).string(); }
-  static fs::path dir_;
+  static void TearDownTestSuite() { scratch_.reset(); }
+  static std::string p(const std::string& name) { return scratch_->path(name); }
+  static inline std::optional<ScratchDir> scratch_;
 };
-fs::path BadInput::dir_;
 
 TEST(UntrustedJson, DepthAndExcerptsAreBounded) {
   auto deep = parse_untrusted_json(deep_json(100000), "x.json");

@@ -10,12 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "harness/core/format.h"
 #include "harness/core/names.h"
 #include "harness/core/safetensors.h"
 #include "harness/core/tensor_io.h"
 #include "tests/support/command.h"
+#include "tests/support/scratch_dir.h"
 #include "tests/support/user_error.h"
 
 namespace tp {
@@ -25,13 +27,13 @@ namespace fs = std::filesystem;
 
 using testing::CommandResult;
 using testing::expect_user_error;
+using testing::ScratchDir;
 using testing::twinpath;
 
 class CliTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("tp_cli_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+    scratch_.emplace("cli");
     ASSERT_EQ(twinpath("model init --config tiny-kl --seed 1 --out " + p("kl")).code, 0);
     ASSERT_EQ(twinpath("model init --config tiny-taesd --seed 1 --out " + p("taesd")).code, 0);
     ASSERT_TRUE(
@@ -41,8 +43,8 @@ class CliTest : public ::testing::Test {
       image.data<float>()[i] = float((i * 104729) % 200) / 100.0f - 1.0f;
     ASSERT_TRUE(write_npy(p("image.npy"), image).ok());
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-  static std::string p(const std::string& name) { return (dir_ / name).string(); }
+  static void TearDownTestSuite() { scratch_.reset(); }
+  static std::string p(const std::string& name) { return scratch_->path(name); }
   // Values in [-1, 1) from a fixed pattern (`salt` shifts it), as a user's saved tensor.
   static Tensor patterned(Shape shape, int salt = 0) {
     Tensor t(DType::kF32, std::move(shape));
@@ -51,9 +53,8 @@ class CliTest : public ::testing::Test {
     return t;
   }
 
-  static fs::path dir_;
+  static inline std::optional<ScratchDir> scratch_;
 };
-fs::path CliTest::dir_;
 
 TEST_F(CliTest, ExecRunsEveryPipelineAndWritesNamedOutputs) {
   CommandResult r = twinpath("exec --model " + p("kl") + " --pipeline vae.decode --input " +

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 
 #include "tests/support/command.h"
+#include "tests/support/scratch_dir.h"
 #include "tests/support/user_error.h"
 
 namespace tp {
@@ -14,20 +16,17 @@ namespace {
 namespace fs = std::filesystem;
 using testing::CommandResult;
 using testing::expect_user_error;
+using testing::ScratchDir;
 using testing::twinpath;
 
 class CliWanTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("tp_cli_wan_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
-  static std::string p(const std::string& name) { return (dir_ / name).string(); }
+  static void SetUpTestSuite() { scratch_.emplace("cli_wan"); }
+  static void TearDownTestSuite() { scratch_.reset(); }
+  static std::string p(const std::string& name) { return scratch_->path(name); }
 
-  static fs::path dir_;
+  static inline std::optional<ScratchDir> scratch_;
 };
-fs::path CliWanTest::dir_;
 
 // A video DiT's block overflowing f16 (the feed-forward's first Linear scaled, as a trained
 // model's outlier channels do) on diffusers' own Wan input: named by module, op, element and

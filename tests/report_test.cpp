@@ -23,11 +23,13 @@
 #include "reports/report_tools.h"
 #include "reports/result_schema.h"
 #include "tests/support/command.h"
+#include "tests/support/scratch_dir.h"
 
 namespace tp {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::ScratchDir;
 using testing::shell;
 using testing::twinpath;
 
@@ -66,8 +68,7 @@ void expect_same_cases(const std::string& expected_file, const std::string& actu
 class ReportTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("tp_report_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+    scratch_.emplace("report");
     std::ofstream suite(p("suite.txt"));
     suite << "# three outcomes\n"
           << "vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32\n"
@@ -79,14 +80,10 @@ class ReportTest : public ::testing::Test {
           << "vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f8e4m3 acc=f32\n"
           << "vae.decode model=tiny-kl stream=64x64+256x256 w=f16 a=f16 acc=f32 mem=4MiB\n";
   }
-  static void TearDownTestSuite() {
-    std::error_code ec;  // a leftover file is not a test failure
-    fs::remove_all(dir_, ec);
-  }
-  static std::string p(const std::string& name) { return (dir_ / name).string(); }
-  static fs::path dir_;
+  static void TearDownTestSuite() { scratch_.reset(); }
+  static std::string p(const std::string& name) { return scratch_->path(name); }
+  static inline std::optional<ScratchDir> scratch_;
 };
-fs::path ReportTest::dir_;
 
 TEST_F(ReportTest, ReportOpensInH5dumpAndH5pyAndJUnitListsEveryCase) {
   const auto r = twinpath("run --suite " + p("suite.txt") + " --report " + p("r.h5") + " --junit " +

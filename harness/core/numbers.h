@@ -22,10 +22,12 @@ inline std::string excerpt(std::string_view text, std::size_t max = 40) {
 }
 
 // The number `text` holds, or nothing when it holds anything else or one out of T's range.
+// `out_of_range`, when given, says whether the text was a number beyond T's range.
 template <class T>
-std::optional<T> parse_number(std::string_view text) {
+std::optional<T> parse_number(std::string_view text, bool* out_of_range = nullptr) {
   T v{};
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (out_of_range) *out_of_range = ec == std::errc::result_out_of_range;
   if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return v;
 }
@@ -33,10 +35,9 @@ std::optional<T> parse_number(std::string_view text) {
 // The same with the sentence: "FIELD: 'TEXT' is not a number" (or "... out of range").
 template <class T>
 Expected<T> parse_number(std::string_view text, std::string_view field) {
-  if (auto v = parse_number<T>(text)) return *v;
-  T v{};
-  const auto result = std::from_chars(text.data(), text.data() + text.size(), v);
-  const char* what = result.ec == std::errc::result_out_of_range ? "is out of range for" : "is not";
+  bool out_of_range = false;
+  if (auto v = parse_number<T>(text, &out_of_range)) return *v;
+  const char* what = out_of_range ? "is out of range for" : "is not";
   const char* kind = std::is_integral_v<T> ? "a whole number" : "a number";
   return Error(std::string(field) + ": '" + excerpt(text) + "' " + what + " " + kind);
 }

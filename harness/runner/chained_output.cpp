@@ -7,15 +7,6 @@
 namespace tp {
 namespace {
 
-// The same case running one stage of the chain alone on `input`.
-PreparedCase stage_case(const PreparedCase& p, const std::string& pipeline, const Tensor& input) {
-  PreparedCase q = p;
-  q.warm.reset();
-  q.pipeline = pipeline;
-  q.input = input.to(DType::kF32);
-  return q;
-}
-
 Expected<Tensor> output_named(const NamedTensors& outputs, const std::string& name,
                               const char* side) {
   const Tensor* t = find_tensor(outputs, name);
@@ -24,6 +15,14 @@ Expected<Tensor> output_named(const NamedTensors& outputs, const std::string& na
 }
 
 }  // namespace
+
+PreparedCase stage_case(const PreparedCase& p, const std::string& pipeline, const Tensor& input) {
+  PreparedCase q = p;
+  q.warm.reset();
+  q.pipeline = pipeline;
+  q.input = input.to(DType::kF32);
+  return q;
+}
 
 Expected<ChainedParts> chained_parts(const PreparedCase& p, const ReferenceRun& ref,
                                      const CompiledRun& run) {

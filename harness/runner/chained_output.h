@@ -18,6 +18,10 @@ struct ChainedParts {
   double handoff_rel_l2 = 0;  // the compiled handoff against the reference's
 };
 
+// The same case running one stage of its chain, `pipeline`, alone on `input` (in a session of
+// its own: no warm-up call).
+PreparedCase stage_case(const PreparedCase& p, const std::string& pipeline, const Tensor& input);
+
 // The parts of `p`'s chained pipeline. The handoffs come from the runs' stage outputs (an
 // untiled run); else (a tiled run gives only its final output) from the first pipeline run
 // alone on each path, and the compiled second pipeline then runs alone on its handoff.

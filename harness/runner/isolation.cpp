@@ -11,6 +11,7 @@
 
 #include "compiled/describe_session.h"
 #include "compiled/plan_file.h"
+#include "harness/runner/chained_output.h"
 #include "harness/runner/runs.h"
 
 namespace tp {
@@ -79,9 +80,7 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
   }
   if (const std::optional<Handoff>& chain = p.descriptor().handoff) {
     // The first graph alone, then the second alone on its output, each in a session of its own.
-    PreparedCase first = p;
-    first.pipeline = chain->first_pipeline;
-    first.warm.reset();
+    const PreparedCase first = stage_case(p, chain->first_pipeline, p.input);
     auto one = run_compiled(first, p.session.policy, true);
     if (!one.ok()) return "the isolated " + first.pipeline + " failed: " + one.error().message();
     const std::string together = chain->first + " and " + chain->second + " co-resident";
@@ -89,9 +88,7 @@ std::string check_isolation(const PreparedCase& p, const CompiledRun& run) {
     if (!why.empty()) return why;
     const Tensor* handoff = find_tensor(one->outputs, chain->output);
     if (!handoff) return "";
-    PreparedCase second = first;
-    second.pipeline = chain->second_pipeline;
-    second.input = handoff->to(DType::kF32);
+    const PreparedCase second = stage_case(p, chain->second_pipeline, *handoff);
     auto two = run_compiled(second, p.session.policy, true);
     if (!two.ok()) return "the isolated " + second.pipeline + " failed: " + two.error().message();
     return compare_runs(run, *two, "", together);
@@ -105,11 +102,8 @@ std::string check_interleaved(const PreparedCase& p, CompiledRun& run) {
   const std::string &first = chain->first_pipeline, &second = chain->second_pipeline;
   // Each call in a session of its own.
   auto alone = [&](const std::string& stage, const Tensor& input) -> Expected<Tensor> {
-    PreparedCase q = p;
-    q.warm.reset();
-    q.pipeline = stage;
-    q.input = input;
-    TP_ASSIGN_OR_RETURN(CompiledRun r, run_compiled(q, p.session.policy, false));
+    TP_ASSIGN_OR_RETURN(CompiledRun r,
+                        run_compiled(stage_case(p, stage, input), p.session.policy, false));
     const Tensor* t = stage == first ? find_tensor(r.outputs, chain->output) : nullptr;
     return t ? *t : r.outputs.front().second;
   };
