@@ -11,17 +11,18 @@
 //   vae.decode model=tiny-kl stream=64x64+64x80+96x96 [shapes=bucket:N] [mem=SIZE] ...
 // `res` is the image resolution (height x width, pixels) for every pipeline: decode's latents
 // are res / the model's downscale. `model` is a built-in config name (weights seeded from the
-// name, so every case on it shares one model; `tiny-kl@7` seeds them with 7) or a diffusers
-// model folder. `boost` multiplies one layer's weights (and bias) by FACTOR: the SDXL-VAE f16
-// overflow, or 0 for a constant output. `warm` runs the same pipeline on another model in the
-// same compiled session first (one runtime shared by two models: a plan cache keyed without the
-// weights would hand this case the other model's plan). Cases that share a runtime (warm=, a
-// roundtrip's co-resident encoder and decoder) must also equal isolated runs bit for bit.
-// `reload=on` saves the plans, loads them into a fresh session and requires the same bits
-// (field report 2). `interleave=on` (roundtrips) then calls decode and encode in turn in one
-// session, one VAE shared by both pipelines, and requires each call's isolated bits.
-// `input=image` is a procedural real-image-like picture (smooth regions, hard edges, saturated
-// colours, noise); decode cases take the reference encoder's latents of it. `input=dc*K`,
+// name, so every case on it shares one model; `tiny-kl@7` seeds them with 7), a config drawn
+// from a family's space of valid configs (`random:autoencoder_kl:12`, weights seeded the same
+// way; harness/models/config_space.h) or a diffusers model folder. `boost` multiplies one layer's
+// weights (and bias) by FACTOR: the SDXL-VAE f16 overflow, or 0 for a constant output. `warm` runs
+// the same pipeline on another model in the same compiled session first (one runtime shared by two
+// models: a plan cache keyed without the weights would hand this case the other model's plan).
+// Cases that share a runtime (warm=, a roundtrip's co-resident encoder and decoder) must also equal
+// isolated runs bit for bit. `reload=on` saves the plans, loads them into a fresh session and
+// requires the same bits (field report 2). `interleave=on` (roundtrips) then calls decode and
+// encode in turn in one session, one VAE shared by both pipelines, and requires each call's
+// isolated bits. `input=image` is a procedural real-image-like picture (smooth regions, hard edges,
+// saturated colours, noise); decode cases take the reference encoder's latents of it. `input=dc*K`,
 // `heavy` and `runs` stress the numerics (cases/stress_inputs.h): per-channel offsets of +-K
 // (norms whose mean dwarfs the spread), Student's t tails, runs of 8 equal values (softmax ties).
 // `weights=ties` reshapes the model's conv and linear weights so fp8 quantization meets exact ties

@@ -7,6 +7,7 @@
 
 #include "cases/tiling_points.h"
 #include "harness/core/numbers.h"
+#include "harness/models/config_space.h"
 #include "harness/models/family.h"
 
 namespace tp {
@@ -64,6 +65,30 @@ Expected<std::vector<std::string>> expand_dimension(const std::string& spec) {
   return out;
 }
 
+// model=random:FAMILY:A..B[@W]: the draws A to B (harness/models/config_space.h), each as its
+// own model; any other model name as it is.
+Expected<std::vector<std::string>> expand_draws(const std::string& model) {
+  const std::size_t dots = model.find("..");
+  if (!is_random_config_name(model) || dots == std::string::npos)
+    return std::vector<std::string>{model};
+  const std::size_t colon = model.rfind(':', dots), at = model.find('@', dots);
+  const std::string suffix = at == std::string::npos ? "" : model.substr(at);
+  int64_t a = 0, b = 0;
+  if (!to_int(model.substr(colon + 1, dots - colon - 1), a) ||
+      !to_int(model.substr(dots + 2, at == std::string::npos ? std::string::npos : at - dots - 2),
+              b) ||
+      b < a)
+    return Error("'" + model +
+                 "' is not a range of draws; write random:FAMILY:A..B with A <= B, e.g. "
+                 "random:autoencoder_kl:1..20");
+  if (b - a + 1 > int64_t(kMaxCases))
+    return Error("'" + model + "' expands to " + too_many(std::size_t(b - a + 1)));
+  std::vector<std::string> out;
+  for (int64_t v = a; v <= b; ++v)
+    out.push_back(model.substr(0, colon + 1) + std::to_string(v) + suffix);
+  return out;
+}
+
 // The alternatives one token stands for, each checked as an option of each of the line's
 // `pipelines` (the first token's alternatives).
 Expected<std::vector<std::string>> expand_token(const std::string& token, bool first,
@@ -97,6 +122,11 @@ Expected<std::vector<std::string>> expand_token(const std::string& token, bool f
                      too_many(hs.size() * ws.size() + alternatives.size()));
       for (const auto& h : hs)
         for (const auto& w : ws) alternatives.push_back("res=" + h + "x" + w);
+    } else if (key == "model") {
+      TP_ASSIGN_OR_RETURN(std::vector<std::string> models, expand_draws(alt));
+      if (models.size() + alternatives.size() > kMaxCases)
+        return Error("'" + alt + "' expands to " + too_many(models.size() + alternatives.size()));
+      for (const std::string& m : models) alternatives.push_back("model=" + m);
     } else {
       alternatives.push_back(key + "=" + alt);
     }

@@ -1,6 +1,7 @@
 // Suite files: plain text, one case or sweep per line, `#` comments. In a sweep, a comma list
 // in any token (`w=f16,bf16`, `vae.encode,vae.decode`) and an integer range `A:B:STEP`
-// (inclusive) in either dimension of `res` (`res=60:68:4x64`) expand to the cross product, the
+// (inclusive) in either dimension of `res` (`res=60:68:4x64`), and a range of drawn configs
+// `model=random:FAMILY:A..B` (harness/models/config_space.h), expand to the cross product, the
 // first token varying slowest. Each expanded line is parsed as a case (cases/case.h); the
 // same case listed twice runs once. `res=tiling` generates the resolutions around the model's
 // tiling boundaries (cases/tiling_points.h). Errors point at FILE:LINE:COLUMN and the token.

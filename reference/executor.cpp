@@ -76,7 +76,8 @@ Tensor run_op(const Op& op, const std::vector<const Tensor*>& in, const Tensor* 
 
 template <class T>
 Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights,
-                                 const NamedTensors& inputs, const ValueObserver& observe) {
+                                 const NamedTensors& inputs, const ValueObserver& observe,
+                                 const ValuePerturber& perturb) {
   std::vector<Tensor> values(graph.value_names.size());
   for (const auto& [name, id] : graph.inputs) {
     const Tensor* found = find_tensor(inputs, name);
@@ -104,6 +105,7 @@ Expected<NamedTensors> run_typed(const Graph& graph, const Weights& weights,
     std::vector<const Tensor*> in;
     for (int v : op.inputs) in.push_back(&values[std::size_t(v)]);
     values[std::size_t(op.output)] = run_op<T>(op, in, param(op.weight), param(op.bias));
+    if (perturb) perturb(op, values[std::size_t(op.output)]);
     if (observe) observe(op, values[std::size_t(op.output)]);
     for (int v : op.inputs)
       if (last[std::size_t(v)] == int(i) && !keep[std::size_t(v)])
@@ -126,7 +128,7 @@ Status check_inputs_fit(const Graph& graph, const NamedTensors& inputs) {
 
 Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
                                  const NamedTensors& inputs, DType compute,
-                                 const ValueObserver& observe) {
+                                 const ValueObserver& observe, const ValuePerturber& perturb) {
   for (const auto& [name, t] : inputs)
     if (t.rank() < 1 || t.rank() > 5)
       return Error("input '" + name + "' has rank " + std::to_string(t.rank()) +
@@ -134,8 +136,8 @@ Expected<NamedTensors> run_graph(const Graph& graph, const Weights& weights,
   // Each op's operand shapes (a [B,C,H,W] kind on another rank, a kernel larger than its input)
   // are checked here, before anything runs.
   TP_RETURN_IF_ERROR(check_inputs_fit(graph, inputs));
-  if (compute == DType::kF32) return run_typed<float>(graph, weights, inputs, observe);
-  if (compute == DType::kF64) return run_typed<double>(graph, weights, inputs, observe);
+  if (compute == DType::kF32) return run_typed<float>(graph, weights, inputs, observe, perturb);
+  if (compute == DType::kF64) return run_typed<double>(graph, weights, inputs, observe, perturb);
   return Error(std::string("the reference path computes in f32 or f64, not ") +
                dtype_name(compute));
 }

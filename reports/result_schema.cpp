@@ -98,7 +98,7 @@ const RowSchema<CheckpointRecord>& checkpoint_schema() {
     append_nested(s, "local_", &R::local, metrics_schema());
     s.push_back(column("tol_rel_l2", &R::tolerance_rel_l2));
     s.push_back(column("tol_max_element", &R::tolerance_max_element));
-    s.push_back(column("tol_basis", &R::tolerance_basis, 48));
+    s.push_back(column("tol_basis", &R::tolerance_basis, 96));
     append_nested(s, "contract_", &R::contract, contract_metrics_schema());
     s.push_back(column("passed", &R::passed));
     return s;

@@ -351,6 +351,37 @@ TEST(Tolerance, DampedGroupsCountWithTheirOwnFactor) {
   EXPECT_NE(both.basis.find("2 damped x 0.6"), std::string::npos) << both.basis;
 }
 
+// ReLU is 1-Lipschitz: its output's error is at most its input's, measured against the few
+// values above zero. The local bound grows by ||x|| / ||relu(x)||.
+TEST(Tolerance, ReluConditioningScalesTheLocalBound) {
+  Tensor x(DType::kF32, {1, 1, 2, 2});
+  for (int i = 0; i < 4; ++i) x.data<float>()[i] = float(std::vector<double>{3, -4, 0, -12}[i]);
+  EXPECT_NEAR(relu_conditioning(x), 13.0 / 3.0, 1e-12);
+  for (int i = 0; i < 4; ++i) x.data<float>()[i] = -1;
+  EXPECT_EQ(relu_conditioning(x), 1);  // nothing above zero: no measure
+  ValuePath path{{DType::kF16}, DType::kF32, 36, DType::kF32};
+  const Tolerance plain = local_tolerance(OpClass::kConv, path);
+  path.relu_conditioning = 10;
+  const Tolerance relu = local_tolerance(OpClass::kConv, path);
+  EXPECT_NEAR(relu.rel_l2, 10 * plain.rel_l2, 1e-15);
+  EXPECT_NE(relu.basis.find("x ReLU conditioning 10"), std::string::npos) << relu.basis;
+}
+
+// A drawn AutoencoderTiny of width 4 whose encoder.layers.6 conv leaves almost every value below
+// zero: its fused ReLU's output is a few small values, and a correct f16 group's error against
+// them was 5x the bound before the ReLU's conditioning counted (384 there).
+TEST(HarnessRun, AReluThatZeroesMostValuesIsJudgedOnItsInput) {
+  const CaseResult r =
+      run("vae.encode model=random:autoencoder_tiny:40 res=32x32 w=f16 a=f16 acc=f32");
+  ASSERT_EQ(r.outcome, Outcome::kPassed) << r.reason;
+  const CheckpointRecord* relu = record(r, "encoder.layers.6.conv.1");
+  ASSERT_TRUE(relu);
+  EXPECT_NE(relu->tolerance_basis.find("ReLU conditioning"), std::string::npos)
+      << relu->tolerance_basis;
+  EXPECT_GT(relu->local.rel_l2,
+            local_tolerance(OpClass::kConv, {{DType::kF16}, DType::kF32, 36, DType::kF32}).rel_l2);
+}
+
 // An attention group's longest sum is its softmax row (the tokens), though the attention op's
 // input lives only inside the fused group and is never captured: at 128x128 tiny-kl's mid-block
 // runs 32x32 = 1024 tokens (its decoder upscales 4x) over 32 channels. (With K = 32, the channel

@@ -111,6 +111,9 @@ Expected<int> selftest_command(const SelftestOptions& options, const std::string
 // A new report's header: tool version, commit, command line, host, device and UTC time.
 RunReport report_header(const std::string& command_line, compiled::Device device);
 
+// `model space [FAMILY]`: each family's space of drawn configs (the keys it varies and their
+// ranges) and one draw's config.json; an unknown family gets the list.
+Status model_space_command(const std::string& family);
 Status model_init_command(const std::string& config, uint64_t seed, const std::string& out_dir,
                           const std::string& scale);
 Status exec_command(const ExecOptions& options);

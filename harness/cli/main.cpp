@@ -17,6 +17,8 @@
 #include "compiled/faults.h"
 #include "harness/cli/commands.h"
 #include "harness/core/format.h"
+#include "harness/models/config_space.h"
+#include "harness/models/family.h"
 
 namespace {
 
@@ -55,13 +57,19 @@ void add_model_commands(CLI::App& app, std::vector<Command>& commands) {
   model->require_subcommand(1);
   CLI::App* init = model->add_subcommand("init", "Write a model folder with seeded random weights");
   struct InitOptions {
-    std::string config, out_dir, scale_layer;
+    std::string config, random, out_dir, scale_layer;
     uint64_t seed = 0;
   };
   auto o = std::make_shared<InitOptions>();
   std::string builtins;
   for (const std::string& name : tp::builtin_config_names()) builtins += name + " | ";
-  init->add_option("--config", o->config, builtins + "path/to/config.json")->required();
+  CLI::Option* config = init->add_option("--config", o->config, builtins + "path/to/config.json");
+  CLI::Option* random = init->add_option(
+      "--random", o->random,
+      "FAMILY:SEED: a config drawn from the family's space of valid configs (" +
+          tp::comma_list(tp::config_space_names()) +
+          "), as a case's model=random:FAMILY:SEED@WEIGHT_SEED with --seed WEIGHT_SEED");
+  config->excludes(random);
   init->add_option("--seed", o->seed, "seed for the weights (same seed, same weights)")
       ->capture_default_str();
   init->add_option(
@@ -73,10 +81,21 @@ void add_model_commands(CLI::App& app, std::vector<Command>& commands) {
                    "folder to write config.json and diffusion_pytorch_model.safetensors")
       ->required();
 
-  commands.push_back({init, [o](const std::string&) {
-                        return report(
-                            tp::model_init_command(o->config, o->seed, o->out_dir, o->scale_layer));
-                      }});
+  commands.push_back(
+      {init, [o](const std::string&) {
+         if (o->config.empty() && o->random.empty())
+           return report(
+               tp::Error("model init needs --config NAME_OR_PATH or --random FAMILY:SEED"));
+         const std::string config =
+             o->random.empty() ? o->config : tp::kRandomConfigPrefix + o->random;
+         return report(tp::model_init_command(config, o->seed, o->out_dir, o->scale_layer));
+       }});
+  CLI::App* space = model->add_subcommand(
+      "space", "List each family's space of drawn configs (model=random:FAMILY:SEED)");
+  auto family = std::make_shared<std::string>();
+  space->add_option("family", *family, "one family: its keys and one draw's config.json");
+  commands.push_back(
+      {space, [family](const std::string&) { return report(tp::model_space_command(*family)); }});
 }
 
 // exec: one pipeline on one path.
@@ -183,7 +202,8 @@ void add_run_command(CLI::App& app, std::vector<Command>& commands) {
                   "GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS");
   run->add_option("--jobs", ro->jobs,
                   "cases run concurrently, the threads divided among them: a number, or auto "
-                  "(one per thread when every case is on a built-in tiny model on the CPU, else 1)")
+                  "(one per thread when every case is on a built-in tiny model or a drawn config "
+                  "(random:FAMILY:SEED) on the CPU, else 1)")
       ->capture_default_str();
   run->add_option("--report", ro->report,
                   "write the HDF5 report here (atomically); without it, out/runs/TIME.h5 and "

@@ -1,9 +1,13 @@
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 
 #include "harness/cli/commands.h"
+#include "harness/core/format.h"
+#include "harness/core/names.h"
 #include "harness/core/numbers.h"
+#include "harness/models/config_space.h"
 #include "harness/models/model.h"
 #include "harness/runner/layer_range.h"
 
@@ -25,6 +29,25 @@ Status model_init_command(const std::string& config, uint64_t seed, const std::s
   TP_ASSIGN_OR_RETURN(const LayerRange range, layer_output_range(model, layer));
   const double factor = parse_number<double>(std::string_view(scale).substr(star + 1)).value_or(1);
   std::cout << scaled_layer_advice(layer, factor, range) << "\n";
+  return Status();
+}
+
+Status model_space_command(const std::string& family) {
+  const std::vector<std::string> names = config_space_names();
+  if (!family.empty() && std::find(names.begin(), names.end(), family) == names.end())
+    return Error("no family named '" + excerpt(family) + "' has a config space; use one of " +
+                 comma_list(names) + did_you_mean(family, names));
+  for (const Family* f : families()) {
+    const ConfigSpace* space = f->config_space();
+    if (!space || (!family.empty() && space->family != family)) continue;
+    std::cout << space->family << " (" << f->class_name() << "): model=random:" << space->family
+              << ":SEED, or model init --random " << space->family << ":SEED\n";
+    for (const ConfigKey& k : space->keys) std::cout << "  " << k.key << ": " << k.range << "\n";
+    if (family.empty()) continue;
+    TP_ASSIGN_OR_RETURN(std::string text,
+                        builtin_config_text(kRandomConfigPrefix + space->family + ":1"));
+    std::cout << "draw 1:\n" << text << "\n";
+  }
   return Status();
 }
 

@@ -19,6 +19,7 @@
 namespace tp {
 
 class Family;
+struct ConfigSpace;  // harness/models/config_space.h
 
 // A family's config.json, parsed with diffusers' defaults for the fields the file omits.
 class ModelConfig {
@@ -195,6 +196,9 @@ class Family {
   virtual std::vector<std::string> builtin_names() const = 0;
   virtual std::string builtin_text(const std::string& name) const = 0;
 
+  // The space of valid configs `model=random:FAMILY:SEED` draws from, or null (config_space.h).
+  virtual const ConfigSpace* config_space() const { return nullptr; }
+
   // Every graph the family builds for a config (what a plan file may hold plans for), and every
   // parameter the checkpoint must hold, in graph order.
   virtual std::vector<Graph> graphs(const ModelConfig& config) const = 0;
@@ -317,7 +321,13 @@ Expected<std::shared_ptr<const ModelConfig>> parse_model_config(const nlohmann::
 Expected<std::shared_ptr<const ModelConfig>> load_model_config(const std::string& path);
 // Built-in configs over every family.
 std::vector<std::string> builtin_config_names();
+// A built-in config's text, or a drawn one's ("random:FAMILY:SEED", config_space.h: the draw
+// named in its "_twinpath_draw" key, which diffusers ignores).
 Expected<std::string> builtin_config_text(const std::string& name);
+// Whether `name` is a built-in config's or a drawn config's name (not whether the draw exists).
+bool names_builtin_config(const std::string& name);
+// The families with a config space, by its name ("autoencoder_kl").
+std::vector<std::string> config_space_names();
 // Every pipeline name any family runs, and whether `name` is one.
 std::vector<std::string> pipeline_names();
 bool is_pipeline_name(const std::string& name);

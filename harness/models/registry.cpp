@@ -9,6 +9,7 @@
 #include "harness/models/autoencoder_kl/family.h"
 #include "harness/models/autoencoder_kl_hunyuan_video/family.h"
 #include "harness/models/autoencoder_tiny/family.h"
+#include "harness/models/config_space.h"
 #include "harness/models/family.h"
 #include "harness/models/unet_2d_condition/family.h"
 #include "harness/models/wan_transformer_3d/family.h"
@@ -224,7 +225,39 @@ std::vector<std::string> builtin_config_names() {
   return names;
 }
 
+namespace {
+
+Expected<std::string> drawn_config_text(const std::string& name) {
+  TP_ASSIGN_OR_RETURN(RandomConfigName r, parse_random_config_name(name));
+  for (const Family* f : families())
+    if (const ConfigSpace* space = f->config_space(); space && space->family == r.family) {
+      ConfigDraw draw(r.family, r.seed);
+      nlohmann::json j = space->draw(draw);
+      j["_twinpath_draw"] = kRandomConfigPrefix + r.family + ":" + std::to_string(r.seed);
+      return json_text(j, 2);
+    }
+  const std::vector<std::string> names = config_space_names();
+  return Error("'" + excerpt(name) + "' names no family with a config space; draw from " +
+               comma_list(names) + ", e.g. random:" + names.front() + ":1" +
+               did_you_mean(r.family, names));
+}
+
+}  // namespace
+
+std::vector<std::string> config_space_names() {
+  std::vector<std::string> names;
+  for (const Family* f : families())
+    if (const ConfigSpace* space = f->config_space()) names.push_back(space->family);
+  return names;
+}
+
+bool names_builtin_config(const std::string& name) {
+  const std::vector<std::string> names = builtin_config_names();
+  return is_random_config_name(name) || std::find(names.begin(), names.end(), name) != names.end();
+}
+
 Expected<std::string> builtin_config_text(const std::string& name) {
+  if (is_random_config_name(name)) return drawn_config_text(name);
   for (const Family* f : families())
     for (const std::string& n : f->builtin_names())
       if (n == name) return f->builtin_text(name);

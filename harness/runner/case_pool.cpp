@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "harness/core/numbers.h"
+#include "harness/models/config_space.h"
 #include "harness/models/family.h"
 
 namespace tp {
@@ -23,8 +24,10 @@ Expected<int> resolve_jobs(const std::string& jobs, const std::vector<const Case
     const std::vector<std::string> builtins = builtin_config_names();
     const bool all_tiny = std::all_of(cases.begin(), cases.end(), [&](const Case* c) {
       const std::string name = c->model.substr(0, c->model.rfind('@'));  // NAME[@SEED]
-      return name.rfind("tiny-", 0) == 0 &&
-             std::find(builtins.begin(), builtins.end(), name) != builtins.end();
+      // Drawn configs are small by construction (harness/models/config_space.h).
+      return is_random_config_name(name) ||
+             (name.rfind("tiny-", 0) == 0 &&
+              std::find(builtins.begin(), builtins.end(), name) != builtins.end());
     });
     return all_tiny ? std::max(1, omp_get_max_threads()) : 1;
   }

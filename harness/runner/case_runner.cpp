@@ -191,8 +191,7 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
   // A built-in name, optionally with @SEED; anything else is a folder.
   const std::size_t at = name_or_dir.rfind('@');
   const std::string name = at == std::string::npos ? name_or_dir : name_or_dir.substr(0, at);
-  const auto& names = builtin_config_names();
-  const bool builtin = std::find(names.begin(), names.end(), name) != names.end();
+  const bool builtin = names_builtin_config(name);
   uint64_t seed = model_seed(name);
   if (builtin && at != std::string::npos) {
     const std::string digits = name_or_dir.substr(at + 1);
@@ -204,10 +203,12 @@ Expected<std::shared_ptr<const Model>> ModelCache::get(const std::string& name_o
   }
   std::error_code ec;
   if (!builtin && !std::filesystem::is_directory(name_or_dir, ec))
-    return Error(name_or_dir + " is neither a built-in model (" + comma_list(names) +
-                 ") nor a model folder; pass a diffusers model folder (config.json + "
+    return Error(name_or_dir + " is neither a built-in model (" +
+                 comma_list(builtin_config_names()) +
+                 "), a drawn config (random:FAMILY:SEED) nor a model folder; pass a diffusers "
+                 "model folder (config.json + "
                  "diffusion_pytorch_model.safetensors), or make one with `twinpath model init`" +
-                 did_you_mean(name, names));
+                 did_you_mean(name, builtin_config_names()));
   Expected<Model> m = builtin ? make_model(name, seed) : load_model(name_or_dir);
   if (!m.ok()) return m.error();
   auto shared = std::make_shared<const Model>(std::move(m).value());

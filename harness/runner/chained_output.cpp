@@ -47,6 +47,7 @@ Expected<ChainedParts> chained_parts(const PreparedCase& p, const ReferenceRun& 
   }
   TP_ASSIGN_OR_RETURN(Metrics handoff, compare_tensors(got, want, got.dtype()));
   parts.handoff_rel_l2 = handoff.rel_l2;
+  parts.handoff = got;
   TP_ASSIGN_OR_RETURN(ReferenceRun on_got,
                       run_reference(stage_case(p, chain.second_pipeline, got), {}));
   parts.want_alone = std::move(on_got.outputs);

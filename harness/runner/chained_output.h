@@ -16,6 +16,7 @@ struct ChainedParts {
   NamedTensors got_alone;     // the compiled second pipeline on the compiled handoff
   NamedTensors want_alone;    // the reference second pipeline on the same handoff
   double handoff_rel_l2 = 0;  // the compiled handoff against the reference's
+  Tensor handoff;             // the compiled handoff
 };
 
 // The same case running one stage of its chain, `pipeline`, alone on `input` (in a session of

@@ -9,9 +9,11 @@
 #include <set>
 
 #include "harness/core/format.h"
+#include "harness/core/rng.h"
 #include "harness/core/shapes.h"
 #include "harness/runner/chained_output.h"
 #include "harness/runner/group_paths.h"
+#include "harness/runner/rounding_noise.h"
 #include "harness/runner/runs.h"
 #include "harness/runner/tolerance.h"
 
@@ -72,11 +74,28 @@ bool constant(const Tensor& t, double& value) {
   return seen && lo == hi;
 }
 
+// The bound an output gets from the Monte Carlo rounding estimate (rounding_noise.h), computed
+// only when the quadrature rule fails it.
+using RoundingBound = std::function<Expected<Tolerance>()>;
+
+// Why `m` fails `tol`, or ""; where the quadrature rule fails it and `rounding` is given, `tol`
+// becomes the rounding estimate's bound when that is larger.
+std::string judge_output_error(const Metrics& m, Tolerance& tol, const RoundingBound& rounding) {
+  std::string why = judge(m, tol);
+  if (why.empty() || !rounding || m.non_finite_new > 0) return why;
+  Expected<Tolerance> estimate = rounding();
+  if (!estimate.ok())
+    return why + "; the Monte Carlo rounding estimate failed: " + estimate.error().message();
+  if (estimate->rel_l2 <= tol.rel_l2) return why;
+  tol = std::move(estimate).value();
+  return judge(m, tol);
+}
+
 // A denoising loop's steps: each later call of a graph with weights (the UNet) run alone on the
 // reference trajectory's inputs of that call, beside the compiled trajectory's own output. The
 // step where error is made stands out from the steps that only carry it.
 void step_local_errors(const PreparedCase& p, const ReferenceRun& ref, CompiledRun& run,
-                       const Tolerance& tol, Evaluation& e) {
+                       const Tolerance& out_tol, const RoundingNoise& noise, Evaluation& e) {
   if (p.tiling.enabled) return;  // tiles are not steps: their groups are judged one by one
   for (const auto& [key, given] : run.call_inputs) {
     const std::string graph_name = unscoped(key);
@@ -114,14 +133,24 @@ void step_local_errors(const PreparedCase& p, const ReferenceRun& ref, CompiledR
       rec.graph = graph_name;
       rec.op_class = op_class_name(OpClass::kOutput);
       rec.dtype = dtype_name(got->dtype());
-      set_tolerance(rec, tol);
       auto accumulated = compare_tensors(*trajectory, want->second.at(id), got->dtype());
       auto lm = compare_tensors(*got, want->second.at(id), got->dtype());
       if (!accumulated.ok() || !lm.ok()) continue;
       rec.accumulated = std::move(accumulated).value();
       rec.has_local = true;
       rec.local = std::move(lm).value();
-      const std::string why = judge(rec.local, tol);
+      Tolerance tol = out_tol;
+      // The estimate: this call alone, noisy (structured bindings are not captured in C++17).
+      const RoundingBound rounding = [&, output = name, value = id]() -> Expected<Tolerance> {
+        TP_ASSIGN_OR_RETURN(NamedTensors noisy,
+                            noisy_graph(graph, p.model_of(graph.name, scope).weights, inputs, noise,
+                                        p.reference, p.c.seed() ^ hash_name(key)));
+        const Tensor* t = find_tensor(noisy, output);
+        if (!t) return Error("the noisy run has no output " + output);
+        return rounding_tolerance(*t, want->second.at(value));
+      };
+      const std::string why = judge_output_error(rec.local, tol, rounding);
+      set_tolerance(rec, tol);
       if (!why.empty()) {
         rec.passed = false;
         if (!e.failed)
@@ -337,7 +366,8 @@ class GroupJudge {
 // One pipeline output against the reference's, judged (a failure's reason starts with `label`);
 // a constant reference output makes the case mistrusted.
 void judge_output(const std::string& label, const std::string& name, const std::string& graph,
-                  const Tensor& got, const Tensor* want, const Tolerance& tol, Evaluation& e) {
+                  const Tensor& got, const Tensor* want, Tolerance tol, Evaluation& e,
+                  const RoundingBound& rounding = {}) {
   CheckpointRecord rec;
   rec.name = name;
   rec.graph = graph;
@@ -354,7 +384,8 @@ void judge_output(const std::string& label, const std::string& name, const std::
   }
   rec.accumulated = std::move(m).value();
   if (rec.accumulated.non_finite_new > 0) e.non_finite = true;
-  const std::string why = judge(rec.accumulated, tol);
+  const std::string why = judge_output_error(rec.accumulated, tol, rounding);
+  set_tolerance(rec, tol);
   if (!why.empty()) {
     rec.passed = false;
     fail(e, label + ": " + why);
@@ -374,7 +405,8 @@ void judge_output(const std::string& label, const std::string& name, const std::
 // bound; each final output twice, the second graph alone on the compiled handoff ("alone:")
 // with its own bound, and the whole with chained_output_tolerance.
 void judge_outputs(const PreparedCase& p, const ReferenceRun& ref, const CompiledRun& run,
-                   const std::vector<GraphPaths>& paths, const Tolerance& out_tol, Evaluation& e) {
+                   const std::vector<GraphPaths>& paths, const Tolerance& out_tol,
+                   const RoundingNoise& noise, Evaluation& e) {
   const std::optional<Handoff>& chain = p.descriptor().handoff;
   std::optional<Tolerance> first, second;
   Expected<ChainedParts> parts = Error("");
@@ -387,6 +419,19 @@ void judge_outputs(const PreparedCase& p, const ReferenceRun& ref, const Compile
     parts = chained_parts(p, ref, run);
     if (!parts.ok()) fail(e, "the chained pipeline's parts: " + parts.error().message());
   }
+  // Noisy reference runs (rounding_noise.h), made at most once per stage when an output needs one.
+  std::map<std::string, Expected<NamedTensors>> noisy;
+  auto rounding = [&](const PreparedCase& q, const std::string& output, const Tensor& want) {
+    return [&, q, output]() -> Expected<Tolerance> {
+      auto it = noisy.find(q.pipeline);
+      if (it == noisy.end())
+        it = noisy.emplace(q.pipeline, noisy_reference(q, noise, p.c.seed())).first;
+      if (!it->second.ok()) return it->second.error();
+      const Tensor* t = find_tensor(*it->second, output);
+      if (!t) return Error("the noisy run has no output " + output);
+      return rounding_tolerance(*t, want);
+    };
+  };
   // The first graph's outputs first, in execution order (the first failed check is the reason).
   NamedTensors outputs;
   for (bool first_graph : {true, false})
@@ -397,8 +442,12 @@ void judge_outputs(const PreparedCase& p, const ReferenceRun& ref, const Compile
     const Tensor* want = find_tensor(ref.outputs, name);
     const bool staged = chain && name.rfind(chain->prefix, 0) == 0;
     if (!chain || staged || !parts.ok() || !want) {
+      const RoundingBound bound = !want    ? RoundingBound()
+                                  : staged ? rounding(stage_case(p, chain->first_pipeline, p.input),
+                                                      name.substr(chain->prefix.size()), *want)
+                                           : rounding(p, name, *want);
       judge_output("output " + name, "output:" + name, p.pipeline, got, want,
-                   staged ? *first : out_tol, e);
+                   staged ? *first : out_tol, e, bound);
       continue;
     }
     const Tensor* got_alone = find_tensor(parts->got_alone, name);
@@ -410,11 +459,13 @@ void judge_outputs(const PreparedCase& p, const ReferenceRun& ref, const Compile
     Tolerance own = *second;
     own.basis = "the compiled " + chain->second + " against the reference's on the compiled " +
                 chain->output + ": " + own.basis;
-    judge_output(chain->second + " alone, output " + name, "alone:" + name, chain->second,
-                 *got_alone, want_alone, own, e);
+    judge_output(
+        chain->second + " alone, output " + name, "alone:" + name, chain->second, *got_alone,
+        want_alone, own, e,
+        rounding(stage_case(p, chain->second_pipeline, parts->handoff), name, *want_alone));
     const double gain = chained_gain(*parts, *want_alone, *want);
     judge_output("output " + name, "output:" + name, p.pipeline, got, want,
-                 chained_output_tolerance(*first, *second, gain), e);
+                 chained_output_tolerance(*first, *second, gain), e, rounding(p, name, *want));
   }
 }
 
@@ -429,8 +480,9 @@ Evaluation evaluate(const PreparedCase& p, const ReferenceRun& ref, CompiledRun&
   step_drift(groups.trajectories(), e);
   const Tolerance out_tol =
       output_tolerance(paths_of(paths, [](const std::string&) { return true; }));
-  if (local) step_local_errors(p, ref, run, out_tol, e);
-  judge_outputs(p, ref, run, paths, out_tol, e);
+  const RoundingNoise noise = rounding_noise(*run.session);
+  if (local) step_local_errors(p, ref, run, out_tol, noise, e);
+  judge_outputs(p, ref, run, paths, out_tol, noise, e);
   return e;
 }
 

@@ -123,6 +123,12 @@ ValuePath group_path(const compiled::Plan& plan, const compiled::Group& grp,
   }
   for (int o : grp.ops) {
     const Op& op = plan.graph->ops[std::size_t(o)];
+    if (op.kind != OpKind::kRelu) continue;
+    if (auto x = values.find(op.inputs[0]); x != values.end())
+      path.relu_conditioning = std::max(path.relu_conditioning, relu_conditioning(x->second));
+  }
+  for (int o : grp.ops) {
+    const Op& op = plan.graph->ops[std::size_t(o)];
     if (op.kind != OpKind::kTimestepEmbedding) continue;
     auto t = values.find(op.inputs[0]);
     // Without the timesteps' values, the scheduler's largest.

@@ -192,6 +192,10 @@ std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Sessio
     for (const compiled::Group& g : plan->groups) {
       v.insert(v.end(), g.inputs.begin(), g.inputs.end());
       v.insert(v.end(), g.outputs.begin(), g.outputs.end());
+      // A ReLU's input inside a group, for its conditioning (ValuePath::relu_conditioning).
+      for (int o : g.ops)
+        if (const Op& op = plan->graph->ops[std::size_t(o)]; op.kind == OpKind::kRelu)
+          v.push_back(op.inputs[0]);
     }
   }
   return out;

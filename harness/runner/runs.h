@@ -201,7 +201,8 @@ Expected<CompiledRun> run_compiled(const PreparedCase& p, const compiled::DTypeP
 Expected<int64_t> compile_pipeline_plans(compiled::Session& session, const Model& m,
                                          const std::string& pipeline, const NamedTensors& inputs,
                                          const PipelineOptions& options = {});
-// The values each graph's plans read or store: what the reference must capture.
+// The values each graph's plans read or store, and the inputs of ReLUs inside groups (for
+// their conditioning): what the reference must capture.
 std::map<std::string, std::vector<int>> checkpoint_values(const compiled::Session& session);
 
 // A compiled group's input values in the compiled run, as it read them (NCHW, storage dtype):

@@ -48,11 +48,18 @@ struct ValuePath {
   // std (a near-constant input: a sliver tile of one latent column) it amplifies the input's
   // rounding by rms/std. 1: none measured, or zero-mean groups.
   double conditioning = 1;
+  // ReLU's conditioning on its input x (relu_conditioning): ReLU is 1-Lipschitz, so the error
+  // of its output is at most its input's, but measured against ||relu(x)||, which is small where
+  // most of x is below zero (a narrow drawn config's layer): the local tolerance grows by
+  // ||x|| / ||relu(x)||. 1: no ReLU, or none measured.
+  double relu_conditioning = 1;
 };
 
 // sqrt of the mean over (batch, group) of E[x^2] / (Var[x] + eps): the factor by which GroupNorm
 // with `groups` groups multiplies the relative rounding error of its input `x` ([B, C, ...]).
 double group_norm_conditioning(const Tensor& x, int groups, double eps);
+// ||x|| / ||max(x, 0)||, or 1 when no element of x is above zero.
+double relu_conditioning(const Tensor& x);
 
 // One group alone on reference inputs (local error).
 Tolerance local_tolerance(OpClass c, const ValuePath& path);
@@ -64,6 +71,11 @@ Tolerance output_tolerance(const std::vector<ValuePath>& groups);
 // bound and the first graph's output bound times `gain`, the factor by which the reference's
 // second graph amplified the handoff's measured error, in quadrature.
 Tolerance chained_output_tolerance(const Tolerance& first, const Tolerance& second, double gain);
+
+// An output's bound from the Monte Carlo rounding estimate (harness/runner/rounding_noise.h):
+// `estimate` (the noisy reference's rel L2 against the reference) times 3 (tolerance.cpp's
+// kRoundingNoiseFactor), one draw over the output's elements varying little.
+Tolerance rounding_noise_tolerance(double estimate);
 
 // The measured fp32-vs-fp64 reference noise floor must stay this far below every f32 bound
 // (checked by a test over the built-in models).

@@ -15,6 +15,7 @@ VaeArchitecture autoencoder_kl() {
     return !j.contains("encoder_block_out_channels");
   };
   a.parse = parse_kl_config;
+  a.config_space = &autoencoder_kl_config_space();
   a.encoder_outputs = {"mean", "logvar"};  // the posterior's
   return a;
 }

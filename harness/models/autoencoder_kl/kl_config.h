@@ -55,6 +55,9 @@ struct KlVaeConfig : VaeConfig {
   }
 };
 
+// Random valid configs (config_space.cpp).
+const ConfigSpace& autoencoder_kl_config_space();
+
 // A config.json object; `source` names the file in error messages.
 Expected<std::shared_ptr<VaeConfig>> parse_kl_config(const nlohmann::json& json,
                                                      const std::string& source);

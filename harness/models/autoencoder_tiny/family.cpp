@@ -15,6 +15,7 @@ VaeArchitecture autoencoder_tiny() {
     return j.contains("encoder_block_out_channels");
   };
   a.parse = parse_tiny_config;
+  a.config_space = &autoencoder_tiny_config_space();
   a.encoder_outputs = {"latents"};
   return a;
 }

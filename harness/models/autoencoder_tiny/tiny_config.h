@@ -51,6 +51,9 @@ struct TinyVaeConfig : VaeConfig {
   }
 };
 
+// Random valid configs (config_space.cpp).
+const ConfigSpace& autoencoder_tiny_config_space();
+
 // A config.json object; `source` names the file in error messages.
 Expected<std::shared_ptr<VaeConfig>> parse_tiny_config(const nlohmann::json& json,
                                                        const std::string& source);

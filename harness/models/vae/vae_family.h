@@ -22,6 +22,8 @@ struct VaeArchitecture {
       parse;
   // The encoder's outputs by diffusers' names; the first is what the decoder reads.
   std::vector<std::string> encoder_outputs;
+  // The space of valid configs random draws come from (its folder's config_space.cpp), or null.
+  const ConfigSpace* config_space = nullptr;
 };
 
 class VaeFamily : public Family {
@@ -34,6 +36,7 @@ class VaeFamily : public Family {
   Expected<std::shared_ptr<const ModelConfig>> parse_config(
       const nlohmann::json& config, const std::string& source) const override;
   std::vector<std::string> builtin_names() const override;
+  const ConfigSpace* config_space() const override { return arch_.config_space; }
   std::string builtin_text(const std::string& name) const override;
   std::vector<Graph> graphs(const ModelConfig& config) const override;
   std::vector<ParamSpec> param_specs(const ModelConfig& config) const override;

@@ -1,0 +1,118 @@
+#include "harness/runner/rounding_noise.h"
+
+#include "compiled/prepared_weights.h"
+#include "harness/core/compare.h"
+#include "harness/core/rng.h"
+#include "reference/executor.h"
+
+namespace tp {
+namespace {
+
+// t *= 1 + u r elementwise, r uniform in [-1, 1] from `rng` (t in f32 or f64).
+void perturb(Tensor& t, double u, Rng& rng) {
+  if (!(u > 0)) return;
+  if (t.dtype() == DType::kF32)
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = float(t.data<float>()[i] * (1 + u * rng.uniform(-1, 1)));
+  else if (t.dtype() == DType::kF64)
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<double>()[i] *= 1 + u * rng.uniform(-1, 1);
+}
+
+// The noisy copy of a model's weights, made once per weights object a run reads.
+class NoisyWeights {
+ public:
+  NoisyWeights(const RoundingNoise& noise, DType compute, uint64_t seed)
+      : noise_(noise), compute_(compute), seed_(seed) {}
+  const Weights& of(const Weights& weights) {
+    auto [it, fresh] = copies_.try_emplace(&weights);
+    if (!fresh) return it->second;
+    for (const auto& [key, t] : weights) {
+      Tensor w = t.to(compute_);
+      if (auto u = noise_.params.find(key); u != noise_.params.end()) {
+        Rng rng(seed_, "param:" + key);
+        perturb(w, u->second, rng);
+      }
+      it->second.emplace(key, std::move(w));
+    }
+    return it->second;
+  }
+
+ private:
+  const RoundingNoise& noise_;
+  DType compute_;
+  uint64_t seed_;
+  std::map<const Weights*, Weights> copies_;
+};
+
+}  // namespace
+
+RoundingNoise rounding_noise(const compiled::Session& session) {
+  RoundingNoise noise;
+  for (const compiled::Plan* plan : session.plans()) {
+    std::map<int, double>& values = noise.values[plan->graph->name];
+    auto stored = [&](int v) { values[v] = unit_roundoff(plan->buffers.at(v).dtype); };
+    for (const auto& [name, id] : plan->graph->inputs)
+      if (plan->buffers.count(id)) stored(id);
+    for (const compiled::Group& g : plan->groups) {
+      for (int v : g.outputs) stored(v);
+      for (int o : g.ops) {
+        const Op& op = plan->graph->ops[std::size_t(o)];
+        if (op.weight.empty()) continue;
+        const LayerPolicy layer = plan->policy.for_op(*plan->graph, op, g.policy);
+        noise.params[op.weight] =
+            unit_roundoff(compiled::param_storage(layer, is_matrix_op(op.kind)));
+        if (!op.bias.empty())
+          noise.params[op.bias] = unit_roundoff(compiled::param_storage(layer, false));
+      }
+    }
+  }
+  return noise;
+}
+
+namespace {
+
+// `graph` on the reference with its values perturbed from `rng`, reading `weights` as given.
+Expected<NamedTensors> run_noisy(const Graph& graph, const Weights& weights, const NamedTensors& in,
+                                 const RoundingNoise& noise, DType compute, Rng& rng) {
+  const auto u = noise.values.find(graph.name);
+  if (u == noise.values.end()) return ref::run_graph(graph, weights, in, compute);
+  NamedTensors inputs;
+  for (const auto& [name, t] : in) {
+    inputs.emplace_back(name, t.to(compute));
+    for (const auto& [input, id] : graph.inputs)
+      if (auto v = u->second.find(id); input == name && v != u->second.end())
+        perturb(inputs.back().second, v->second, rng);
+  }
+  return ref::run_graph(graph, weights, inputs, compute, {}, [&](const Op& op, Tensor& value) {
+    if (auto v = u->second.find(op.output); v != u->second.end()) perturb(value, v->second, rng);
+  });
+}
+
+}  // namespace
+
+Expected<NamedTensors> noisy_graph(const Graph& graph, const Weights& weights,
+                                   const NamedTensors& inputs, const RoundingNoise& noise,
+                                   DType compute, uint64_t seed) {
+  NoisyWeights noisy(noise, compute, seed);
+  Rng rng(seed, "values:" + graph.name);
+  return run_noisy(graph, noisy.of(weights), inputs, noise, compute, rng);
+}
+
+Expected<NamedTensors> noisy_reference(const PreparedCase& q, const RoundingNoise& noise,
+                                       uint64_t seed) {
+  NoisyWeights weights(noise, q.reference, seed);
+  int calls = 0;
+  FunctionExecutor noisy(
+      [&](const Graph& g, const Weights& w, const NamedTensors& in) -> Expected<NamedTensors> {
+        Rng rng(seed, "values:" + g.name + "#" + std::to_string(calls++));
+        return run_noisy(g, weights.of(w), in, noise, q.reference, rng);
+      });
+  return run_model(*q.model, q.pipeline, q.inputs(), noisy, q.options());
+}
+
+Expected<Tolerance> rounding_tolerance(const Tensor& noisy, const Tensor& want) {
+  TP_ASSIGN_OR_RETURN(Metrics m, compare_tensors(noisy, want, DType::kF64));
+  return rounding_noise_tolerance(m.rel_l2);
+}
+
+}  // namespace tp
