@@ -77,7 +77,8 @@ class GroupRun {
                                op.attrs.groups, op.attrs.eps,
                                f.has(Fault::kGroupNormF16Accum)  ? DType::kF16
                                : f.has(Fault::kGroupNormOnePass) ? DType::kF32
-                                                                 : DType::kF64);
+                                                                 : DType::kF64,
+                               f.has(Fault::kGroupNormVectorTail));
           break;
         case OpKind::kMultiHeadAttention:  // an image attention's one head, channels-last
           out = em::attention(value(op.inputs[0]), value(op.inputs[1]), value(op.inputs[2]),

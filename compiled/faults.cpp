@@ -59,6 +59,10 @@ const std::vector<FaultInfo>& all_faults() {
        "under cast=layerwise the layers the casting skips (a DiT's patch embedding, condition "
        "embedder, proj_out) keep fp8 weights and biases and run with them instead of being "
        "refused, as a sub-model left out of the casting (field report 3)"},
+      {Fault::kGroupNormVectorTail, "groupnorm-vector-tail",
+       "GroupNorm normalizes channels in vectors of 8 and passes the last C mod 8 channels "
+       "through unnormalized (a missing remainder loop): right only where the channel count is "
+       "a multiple of 8"},
   };
   return faults;
 }

@@ -5,9 +5,9 @@ namespace {
 
 // Faults the fused kernels do not reproduce: a plan that injects one keeps the per-op kernels.
 bool has_fused_op_fault(const FaultSet& f) {
-  for (Fault k :
-       {Fault::kGroupNormF16Accum, Fault::kGroupNormOnePass, Fault::kUpsampleOffByOne,
-        Fault::kF16StoreTruncate, Fault::kBf16StoreTruncate, Fault::kSiluInActivationDtype})
+  for (Fault k : {Fault::kGroupNormF16Accum, Fault::kGroupNormOnePass, Fault::kGroupNormVectorTail,
+                  Fault::kUpsampleOffByOne, Fault::kF16StoreTruncate, Fault::kBf16StoreTruncate,
+                  Fault::kSiluInActivationDtype})
     if (f.has(k)) return true;
   return false;
 }

@@ -12,6 +12,7 @@ constexpr int kSplits = 64;
 struct Layout {
   int64_t pixels, c, cpg;
   int groups;
+  int64_t vectors = -1;  // the groupnorm-vector-tail fault: channels from here pass through
 };
 
 // blockIdx.y = b * groups + g, blockIdx.x = split. With `sums` (the first pass's partials) the
@@ -78,6 +79,7 @@ __device__ __forceinline__ float affine(Src x, int64_t i, int64_t ch, int64_t bg
 __device__ __forceinline__ float normalized(Src x, const Layout& l, int64_t i, const float* stats,
                                             const float* gamma, const float* beta) {
   const int64_t ch = i % l.c, n = i / (l.pixels * l.c);
+  if (l.vectors >= 0 && ch >= l.vectors) return load(x, i);
   return affine(x, i, ch, n * l.groups + ch / l.cpg, stats, gamma, beta);
 }
 
@@ -141,9 +143,10 @@ std::size_t group_norm_workspace_bytes(int64_t b, int groups) {
 }
 
 cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma,
-                       const float* beta, bool one_pass, Storage one_pass_storage, void* workspace,
-                       float* out, cudaStream_t stream) {
-  const Layout l{xs.h * xs.w, xs.c, xs.c / groups, groups};
+                       const float* beta, bool one_pass, Storage one_pass_storage, bool vector_tail,
+                       void* workspace, float* out, cudaStream_t stream) {
+  Layout l{xs.h * xs.w, xs.c, xs.c / groups, groups};
+  if (vector_tail) l.vectors = xs.c - xs.c % 8;
   const float* stats = statistics(x, l, xs.b, eps, one_pass, one_pass_storage, workspace, stream);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   normalize<<<blocks_for(xs.numel()), kThreads, 0, stream>>>(x, l, xs.numel(), stats, gamma, beta,

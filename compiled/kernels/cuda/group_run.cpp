@@ -68,13 +68,13 @@ Status GroupRun::run(const Group& grp) {
         TP_ASSIGN_OR_RETURN(
             DeviceMemory ws,
             be_.scratch(int64_t(cuda::group_norm_workspace_bytes(od.b, op.attrs.groups)), what));
-        TP_CUDA(
-            cuda::group_norm(x.src, x.dims, op.attrs.groups, op.attrs.eps,
-                             gamma->values[0].get<float>(), beta->values[0].get<float>(),
-                             f.has(Fault::kGroupNormF16Accum) || f.has(Fault::kGroupNormOnePass),
-                             f.has(Fault::kGroupNormF16Accum) ? Storage::kF16 : Storage::kF32,
-                             ws.get(), out.get<float>(), be_.stream()),
-            what);
+        TP_CUDA(cuda::group_norm(
+                    x.src, x.dims, op.attrs.groups, op.attrs.eps, gamma->values[0].get<float>(),
+                    beta->values[0].get<float>(),
+                    f.has(Fault::kGroupNormF16Accum) || f.has(Fault::kGroupNormOnePass),
+                    f.has(Fault::kGroupNormF16Accum) ? Storage::kF16 : Storage::kF32,
+                    f.has(Fault::kGroupNormVectorTail), ws.get(), out.get<float>(), be_.stream()),
+                what);
         break;
       }
       case OpKind::kMultiHeadAttention: {  // an image attention's one head

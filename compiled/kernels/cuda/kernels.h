@@ -57,11 +57,12 @@ cudaError_t conv_epilogue(const float* acc, int64_t m, int64_t co, const float* 
 // GroupNorm over x [B, H, W, C] with `groups` groups: mean, then variance around it, per
 // (b, group) by two passes of double partial sums; with `one_pass` (the groupnorm-f16-accum
 // and groupnorm-one-pass faults) one sequential sum per group, E[x^2] - E[x]^2, every add
-// rounded to `one_pass_storage`, in the emulation's order instead.
+// rounded to `one_pass_storage`, in the emulation's order instead; `vector_tail` the
+// groupnorm-vector-tail fault (the last C mod 8 channels pass through unnormalized).
 std::size_t group_norm_workspace_bytes(int64_t b, int groups);
 cudaError_t group_norm(Src x, Dims xs, int groups, double eps, const float* gamma,
-                       const float* beta, bool one_pass, Storage one_pass_storage, void* workspace,
-                       float* out, cudaStream_t stream);
+                       const float* beta, bool one_pass, Storage one_pass_storage, bool vector_tail,
+                       void* workspace, float* out, cudaStream_t stream);
 
 // The fused kernel set's GroupNorm [+ SiLU]: the same statistics (two passes, no fault), then
 // normalize, affine and SiLU in fp32 and the group's one rounding into `storage`, in one pass.

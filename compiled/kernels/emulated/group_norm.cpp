@@ -42,7 +42,7 @@ std::vector<double> group_totals(const std::vector<double>& part, int64_t c, int
 }  // namespace
 
 Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedParam& beta,
-                  int groups, double eps, DType one_pass) {
+                  int groups, double eps, DType one_pass, bool vector_tail) {
   const int64_t b = x.dim(0), pixels = x.dim(1) * x.dim(2), c = x.dim(3), cpg = c / groups;
   Tensor out = Tensor::uninitialized(DType::kF32, x.shape());
   const double count = double(pixels * cpg);
@@ -84,11 +84,14 @@ Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedPar
     float* o = out.data<float>() + n * pixels * c;
     const float* gw = gamma.values.data();
     const float* bw = beta.values.data();
+    const int64_t vectors = vector_tail ? c - c % 8 : c;
 #pragma omp parallel for schedule(static) if (pixels * c >= kParallelElements)
     for (int64_t p = 0; p < pixels; ++p)
       for (int64_t j = 0; j < c; ++j)
         o[p * c + j] =
-            (in[p * c + j] - mean[std::size_t(j)]) * rstd[std::size_t(j)] * gw[j] + bw[j];
+            j >= vectors
+                ? in[p * c + j]  // the groupnorm-vector-tail fault
+                : (in[p * c + j] - mean[std::size_t(j)]) * rstd[std::size_t(j)] * gw[j] + bw[j];
   }
   return out;
 }
