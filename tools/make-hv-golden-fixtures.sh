@@ -4,10 +4,6 @@
 # venv of its own at .venv-golden-hv/ (GOLDEN_VENV names another).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-venv=${GOLDEN_VENV:-$root/.venv-golden-hv}
-if [[ ! -x "$venv/bin/python" ]]; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q torch diffusers==0.42.1 safetensors numpy
-fi
+source "$root/tools/golden/current-venv.sh"
 cd "$root/tools/golden"
 "$venv/bin/python" make_hv_golden.py "$root/tests/fixtures/golden-hv"

@@ -1,0 +1,60 @@
+"""Writes diffusers' outputs on drawn configs (issue 43): for each family and seed, the model
+`twinpath model init --random FAMILY:SEED --seed 0` writes (config and weights drawn by twinpath,
+loaded here with diffusers' own from_pretrained), and <out>/<family>-<seed>.safetensors with
+  image [1,3,H,W] in [-1,1] and latent [1,L,H/d,W/d] (float32, seeded), and diffusers' float64
+  outputs rounded to float32: encode.mean and encode.logvar (AutoencoderKL) or encode.latents
+  (AutoencoderTiny), and decode.sample.
+The test (tests/drawn_golden_test.cpp) draws the same models again, so no weights are stored.
+Usage: make_drawn_golden.py TWINPATH OUT_DIR SEEDS_PER_FAMILY
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+from diffusers import AutoencoderKL, AutoencoderTiny
+from safetensors.torch import save_file
+
+CLASSES = {"autoencoder_kl": AutoencoderKL, "autoencoder_tiny": AutoencoderTiny}
+SIZE = 32  # every draw's downscale (at most 8) divides it
+
+
+def outputs(vae, family, image, latent):
+    vae = vae.to(torch.float64)
+    with torch.no_grad():
+        out = {}
+        if family == "autoencoder_kl":
+            post = vae.encode(image.double()).latent_dist
+            out["encode.mean"], out["encode.logvar"] = post.mean, post.logvar
+        else:
+            out["encode.latents"] = vae.encode(image.double()).latents
+        out["decode.sample"] = vae.decode(latent.double()).sample
+    return {k: v.float().contiguous() for k, v in out.items()}
+
+
+def make(twinpath, family, seed, out_dir):
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([twinpath, "model", "init", "--random", f"{family}:{seed}", "--out", d],
+                       check=True, stdout=subprocess.DEVNULL)
+        vae = CLASSES[family].from_pretrained(d).eval()
+    down = 2 ** (len(vae.config.get("block_out_channels") or vae.config["num_encoder_blocks"]) - 1)
+    g = torch.Generator().manual_seed(1000 * seed + len(family))
+    image = (torch.rand(1, 3, SIZE, SIZE, generator=g) * 2 - 1).float()
+    latent = torch.randn(1, vae.config["latent_channels"], SIZE // down, SIZE // down,
+                         generator=g).float()
+    tensors = {"image": image, "latent": latent, **outputs(vae, family, image, latent)}
+    save_file(tensors, os.path.join(out_dir, f"{family}-{seed}.safetensors"))
+
+
+def main():
+    twinpath, out_dir, seeds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    os.makedirs(out_dir, exist_ok=True)
+    for family in CLASSES:
+        for seed in range(1, seeds + 1):
+            make(twinpath, family, seed, out_dir)
+    print(f"wrote {len(CLASSES) * seeds} fixtures to {out_dir}")
+
+
+if __name__ == "__main__":
+    main()
