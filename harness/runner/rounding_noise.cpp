@@ -2,6 +2,8 @@
 
 #include "compiled/prepared_weights.h"
 #include "harness/core/compare.h"
+#include "harness/core/format.h"
+#include "harness/core/memory.h"
 #include "harness/core/rng.h"
 #include "reference/executor.h"
 
@@ -23,9 +25,17 @@ class NoisyWeights {
  public:
   NoisyWeights(const RoundingNoise& noise, DType compute, uint64_t seed)
       : noise_(noise), compute_(compute), seed_(seed) {}
-  const Weights& of(const Weights& weights) {
-    auto [it, fresh] = copies_.try_emplace(&weights);
-    if (!fresh) return it->second;
+  // The copy of `weights`, or an error where it would not fit in half the available memory
+  // (a full-size model's failing output then keeps the quadrature rule's verdict).
+  Expected<const Weights*> of(const Weights& weights) {
+    if (auto it = copies_.find(&weights); it != copies_.end()) return &it->second;
+    double bytes = 0;
+    for (const auto& [key, t] : weights) bytes += double(t.numel()) * double(dtype_size(compute_));
+    const int64_t available = available_memory_bytes();
+    if (available > 0 && bytes > 0.5 * double(available))
+      return Error("a noisy copy of the weights needs " + format_bytes(int64_t(bytes)) +
+                   " of the " + format_bytes(available) + " available");
+    const auto it = copies_.try_emplace(&weights).first;
     for (const auto& [key, t] : weights) {
       Tensor w = t.to(compute_);
       if (auto u = noise_.params.find(key); u != noise_.params.end()) {
@@ -34,7 +44,7 @@ class NoisyWeights {
       }
       it->second.emplace(key, std::move(w));
     }
-    return it->second;
+    return &it->second;
   }
 
  private:
@@ -94,8 +104,9 @@ Expected<NamedTensors> noisy_graph(const Graph& graph, const Weights& weights,
                                    const NamedTensors& inputs, const RoundingNoise& noise,
                                    DType compute, uint64_t seed) {
   NoisyWeights noisy(noise, compute, seed);
+  TP_ASSIGN_OR_RETURN(const Weights* w, noisy.of(weights));
   Rng rng(seed, "values:" + graph.name);
-  return run_noisy(graph, noisy.of(weights), inputs, noise, compute, rng);
+  return run_noisy(graph, *w, inputs, noise, compute, rng);
 }
 
 Expected<NamedTensors> noisy_reference(const PreparedCase& q, const RoundingNoise& noise,
@@ -105,7 +116,8 @@ Expected<NamedTensors> noisy_reference(const PreparedCase& q, const RoundingNois
   FunctionExecutor noisy(
       [&](const Graph& g, const Weights& w, const NamedTensors& in) -> Expected<NamedTensors> {
         Rng rng(seed, "values:" + g.name + "#" + std::to_string(calls++));
-        return run_noisy(g, weights.of(w), in, noise, q.reference, rng);
+        TP_ASSIGN_OR_RETURN(const Weights* noisy_weights, weights.of(w));
+        return run_noisy(g, *noisy_weights, in, noise, q.reference, rng);
       });
   return run_model(*q.model, q.pipeline, q.inputs(), noisy, q.options());
 }
