@@ -141,10 +141,11 @@ void step_local_errors(const PreparedCase& p, const ReferenceRun& ref, CompiledR
       rec.local = std::move(lm).value();
       Tolerance tol = out_tol;
       // The estimate: this call alone, noisy (structured bindings are not captured in C++17).
-      const RoundingBound rounding = [&, output = name, value = id]() -> Expected<Tolerance> {
+      const RoundingBound rounding = [&, output = name, value = id,
+                                      call = key]() -> Expected<Tolerance> {
         TP_ASSIGN_OR_RETURN(NamedTensors noisy,
                             noisy_graph(graph, p.model_of(graph.name, scope).weights, inputs, noise,
-                                        p.reference, p.c.seed() ^ hash_name(key)));
+                                        p.reference, p.c.seed() ^ hash_name(call)));
         const Tensor* t = find_tensor(noisy, output);
         if (!t) return Error("the noisy run has no output " + output);
         return rounding_tolerance(*t, want->second.at(value));
