@@ -21,12 +21,14 @@ rm -rf "$carry/debs" "$carry/root/usr/share/doc" "$carry/root/usr/share/man"
 # Eigen's modules twinpath does not include (Core and Dense only): the device tool carries 64 MiB
 # in all, the repository and the diffusers wheel (tools/gpu-run.sh's wan step) included.
 eigen="$carry/root/usr/include/eigen3"
-rm -rf "$eigen/unsupported" "$eigen"/Eigen/src/{Sparse*,*Support,IterativeLinearSolvers,OrderingMethods}
+rm -rf "$eigen/unsupported" "$eigen"/Eigen/src/{Sparse*,*Support,IterativeLinearSolvers,OrderingMethods} \
+  "$eigen"/Eigen/src/misc/lapacke.h
 # h5cc and friends hard-code /usr: without them CMake's FindHDF5 looks for the headers and
 # libraries under the prefix it is given.
 rm -f "$carry"/root/usr/bin/h5*
 # Only the shared C libraries are linked: drop the static, C++ and Fortran ones.
-rm -f "$carry"/root/usr/lib/"$arch"/libhdf5* "$carry"/root/usr/lib/"$arch"/hdf5/serial/lib*
+rm -f "$carry"/root/usr/lib/"$arch"/libhdf5* "$carry"/root/usr/lib/"$arch"/hdf5/serial/lib* \
+  "$carry"/root/usr/lib/"$arch"/lib{png,png16,z}.a
 # The runtime libraries, and the -dev links pointed at them (some are absolute, into /lib).
 libs=(/usr/lib/"$arch"/libhdf5_serial.so.103 /usr/lib/"$arch"/libhdf5_serial_hl.so.100
   /usr/lib/"$arch"/libpng16.so.16 /lib/"$arch"/libz.so.1)

@@ -18,6 +18,7 @@
 #   GPU_RUN_BUDGET  seconds after which the remaining steps are skipped, default 540
 #   GPU_BENCH_FAMILIES  which gpu_bench families (a family may name arguments too:
 #                   "BM_DecodeSdKlCuda/1024"), default all four
+#   GPU_BENCH_LIMIT seconds each gpu_bench family may take at most (default: what the budget leaves)
 #   GPU_SUITES      which suites, default "ci field-reports"
 #   GPU_KERNELS     the CUDA kernel sets the suites run on (TWINPATH_CUDA_KERNELS), default
 #                   "per-op fused" (gpu_tests and gpu_bench always run both)
@@ -130,7 +131,9 @@ step_bench() {
   for family in ${GPU_BENCH_FAMILIES:-BM_DecodeSdKlTorchCuda BM_DecodeSdKlCudaGroups BM_DecodeSdKlCuda BM_GroupCuda}; do
     [[ $(left) -gt 60 ]] || { say "no time left for $family"; continue; }
     local name=${family//\//_}
-    timeout "$(left)" "$build/tests/gpu_bench" --benchmark_filter="^$family/" \
+    local limit=$(left)
+    [[ -n ${GPU_BENCH_LIMIT:-} && $GPU_BENCH_LIMIT -lt $limit ]] && limit=$GPU_BENCH_LIMIT
+    timeout "$limit" "$build/tests/gpu_bench" --benchmark_filter="^$family/" \
       --benchmark_out="$work/$name.json" --benchmark_out_format=json > "$work/$name.log" 2>&1
     local rc=$?
     say "gpu_bench $family: rc $rc"

@@ -16,8 +16,10 @@
 #include <vector>
 
 #include "compiled/describe_session.h"
+#include "compiled/plan.h"
 #include "harness/core/rng.h"
 #include "harness/core/sgemm.h"
+#include "harness/models/family.h"
 #include "harness/models/model.h"
 #include "harness/models/vae/vae_graphs.h"
 #include "reference/torch/torch_path.h"
@@ -55,6 +57,47 @@ inline Model& seeded_model(const std::string& name) {
 }
 
 inline const Model& sd_kl() { return seeded_model("sd-kl"); }
+
+// One `unet.step` call's seeded inputs at a latent side (the family's own: sample, timestep,
+// 77-token text states and for SDXL the pooled embedding and time ids), bound as the graph takes
+// them.
+inline NamedTensors unet_step_inputs(const Model& m, int64_t latent) {
+  InputRequest r;
+  r.pipeline = "unet.step";
+  r.height = r.width = 8 * latent;
+  r.seed = 1;
+  auto in = m.family().generate_inputs(m, r, {});
+  auto bound = in.ok() ? m.family().bind_inputs(m, r.pipeline, *in) : in;
+  if (!bound.ok()) {
+    std::fprintf(stderr, "%s\n", bound.error().message().c_str());
+    std::abort();
+  }
+  return *bound;
+}
+
+// 2 x multiply-adds of a graph's convs, linears and attention products at the call's shapes.
+inline double graph_flops(const Graph& g, const NamedTensors& inputs) {
+  std::vector<Shape> others;
+  for (std::size_t i = 1; i < inputs.size(); ++i) others.push_back(inputs[i].second.shape());
+  auto shapes = compiled::infer_shapes(g, inputs[0].second.shape(), others);
+  if (!shapes.ok()) return 0;
+  std::map<std::string, Shape> params;
+  for (const ParamSpec& p : g.params) params[p.key] = p.shape;
+  double macs = 0;
+  for (const Op& op : g.ops) {
+    const Shape& out = (*shapes)[std::size_t(op.output)];
+    if (op.kind == OpKind::kConv || op.kind == OpKind::kLinearLast) {
+      const Shape& w = params.at(op.weight);
+      macs += double(shape_numel(out)) * double(shape_numel(w) / w[0]);
+    } else if (op.kind == OpKind::kMultiHeadAttention) {
+      const Shape &q = (*shapes)[std::size_t(op.inputs[0])],
+                  &k = (*shapes)[std::size_t(op.inputs[1])],
+                  &v = (*shapes)[std::size_t(op.inputs[2])];
+      macs += double(q[0]) * double(q[1]) * double(k[1]) * double(q[2] + v[2]);
+    }
+  }
+  return 2 * macs;
+}
 
 // The machine's practical fp32 ceiling: a large square SGEMM on all threads, with Eigen
 // (sgemm_ceiling) and with twinpath's own product (sgemm_ceiling_twinpath); a floor is taken

@@ -3,7 +3,8 @@
 // dtype policy, beside LibTorch's own CUDA ops (cuDNN, cuBLAS, SDPA) running the same graph in
 // f16 and bf16, in the same binary, and the fused groups of that plan one by one; the compiled
 // path with each kernel set (per-op and fused, compiled/backend.h); one Wan-1.3B block likewise
-// (group table and LibTorch beside it). Each decode reports
+// (group table and LibTorch beside it); one sdxl-base `unet.step` at 1024x1024 and the
+// hunyuan-video decoder likewise (BM_GraphCall*). Each decode reports
 // FLOP/s against vae-facts.md §8's FLOP count and its relative L2 error against LibTorch's CUDA
 // fp32 (TF32 off) on the same input.
 #include <benchmark/benchmark.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "compiled/describe_session.h"
@@ -203,22 +205,39 @@ BENCHMARK(BM_DecodeSdKlCudaGroups)
     ->UseRealTime()
     ->Iterations(5);
 
-void BM_DecodeSdKlTorchCuda(benchmark::State& state) {
-  if (!torch_path::cuda_available()) return state.SkipWithError("LibTorch sees no CUDA device");
-  const int image = int(state.range(0));
-  const DType dt = state.range(1) == 0 ? DType::kF16 : DType::kBF16;
-  auto runner = torch_path::Runner::create(sd_kl().weights, dt, true);
-  if (!runner.ok()) return state.SkipWithError(runner.error().message().c_str());
-  const Graph decoder = build_decoder_graph(vae_config(sd_kl()));
-  const NamedTensors in = {{"latents", latent_for(image)}};
-  auto out = runner.value()->run(decoder, in);  // uploads weights, warms cuDNN
-  if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
-  for (auto _ : state) {
-    out = runner.value()->run(decoder, in);
-    if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+// LibTorch's CUDA ops on `g` in `dt`, timed after one untimed call (it uploads the weights and
+// warms cuDNN); the last output, or nothing once the state carries the error.
+std::optional<Tensor> time_torch_cuda(benchmark::State& state, const Weights& weights, DType dt,
+                                      const Graph& g, const NamedTensors& in) {
+  if (!torch_path::cuda_available()) {
+    state.SkipWithError("LibTorch sees no CUDA device");
+    return std::nullopt;
   }
   state.SetLabel(std::string("LibTorch CUDA ") + dtype_name(dt));
-  report(state, image, out.value()[0].second);
+  auto runner = torch_path::Runner::create(weights, dt, true);
+  Expected<NamedTensors> out =
+      runner.ok() ? runner.value()->run(g, in) : Expected<NamedTensors>(runner.error());
+  if (!out.ok()) {
+    state.SkipWithError(out.error().message().c_str());
+    return std::nullopt;
+  }
+  for (auto _ : state) {
+    out = runner.value()->run(g, in);
+    if (!out.ok()) {
+      state.SkipWithError(out.error().message().c_str());
+      return std::nullopt;
+    }
+  }
+  return out.value()[0].second;
+}
+
+void BM_DecodeSdKlTorchCuda(benchmark::State& state) {
+  const int image = int(state.range(0));
+  const DType dt = state.range(1) == 0 ? DType::kF16 : DType::kBF16;
+  const std::optional<Tensor> out =
+      time_torch_cuda(state, sd_kl().weights, dt, build_decoder_graph(vae_config(sd_kl())),
+                      {{"latents", latent_for(image)}});
+  if (out) report(state, image, *out);
 }
 BENCHMARK(BM_DecodeSdKlTorchCuda)
     ->ArgsProduct({{512, 1024}, {0, 1}})
@@ -293,26 +312,115 @@ BENCHMARK(BM_WanBlockCudaGroups)
     ->Iterations(10);
 
 void BM_WanBlockTorchCuda(benchmark::State& state) {
-  if (!torch_path::cuda_available()) return state.SkipWithError("LibTorch sees no CUDA device");
   const Model& m = wan_block();
-  const DType dt = state.range(0) == 0 ? DType::kBF16 : DType::kF16;
-  auto runner = torch_path::Runner::create(m.weights, dt, true);
-  if (!runner.ok()) return state.SkipWithError(runner.error().message().c_str());
-  const Graph g = m.family().graphs(*m.config).at(0);
-  const NamedTensors in = wan_block_inputs();
-  auto out = runner.value()->run(g, in);  // uploads weights
-  if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
-  for (auto _ : state) {
-    out = runner.value()->run(g, in);
-    if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
-  }
-  state.SetLabel(std::string("LibTorch CUDA ") + dtype_name(dt));
+  time_torch_cuda(state, m.weights, state.range(0) == 0 ? DType::kBF16 : DType::kF16,
+                  m.family().graphs(*m.config).at(0), wan_block_inputs());
 }
 BENCHMARK(BM_WanBlockTorchCuda)
     ->DenseRange(0, 1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(10);
+
+// One graph of a seeded built-in model beside LibTorch's CUDA ops on the same graph: one
+// sdxl-base `unet.step` at 1024x1024 (latent 128x128, 77 text tokens, CFG off) and the
+// hunyuan-video decoder untiled (5 latent frames = 17 video frames at 256x256). FLOP/s counts
+// every conv, linear and attention product at the call's shapes (the decoder's frame-causal
+// attention counted whole), rel L2 is against LibTorch CUDA fp32 (TF32 off) on the same inputs.
+struct GraphCall {
+  Model model;
+  Graph graph;
+  NamedTensors inputs;
+  double flops = 0;
+};
+
+const GraphCall& graph_call(int which) {
+  static std::map<int, GraphCall> calls;
+  auto it = calls.find(which);
+  if (it != calls.end()) return it->second;
+  GraphCall c;
+  auto made = make_model(which == 0 ? "sdxl-base" : "hunyuan-video", 0);
+  if (!made.ok()) {
+    std::fprintf(stderr, "%s\n", made.error().message().c_str());
+    std::abort();
+  }
+  c.model = std::move(made).value();
+  const std::vector<Graph> graphs = c.model.family().graphs(*c.model.config);
+  c.graph = which == 0 ? graphs.at(0) : graphs.at(1);
+  c.inputs = which == 0 ? bench::unet_step_inputs(c.model, 128)
+                        : NamedTensors{{"latents", bench::random_f32({1, 16, 5, 32, 32}, "hv")}};
+  c.flops = bench::graph_flops(c.graph, c.inputs);
+  return calls[which] = std::move(c);
+}
+
+const char* const kCallNames[] = {"sdxl-base unet.step 1024^2", "hunyuan-video decode 17x256^2"};
+
+Expected<Tensor> torch_cuda_output(int which, DType dt) {
+  const GraphCall& c = graph_call(which);
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<torch_path::Runner> runner,
+                      torch_path::Runner::create(c.model.weights, dt, true));
+  TP_ASSIGN_OR_RETURN(NamedTensors out, runner->run(c.graph, c.inputs));
+  return out[0].second;
+}
+
+void report_call(benchmark::State& state, int which, const Tensor& out, const std::string& label) {
+  const GraphCall& c = graph_call(which);
+  state.counters["FLOP/s"] =
+      benchmark::Counter(c.flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["TFLOP"] = c.flops / 1e12;
+  state.counters["floor_ms"] = c.flops / 790e12 * 1e3;  // gpu.md's dense f16/bf16 rate
+  static std::map<int, Tensor> fp32;
+  if (!fp32.count(which)) {
+    auto want = torch_cuda_output(which, DType::kF32);
+    if (want.ok()) fp32[which] = want.value();
+  }
+  if (fp32.count(which)) state.counters["rel_l2_vs_fp32"] = testing::relative_l2(out, fp32[which]);
+  state.SetLabel(std::string(kCallNames[which]) + " " + label);
+}
+
+// range(0): the call; range(1): kWanPolicies' index (bf16, f16). Fused kernels, direct launches,
+// with the per-group table.
+void BM_GraphCallCuda(benchmark::State& state) {
+  if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
+  const int which = int(state.range(0));
+  const char* policy = kWanPolicies[state.range(1)];
+  const GraphCall& c = graph_call(which);
+  compiled::SessionOptions o;
+  o.policy.base = compiled::parse_layer_policy(policy).value();
+  auto backend = compiled::make_cuda_backend(compiled::CudaKernels::kFused, false);
+  if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
+  compiled::Backend* device = backend.value().get();
+  compiled::Session session(o, std::move(backend).value());
+  auto out = session.run(c.graph, c.model.weights, c.inputs);  // plans, uploads weights
+  if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+  device->time_groups(true);
+  for (auto _ : state) {
+    out = session.run(c.graph, c.model.weights, c.inputs);
+    if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
+  }
+  print_group_table(state, *session.plans()[0], c.inputs[0].second.shape(), c.model.weights,
+                    *device, policy);
+  state.counters["compile_s"] = session.stats().compile_seconds;
+  report_call(state, which, out.value()[0].second, policy);
+}
+BENCHMARK(BM_GraphCallCuda)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(5);
+
+void BM_GraphCallTorchCuda(benchmark::State& state) {
+  const int which = int(state.range(0));
+  const DType dt = state.range(1) == 0 ? DType::kBF16 : DType::kF16;
+  const GraphCall& c = graph_call(which);
+  const std::optional<Tensor> out = time_torch_cuda(state, c.model.weights, dt, c.graph, c.inputs);
+  if (out) report_call(state, which, *out, std::string("LibTorch CUDA ") + dtype_name(dt));
+}
+BENCHMARK(BM_GraphCallTorchCuda)
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(5);
 
 }  // namespace
 }  // namespace tp

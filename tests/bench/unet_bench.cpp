@@ -30,62 +30,15 @@ std::string env_or(const char* name, const char* fallback) {
 
 Model& unet() { return bench::seeded_model(env_or("TP_BENCH_UNET", "sdxl-base")); }
 
-// The call's seeded inputs (the family's own: sample, timestep, 77-token text states and for
-// SDXL the pooled embedding and time ids), bound as the graph takes them.
 const NamedTensors& call_inputs() {
-  static const NamedTensors inputs = [] {
-    const Model& m = unet();
-    const int64_t latent = std::atoll(env_or("TP_BENCH_LATENT", "128").c_str());
-    InputRequest r;
-    r.pipeline = "unet.step";
-    r.height = r.width = 8 * latent;
-    r.seed = 1;
-    auto in = m.family().generate_inputs(m, r, {});
-    auto bound = in.ok() ? m.family().bind_inputs(m, r.pipeline, *in) : in;
-    if (!bound.ok()) {
-      std::fprintf(stderr, "%s\n", bound.error().message().c_str());
-      std::abort();
-    }
-    return *bound;
-  }();
+  static const NamedTensors inputs =
+      bench::unet_step_inputs(unet(), std::atoll(env_or("TP_BENCH_LATENT", "128").c_str()));
   return inputs;
-}
-
-// 2 x multiply-adds of the convs, linears and attention products at the call's shapes.
-double graph_flops(const Graph& g, const NamedTensors& inputs) {
-  std::vector<Shape> others;
-  for (std::size_t i = 1; i < inputs.size(); ++i) others.push_back(inputs[i].second.shape());
-  auto shapes = compiled::infer_shapes(g, inputs[0].second.shape(), others);
-  if (!shapes.ok()) return 0;
-  std::map<std::string, Shape> params;
-  for (const ParamSpec& p : g.params) params[p.key] = p.shape;
-  double macs = 0;
-  for (const Op& op : g.ops) {
-    const Shape& out = (*shapes)[std::size_t(op.output)];
-    switch (op.kind) {
-      case OpKind::kConv:
-      case OpKind::kLinearLast: {
-        const Shape& w = params.at(op.weight);
-        macs += double(shape_numel(out)) * double(shape_numel(w) / w[0]);
-        break;
-      }
-      case OpKind::kMultiHeadAttention: {
-        const Shape &q = (*shapes)[std::size_t(op.inputs[0])],
-                    &k = (*shapes)[std::size_t(op.inputs[1])],
-                    &v = (*shapes)[std::size_t(op.inputs[2])];
-        macs += double(q[0]) * double(q[1]) * double(k[1]) * double(q[2] + v[2]);
-        break;
-      }
-      default:
-        break;
-    }
-  }
-  return 2 * macs;
 }
 
 void report(benchmark::State& state, const std::string& policy = "") {
   const Model& m = unet();
-  const double flops = graph_flops(m.family().graphs(*m.config).at(0), call_inputs());
+  const double flops = bench::graph_flops(m.family().graphs(*m.config).at(0), call_inputs());
   state.counters["FLOP/s"] =
       benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["TFLOP"] = flops / 1e12;
