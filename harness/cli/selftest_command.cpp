@@ -4,50 +4,21 @@
 // the report (HDF5 and JUnit) and a short markdown summary go to --out.
 #include <filesystem>
 #include <iostream>
-#include <map>
 
 #include "compiled/device.h"
 #include "harness/cli/commands.h"
 #include "harness/core/atomic_file.h"
-#include "harness/core/format.h"
+#include "reports/selftest_summary.h"
 
 namespace tp {
 namespace {
 
-struct ContractTotals {
-  int64_t checkpoints = 0, decided = 0, ambiguous = 0, violations = 0;
-};
-
-ContractTotals contract_totals(const RunReport& r) {
-  ContractTotals t;
-  for (const CaseResult& c : r.cases)
-    for (const CheckpointRecord& k : c.checkpoints)
-      if (k.contract.checked) {
-        ++t.checkpoints;
-        t.decided += k.contract.decided;
-        t.ambiguous += k.contract.ambiguous;
-        t.violations += k.contract.violations;
-      }
-  return t;
-}
-
-// The summary a GPU owner shares: what ran where, the verdicts, and every case that did not pass.
+// The summary a GPU owner shares (reports/selftest_summary.h), written atomically.
 Status write_summary(const std::string& path, const RunReport& r, int rc) {
+  const std::string text =
+      selftest_summary(r, rc == 0, cuda_device_description(0) + "; " + cuda_versions());
   return write_file_atomically(path, [&](std::ostream& os) {
-    const ContractTotals t = contract_totals(r);
-    os << "# twinpath selftest\n\n"
-       << "- verdict: " << (rc == 0 ? "PASS" : "FAIL") << " (" << outcome_counts(r.cases) << ")\n"
-       << "- device: " << cuda_device_description(0) << "; " << cuda_versions() << "\n"
-       << "- twinpath " << r.tool_version << ", commit " << r.git_commit << "; host " << r.host
-       << "; " << r.utc_time << "\n"
-       << "- command: `" << r.command_line << "`\n"
-       << "- numerics contract: " << t.checkpoints << " checkpoints checked, " << t.decided
-       << " elements decided, " << t.ambiguous << " ambiguous, " << t.violations
-       << " violations\n\n";
-    os << "| case | outcome | why |\n|---|---|---|\n";
-    for (const CaseResult& c : r.cases)
-      if (c.outcome != Outcome::kPassed)
-        os << "| `" << c.id << "` | " << outcome_name(c.outcome) << " | " << c.reason << " |\n";
+    os << text;
     return Status();
   });
 }

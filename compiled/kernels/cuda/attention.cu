@@ -29,16 +29,21 @@ struct Sum {
 };
 
 __global__ void softmax_kernel(float* scores, int64_t n, float scale, bool no_max,
-                               Storage activation) {
+                               Storage activation, int64_t first_row, int64_t frame_tokens) {
   float* row = scores + int64_t(blockIdx.x) * n;
+  // Frame-causal: the row's query sees the keys of its own and earlier frames only.
+  const int64_t seen =
+      frame_tokens > 0
+          ? min(n, ((first_row + int64_t(blockIdx.x)) / frame_tokens + 1) * frame_tokens)
+          : n;
   float m = 0.0f;
   if (!no_max) {
     float local = -INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) local = fmaxf(local, row[j] * scale);
+    for (int64_t j = threadIdx.x; j < seen; j += blockDim.x) local = fmaxf(local, row[j] * scale);
     m = block_reduce(local, Max{});
   }
   float local_sum = 0.0f;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+  for (int64_t j = threadIdx.x; j < seen; j += blockDim.x) {
     float e = expf(row[j] * scale - m);
     if (no_max)
       e = round_to(activation, e);  // a naive kernel feeds exp(s) to a low-precision P*V GEMM
@@ -46,14 +51,17 @@ __global__ void softmax_kernel(float* scores, int64_t n, float scale, bool no_ma
     local_sum += e;
   }
   const float inv = 1.0f / block_reduce(local_sum, Sum{});
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) row[j] *= inv;
+  for (int64_t j = threadIdx.x; j < seen; j += blockDim.x) row[j] *= inv;
+  for (int64_t j = seen + threadIdx.x; j < n; j += blockDim.x) row[j] = 0.0f;
 }
 
 }  // namespace
 
 cudaError_t softmax_rows(float* scores, int64_t rows, int64_t n, float scale, bool no_max,
-                         Storage activation, cudaStream_t stream) {
-  softmax_kernel<<<unsigned(rows), kThreads, 0, stream>>>(scores, n, scale, no_max, activation);
+                         Storage activation, cudaStream_t stream, int64_t first_row,
+                         int64_t frame_tokens) {
+  softmax_kernel<<<unsigned(rows), kThreads, 0, stream>>>(scores, n, scale, no_max, activation,
+                                                          first_row, frame_tokens);
   return cudaGetLastError();
 }
 

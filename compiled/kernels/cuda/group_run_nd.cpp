@@ -294,7 +294,9 @@ Expected<DeviceMemory> GroupRun::multi_head_attention(const Op& op, const FaultS
   s.scale = float(op.attrs.scale);
   s.no_max = f.has(Fault::kSoftmaxNoMax);
   TP_ASSIGN_OR_RETURN(s.activation, storage_of(pol.activation));
-  if (!attention_has_mask(op) && s.frame_tokens <= 0)
+  // Frame-causal attention goes through the GEMMs too where its heads are wider than the row
+  // kernel takes (HunyuanVideo's one 512-wide mid-block head; not yet run on a device).
+  if (!attention_has_mask(op) && (s.frame_tokens <= 0 || std::max(s.dh, s.dv) > cuda::kMaxHeadDim))
     return attention_by_gemm(op, s, pol.attention_operands(), what);
   if (pol.attention_in_activation)
     return Error(what +
@@ -354,7 +356,7 @@ Expected<DeviceMemory> GroupRun::attention_by_gemm(const Op& op, const cuda::Att
                                     at(in[1], b * s.stored_keys * dq + h * s.dh), operand, r,
                                     s.keys, s.dh, true, false, scores.get<float>(), 0, dq, dq));
         TP_CUDA(cuda::softmax_rows(scores.get<float>(), r, s.keys, s.scale, s.no_max, s.activation,
-                                   be_.stream()),
+                                   be_.stream(), q0, s.frame_tokens),
                 what + " softmax");
         if (operand != Storage::kF32)
           TP_CUDA(cuda::store_rounded(scores.get<float>(), r * s.keys, operand, p16.get(),

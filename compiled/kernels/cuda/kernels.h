@@ -71,9 +71,13 @@ cudaError_t group_norm_store(Src x, Dims xs, int groups, double eps, const float
                              void* out, cudaStream_t stream);
 
 // In place over `rows` rows of `n` scores: p = exp(s * scale - max) / sum. With `no_max` (the
-// softmax-no-max fault) no max is subtracted and exp is rounded to `activation` first.
+// softmax-no-max fault) no max is subtracted and exp is rounded to `activation` first. With
+// `frame_tokens` > 0 the rows are queries first_row, first_row + 1, ... of a frame-causal
+// attention: a query of frame f = row / frame_tokens sees keys [0, (f + 1) * frame_tokens), the
+// others get p = 0.
 cudaError_t softmax_rows(float* scores, int64_t rows, int64_t n, float scale, bool no_max,
-                         Storage activation, cudaStream_t stream);
+                         Storage activation, cudaStream_t stream, int64_t first_row = 0,
+                         int64_t frame_tokens = 0);
 
 enum class Pointwise : int { kSilu, kRelu, kTanhClamp, kAffine, kClamp, kGelu, kGeluTanh };
 struct PointwiseArgs {
