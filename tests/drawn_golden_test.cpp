@@ -2,7 +2,8 @@
 // by tools/make-drawn-golden-fixtures.sh): each fixture file names a draw, FAMILY-SEED, whose
 // model `model init --random FAMILY:SEED` wrote and diffusers loaded with from_pretrained; the
 // test draws the same model again (the weights are twinpath's, seed 0) and compares the fp32
-// and fp64 references' encode and decode with diffusers' float64 outputs.
+// and fp64 references' outputs (a VAE's encode and decode, a transformer's one call) with
+// diffusers' float64 outputs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -38,6 +39,22 @@ std::vector<Draw> draws() {
 
 class DrawnGoldenTest : public ::testing::TestWithParam<Draw> {};
 
+// The calls a family's fixtures hold: each pipeline, and its inputs as the fixture names them and
+// as the pipeline takes them. An output `sample` of `vae.decode` is the fixture's decode.sample.
+struct FixtureCall {
+  std::string pipeline;
+  std::vector<std::pair<std::string, std::string>> inputs;
+};
+
+std::vector<FixtureCall> fixture_calls(const std::string& family) {
+  if (family == "wan_transformer_3d")
+    return {{"wan.step",
+             {{"hidden_states", "hidden_states"},
+              {"timestep", "timestep"},
+              {"encoder_hidden_states", "encoder_hidden_states"}}}};
+  return {{"vae.encode", {{"image", "input"}}}, {"vae.decode", {{"latent", "input"}}}};
+}
+
 // fp32 within the 1e-5 of diffusers' float64; fp64 within the fixture's float32
 // rounding of it.
 TEST_P(DrawnGoldenTest, ReferenceMatchesDiffusers) {
@@ -46,20 +63,23 @@ TEST_P(DrawnGoldenTest, ReferenceMatchesDiffusers) {
   ASSERT_TRUE(model.ok()) << model.error().message();
   auto io = SafetensorsFile::open(d.file);
   ASSERT_TRUE(io.ok()) << io.error().message();
-  const std::map<std::string, std::string> inputs = {{"vae.encode", "image"},
-                                                     {"vae.decode", "latent"}};
   std::map<std::string, double> worst;  // per path
   for (const auto& [path_name, bound] :
        std::vector<std::pair<std::string, double>>{{"reference", 1e-5}, {"reference:fp64", 1e-6}}) {
     auto path = make_path(path_name, CompiledOptions{}, PipelineOptions{});
     ASSERT_TRUE(path.ok()) << path.error().message();
-    for (const auto& [pipeline, input_name] : inputs) {
-      auto input = io->read(input_name);
-      ASSERT_TRUE(input.ok()) << input.error().message();
-      auto out = path->run(*model, pipeline, {{"input", *input}});
+    for (const FixtureCall& call : fixture_calls(d.family)) {
+      NamedTensors inputs;
+      for (const auto& [fixture_name, input_name] : call.inputs) {
+        auto input = io->read(fixture_name);
+        ASSERT_TRUE(input.ok()) << input.error().message();
+        inputs.emplace_back(input_name, *input);
+      }
+      const std::string& pipeline = call.pipeline;
+      auto out = path->run(*model, pipeline, inputs);
       ASSERT_TRUE(out.ok()) << d.file << " " << pipeline << ": " << out.error().message();
       for (const auto& [name, ours] : *out) {
-        const std::string key = pipeline.substr(4) + "." + name;  // vae.encode -> encode.mean
+        const std::string key = pipeline.substr(pipeline.find('.') + 1) + "." + name;
         auto golden = io->read(key);
         ASSERT_TRUE(golden.ok()) << d.file << ": " << golden.error().message();
         const double err = testing::relative_l2(ours.to(DType::kF64), *golden);

@@ -10,16 +10,20 @@
 
 #include <map>
 #include <string>
+#include <utility>
 
 #include "harness/runner/runs.h"
 #include "harness/runner/tolerance.h"
 
 namespace tp {
 
-// The unit roundoff each value and parameter is stored in by a session's plans.
+// The unit roundoff each value and parameter is stored in by a session's plans, per model (its
+// weights' identity, compiled/prepared_weights.h): a shared session's base and refiner UNets
+// name their graphs and parameters alike and may store them in different dtypes.
 struct RoundingNoise {
-  std::map<std::string, std::map<int, double>> values;  // graph name -> value id -> u
-  std::map<std::string, double> params;                 // parameter key -> u
+  // (weights identity, graph name) -> value id -> u
+  std::map<std::pair<uint64_t, std::string>, std::map<int, double>> values;
+  std::map<uint64_t, std::map<std::string, double>> params;  // weights identity -> key -> u
 };
 RoundingNoise rounding_noise(const compiled::Session& session);
 

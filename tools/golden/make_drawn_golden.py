@@ -1,9 +1,12 @@
 """Writes diffusers' outputs on drawn configs (issue 43): for each family and seed, the model
 `twinpath model init --random FAMILY:SEED --seed 0` writes (config and weights drawn by twinpath,
 loaded here with diffusers' own from_pretrained), and <out>/<family>-<seed>.safetensors with
-  image [1,3,H,W] in [-1,1] and latent [1,L,H/d,W/d] (float32, seeded), and diffusers' float64
-  outputs rounded to float32: encode.mean and encode.logvar (AutoencoderKL) or encode.latents
-  (AutoencoderTiny), and decode.sample.
+  for a VAE: image [1,3,H,W] in [-1,1] and latent [1,L,H/d,W/d] (float32, seeded), and
+  diffusers' float64 outputs rounded to float32: encode.mean and encode.logvar (AutoencoderKL)
+  or encode.latents (AutoencoderTiny), and decode.sample;
+  for WanTransformer3DModel: hidden_states [1,C,3,6,8], timestep [1] and encoder_hidden_states
+  [1,8,text_dim] (seeded), and step.sample, the transformer's float64 output (diffusers keeps
+  its float32 casts) rounded to float32.
 The test (tests/drawn_golden_test.cpp) draws the same models again, so no weights are stored.
 Usage: make_drawn_golden.py TWINPATH OUT_DIR SEEDS_PER_FAMILY
 """
@@ -13,10 +16,11 @@ import sys
 import tempfile
 
 import torch
-from diffusers import AutoencoderKL, AutoencoderTiny
+from diffusers import AutoencoderKL, AutoencoderTiny, WanTransformer3DModel
 from safetensors.torch import save_file
 
-CLASSES = {"autoencoder_kl": AutoencoderKL, "autoencoder_tiny": AutoencoderTiny}
+CLASSES = {"autoencoder_kl": AutoencoderKL, "autoencoder_tiny": AutoencoderTiny,
+           "wan_transformer_3d": WanTransformer3DModel}
 SIZE = 32  # every draw's downscale (at most 8) divides it
 
 
@@ -33,13 +37,29 @@ def outputs(vae, family, image, latent):
     return {k: v.float().contiguous() for k, v in out.items()}
 
 
+def wan_tensors(model, g):
+    c = model.config
+    inputs = {"hidden_states": torch.randn(1, c["in_channels"], 3, 6, 8, generator=g),
+              "timestep": torch.tensor([float(torch.randint(1, 1000, (1,), generator=g))]),
+              "encoder_hidden_states": torch.randn(1, 8, c["text_dim"], generator=g)}
+    with torch.no_grad():
+        m = model.to(torch.float64)
+        out = m(inputs["hidden_states"].double(), inputs["timestep"],
+                inputs["encoder_hidden_states"].double(), return_dict=False)[0]
+    return {**inputs, "step.sample": out.float().contiguous()}
+
+
 def make(twinpath, family, seed, out_dir):
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([twinpath, "model", "init", "--random", f"{family}:{seed}", "--out", d],
                        check=True, stdout=subprocess.DEVNULL)
-        vae = CLASSES[family].from_pretrained(d).eval()
-    down = 2 ** (len(vae.config.get("block_out_channels") or vae.config["num_encoder_blocks"]) - 1)
+        model = CLASSES[family].from_pretrained(d).eval()
     g = torch.Generator().manual_seed(1000 * seed + len(family))
+    if family == "wan_transformer_3d":
+        save_file(wan_tensors(model, g), os.path.join(out_dir, f"{family}-{seed}.safetensors"))
+        return
+    vae = model
+    down = 2 ** (len(vae.config.get("block_out_channels") or vae.config["num_encoder_blocks"]) - 1)
     image = (torch.rand(1, 3, SIZE, SIZE, generator=g) * 2 - 1).float()
     latent = torch.randn(1, vae.config["latent_channels"], SIZE // down, SIZE // down,
                          generator=g).float()

@@ -72,6 +72,7 @@ class WanFamily : public Family {
   }
 
   std::vector<std::string> builtin_names() const override { return {"tiny-wan", "wan-1.3b"}; }
+  const ConfigSpace* config_space() const override { return &wan_transformer_3d_config_space(); }
   std::string builtin_text(const std::string& name) const override {
     // tiny-wan: dit-facts 7, seconds on the CPU. wan-1.3b: Wan2.1-T2V-1.3B-Diffusers'
     // transformer/config.json as the conversion script writes it (dit-facts 1.2).

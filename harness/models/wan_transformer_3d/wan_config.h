@@ -42,6 +42,10 @@ struct WanConfig : ModelConfig {
 // `source` names the file in error messages.
 Expected<WanConfig> parse_wan_config(const nlohmann::json& json, const std::string& source);
 
+// The space `model=random:wan_transformer_3d:SEED` draws from (config_space.cpp).
+struct ConfigSpace;
+const ConfigSpace& wan_transformer_3d_config_space();
+
 // Every state-dict key and shape of the model, in diffusers' order (wan-1.3b-dit-keys.txt: the
 // top-level table, the patch embedding, the condition embedder, the blocks, proj_out).
 std::vector<ParamSpec> wan_param_specs(const WanConfig& config);
