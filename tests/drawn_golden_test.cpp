@@ -2,7 +2,8 @@
 // by tools/make-drawn-golden-fixtures.sh): each fixture file names a draw, FAMILY-SEED, whose
 // model `model init --random FAMILY:SEED` wrote and diffusers loaded with from_pretrained; the
 // test draws the same model again (the weights are twinpath's, seed 0) and compares the fp32
-// and fp64 references' outputs (a VAE's encode and decode, a transformer's one call) with
+// and fp64 references' outputs (a VAE's encode and decode, a video VAE's untiled, a
+// transformer's one call) with
 // diffusers' float64 outputs.
 #include <gtest/gtest.h>
 
@@ -52,6 +53,8 @@ std::vector<FixtureCall> fixture_calls(const std::string& family) {
              {{"hidden_states", "hidden_states"},
               {"timestep", "timestep"},
               {"encoder_hidden_states", "encoder_hidden_states"}}}};
+  if (family == "autoencoder_kl_hunyuan_video")
+    return {{"video.encode", {{"video", "sample"}}}, {"video.decode", {{"latent", "latents"}}}};
   return {{"vae.encode", {{"image", "input"}}}, {"vae.decode", {{"latent", "input"}}}};
 }
 

@@ -6,7 +6,10 @@ loaded here with diffusers' own from_pretrained), and <out>/<family>-<seed>.safe
   or encode.latents (AutoencoderTiny), and decode.sample;
   for WanTransformer3DModel: hidden_states [1,C,3,6,8], timestep [1] and encoder_hidden_states
   [1,8,text_dim] (seeded), and step.sample, the transformer's float64 output (diffusers keeps
-  its float32 casts) rounded to float32.
+  its float32 casts) rounded to float32;
+  for AutoencoderKLHunyuanVideo: video [1,C,5,16,24] in [-1,1] and latent [1,L,2,16/r,24/r],
+  and encode.mean, encode.logvar and decode.sample in float64 rounded to float32 (5 frames: below
+  the framewise threshold, and untiled).
 The test (tests/drawn_golden_test.cpp) draws the same models again, so no weights are stored.
 Usage: make_drawn_golden.py TWINPATH OUT_DIR SEEDS_PER_FAMILY
 """
@@ -16,11 +19,13 @@ import sys
 import tempfile
 
 import torch
-from diffusers import AutoencoderKL, AutoencoderTiny, WanTransformer3DModel
+from diffusers import (AutoencoderKL, AutoencoderKLHunyuanVideo, AutoencoderTiny,
+                       WanTransformer3DModel)
 from safetensors.torch import save_file
 
 CLASSES = {"autoencoder_kl": AutoencoderKL, "autoencoder_tiny": AutoencoderTiny,
-           "wan_transformer_3d": WanTransformer3DModel}
+           "wan_transformer_3d": WanTransformer3DModel,
+           "autoencoder_kl_hunyuan_video": AutoencoderKLHunyuanVideo}
 SIZE = 32  # every draw's downscale (at most 8) divides it
 
 
@@ -49,14 +54,30 @@ def wan_tensors(model, g):
     return {**inputs, "step.sample": out.float().contiguous()}
 
 
+def video_vae_tensors(vae, g):
+    c = vae.config
+    r = c["spatial_compression_ratio"]
+    video = (torch.rand(1, c["in_channels"], 5, 16, 24, generator=g) * 2 - 1).float()
+    latent = torch.randn(1, c["latent_channels"], 2, 16 // r, 24 // r, generator=g).float()
+    vae.use_tiling = False
+    vae = vae.to(torch.float64)
+    with torch.no_grad():
+        post = vae.encode(video.double()).latent_dist
+        out = {"encode.mean": post.mean, "encode.logvar": post.logvar,
+               "decode.sample": vae.decode(latent.double()).sample}
+    return {"video": video, "latent": latent,
+            **{k: v.float().contiguous() for k, v in out.items()}}
+
+
 def make(twinpath, family, seed, out_dir):
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([twinpath, "model", "init", "--random", f"{family}:{seed}", "--out", d],
                        check=True, stdout=subprocess.DEVNULL)
         model = CLASSES[family].from_pretrained(d).eval()
     g = torch.Generator().manual_seed(1000 * seed + len(family))
-    if family == "wan_transformer_3d":
-        save_file(wan_tensors(model, g), os.path.join(out_dir, f"{family}-{seed}.safetensors"))
+    if family in ("wan_transformer_3d", "autoencoder_kl_hunyuan_video"):
+        made = wan_tensors if family == "wan_transformer_3d" else video_vae_tensors
+        save_file(made(model, g), os.path.join(out_dir, f"{family}-{seed}.safetensors"))
         return
     vae = model
     down = 2 ** (len(vae.config.get("block_out_channels") or vae.config["num_encoder_blocks"]) - 1)

@@ -72,6 +72,9 @@ class HunyuanVideoVaeFamily : public Family {
   }
 
   std::vector<std::string> builtin_names() const override { return {"tiny-hv", "hunyuan-video"}; }
+  const ConfigSpace* config_space() const override {
+    return &autoencoder_kl_hunyuan_video_config_space();
+  }
   std::string builtin_text(const std::string& name) const override {
     // tiny-hv: video-vae-facts 9 (tiny-hyv), seconds on the CPU. hunyuan-video: the shipped
     // vae/config.json, the constructor's defaults (video-vae-facts 1.2).

@@ -42,6 +42,10 @@ struct HunyuanVideoVaeConfig : ModelConfig {
 Expected<HunyuanVideoVaeConfig> parse_hunyuan_video_vae_config(const nlohmann::json& json,
                                                                const std::string& source);
 
+// The space `model=random:autoencoder_kl_hunyuan_video:SEED` draws from (config_space.cpp).
+struct ConfigSpace;
+const ConfigSpace& autoencoder_kl_hunyuan_video_config_space();
+
 // The graphs: "video.encoder" (sample [B,C,T,H,W] -> mean, logvar: the posterior's, logvar
 // clamped as DiagonalGaussianDistribution does) and "video.decoder" (latents -> sample, through
 // post_quant_conv), untiled and not framewise.
