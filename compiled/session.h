@@ -99,6 +99,8 @@ class Session : public GraphExecutor {
   std::vector<const Plan*> plans() const;  // in compilation order
   const WeightStore& weight_store() const { return store_; }
   uint64_t identity_of(const Weights& weights);
+  // The identities identity_of has computed, by weights object.
+  const std::map<const Weights*, uint64_t>& identities() const { return identities_; }
   // Tiling decisions (engaged or not, tile grid), for statistics and reports.
   void record_tiling(const TilingDecision& d) override { tiling_.push_back(d); }
   bool streams_tiles() const override { return true; }

@@ -43,7 +43,9 @@ class NoisyWeights {
       return Error("a noisy copy of the weights needs " + format_bytes(int64_t(bytes)) +
                    " of the " + format_bytes(available) + " available");
     auto& [identity, copy] = copies_[&weights];
-    identity = compiled::weights_identity(weights);
+    const auto known = noise_.identities.find(&weights);
+    identity =
+        known != noise_.identities.end() ? known->second : compiled::weights_identity(weights);
     const auto params = noise_.params.find(identity);
     for (const auto& [key, t] : weights) {
       Tensor w = t.to(compute_);
@@ -68,6 +70,7 @@ class NoisyWeights {
 
 RoundingNoise rounding_noise(const compiled::Session& session) {
   RoundingNoise noise;
+  noise.identities = session.identities();
   for (const compiled::Plan* plan : session.plans()) {
     std::map<int, double>& values = noise.values[{plan->weights_identity, plan->graph->name}];
     std::map<std::string, double>& params = noise.params[plan->weights_identity];
@@ -135,9 +138,13 @@ Expected<NamedTensors> noisy_reference(const PreparedCase& q, const RoundingNois
   return run_model(*q.model, q.pipeline, q.inputs(), noisy, q.options());
 }
 
-Expected<Tolerance> rounding_tolerance(const Tensor& noisy, const Tensor& want) {
+Expected<Tolerance> rounding_tolerance(const Tensor& noisy, const Tensor& want, int draws) {
   TP_ASSIGN_OR_RETURN(Metrics m, compare_tensors(noisy, want, DType::kF64));
-  return rounding_noise_tolerance(m.rel_l2);
+  return rounding_noise_tolerance(m.rel_l2, draws);
+}
+
+uint64_t draw_seed(uint64_t seed, int draw) {
+  return draw == 0 ? seed : seed ^ hash_name("rounding draw " + std::to_string(draw));
 }
 
 }  // namespace tp

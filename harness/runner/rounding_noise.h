@@ -24,6 +24,8 @@ struct RoundingNoise {
   // (weights identity, graph name) -> value id -> u
   std::map<std::pair<uint64_t, std::string>, std::map<int, double>> values;
   std::map<uint64_t, std::map<std::string, double>> params;  // weights identity -> key -> u
+  // The session's weights identities by weights object (each hashed once, when planned).
+  std::map<const Weights*, uint64_t> identities;
 };
 RoundingNoise rounding_noise(const compiled::Session& session);
 
@@ -38,7 +40,10 @@ Expected<NamedTensors> noisy_graph(const Graph& graph, const Weights& weights,
                                    DType compute, uint64_t seed);
 
 // The output bound (rounding_noise_tolerance) from a noisy run's output `noisy` against the
-// unperturbed `want`.
-Expected<Tolerance> rounding_tolerance(const Tensor& noisy, const Tensor& want);
+// unperturbed `want`, as the largest of `draws` draws.
+Expected<Tolerance> rounding_tolerance(const Tensor& noisy, const Tensor& want, int draws = 1);
+
+// The seed of draw `draw` (0, 1, ...) of an estimate whose first draw is seeded `seed`.
+uint64_t draw_seed(uint64_t seed, int draw);
 
 }  // namespace tp

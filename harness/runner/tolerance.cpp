@@ -131,8 +131,10 @@ Tolerance local_tolerance(OpClass c, const ValuePath& path) {
   double factor = kLocalFactor;
   if (c == OpClass::kGroupNorm) factor = kGroupNormFactor;
   if (c == OpClass::kAttention) factor = kAttentionFactor;
-  const double relu = std::max(1.0, path.relu_conditioning);
-  const double value = relu * (factor * coarsest_u(path) + summation_u(path) + sinusoid_u(path));
+  const double relu = std::max(1.0, path.relu_conditioning),
+               matrix = std::max(1.0, path.matrix_conditioning);
+  const double value =
+      relu * matrix * (factor * coarsest_u(path) + summation_u(path) + sinusoid_u(path));
   char buf[200];
   if (path.conditioning > 1)
     std::snprintf(buf, sizeof buf, "%.3g u(%s) x GroupNorm conditioning %.3g + sum K=%lld", factor,
@@ -146,6 +148,9 @@ Tolerance local_tolerance(OpClass c, const ValuePath& path) {
                   static_cast<long long>(path.reduction));
   std::string basis = buf;
   if (relu > 1) basis = "(" + basis + ") x ReLU conditioning " + printf_numbers("%.3g", relu);
+  if (matrix > 1)
+    basis = "(" + basis + ") x " + (c == OpClass::kConv ? "conv" : "matrix") + " conditioning " +
+            printf_numbers("%.3g", matrix);
   return Tolerance{value, kElementFactor * value, basis + printf_numbers(" = %.2e", value)};
 }
 
@@ -183,11 +188,12 @@ Tolerance chained_output_tolerance(const Tolerance& first, const Tolerance& seco
   return Tolerance{value, kElementFactor * value, buf};
 }
 
-Tolerance rounding_noise_tolerance(double estimate) {
+Tolerance rounding_noise_tolerance(double estimate, int draws) {
   const double value = kRoundingNoiseFactor * estimate;
   return Tolerance{
       value, kElementFactor * value,
       printf_numbers("%.3g x Monte Carlo rounding estimate %.3g", kRoundingNoiseFactor, estimate) +
+          (draws > 1 ? " (largest of " + std::to_string(draws) + " draws)" : "") +
           printf_numbers(" = %.2e", value)};
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -42,6 +43,24 @@ const compiled::CudaKernels kKernels[] = {compiled::CudaKernels::kPerOp,
 
 Tensor latent_for(int image) { return bench::random_f32({1, 4, image / 8, image / 8}, "latent"); }
 
+// A session on the CUDA kernels `kernels` under `policy`, with its backend kept for the group
+// timers (Backend::time_groups) and its notes.
+struct CudaSession {
+  compiled::Backend* device = nullptr;
+  std::unique_ptr<compiled::Session> session;
+};
+Expected<CudaSession> cuda_session(const char* policy, compiled::CudaKernels kernels,
+                                   bool graphs = false) {
+  compiled::SessionOptions o;
+  TP_ASSIGN_OR_RETURN(o.policy.base, compiled::parse_layer_policy(policy));
+  TP_ASSIGN_OR_RETURN(std::unique_ptr<compiled::Backend> backend,
+                      compiled::make_cuda_backend(kernels, graphs));
+  CudaSession s;
+  s.device = backend.get();
+  s.session = std::make_unique<compiled::Session>(o, std::move(backend));
+  return s;
+}
+
 // LibTorch CUDA fp32 output per resolution, computed once.
 Expected<Tensor> fp32_output(int image) {
   static std::map<int, Tensor> cache;
@@ -67,12 +86,10 @@ void BM_DecodeSdKlCuda(benchmark::State& state) {
   const char* policy = kPolicies[state.range(1)];
   const compiled::CudaKernels kernels = kKernels[state.range(2)];
   const bool graphs = state.range(3) != 0;
-  compiled::SessionOptions o;
-  o.policy.base = compiled::parse_layer_policy(policy).value();
-  auto backend = compiled::make_cuda_backend(kernels, graphs);
-  if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
-  const compiled::Backend* device = backend.value().get();
-  compiled::Session session(o, std::move(backend).value());
+  auto made = cuda_session(policy, kernels, graphs);
+  if (!made.ok()) return state.SkipWithError(made.error().message().c_str());
+  const compiled::Backend* device = made->device;
+  compiled::Session& session = *made->session;
   const Tensor latent = latent_for(image);
   auto out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);  // plans, uploads weights
   if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
@@ -182,12 +199,10 @@ void BM_DecodeSdKlCudaGroups(benchmark::State& state) {
   if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
   const int image = int(state.range(0));
   const compiled::CudaKernels kernels = kKernels[state.range(1)];
-  compiled::SessionOptions o;
-  o.policy.base = compiled::parse_layer_policy(kPolicies[0]).value();
-  auto backend = compiled::make_cuda_backend(kernels);
-  if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
-  compiled::Backend* device = backend.value().get();
-  compiled::Session session(o, std::move(backend).value());
+  auto made = cuda_session(kPolicies[0], kernels);
+  if (!made.ok()) return state.SkipWithError(made.error().message().c_str());
+  compiled::Backend* device = made->device;
+  compiled::Session& session = *made->session;
   const Tensor latent = latent_for(image);
   auto out = run_pipeline(sd_kl(), Pipeline::kDecode, latent, session);
   if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
@@ -254,7 +269,8 @@ constexpr const char* kWanBlockConfig =
  "freq_dim": 256, "image_dim": null, "in_channels": 16, "num_attention_heads": 12,
  "num_layers": 1, "out_channels": 16, "patch_size": [1, 2, 2], "qk_norm": "rms_norm_across_heads",
  "rope_max_seq_len": 1024, "text_dim": 4096})";
-const char* const kWanPolicies[] = {"w=bf16,a=bf16,acc=f32", "w=f16,a=f16,acc=f32"};
+// The denoisers' policies (the Wan block, the UNet step): bf16, f16.
+const char* const kDenoiserPolicies[] = {"w=bf16,a=bf16,acc=f32", "w=f16,a=f16,acc=f32"};
 
 const Model& wan_block() {
   static const Model m = [] {
@@ -287,13 +303,11 @@ NamedTensors wan_block_inputs() {
 
 void BM_WanBlockCudaGroups(benchmark::State& state) {
   if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
-  const char* policy = kWanPolicies[state.range(0)];
-  compiled::SessionOptions o;
-  o.policy.base = compiled::parse_layer_policy(policy).value();
-  auto backend = compiled::make_cuda_backend(compiled::CudaKernels::kFused, false);
-  if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
-  compiled::Backend* device = backend.value().get();
-  compiled::Session session(o, std::move(backend).value());
+  const char* policy = kDenoiserPolicies[state.range(0)];
+  auto made = cuda_session(policy, compiled::CudaKernels::kFused);
+  if (!made.ok()) return state.SkipWithError(made.error().message().c_str());
+  compiled::Backend* device = made->device;
+  compiled::Session& session = *made->session;
   const Model& m = wan_block();
   const NamedTensors in = wan_block_inputs();
   auto out = m.family().run(m, "wan.step", in, session, {});  // plans, uploads weights
@@ -378,19 +392,17 @@ void report_call(benchmark::State& state, int which, const Tensor& out, const st
   state.SetLabel(std::string(kCallNames[which]) + " " + label);
 }
 
-// range(0): the call; range(1): kWanPolicies' index (bf16, f16). Fused kernels, direct launches,
-// with the per-group table.
+// range(0): the call; range(1): kDenoiserPolicies' index (bf16, f16). Fused kernels, direct
+// launches, with the per-group table.
 void BM_GraphCallCuda(benchmark::State& state) {
   if (cuda_device_count() == 0) return state.SkipWithError("no CUDA device");
   const int which = int(state.range(0));
-  const char* policy = kWanPolicies[state.range(1)];
+  const char* policy = kDenoiserPolicies[state.range(1)];
   const GraphCall& c = graph_call(which);
-  compiled::SessionOptions o;
-  o.policy.base = compiled::parse_layer_policy(policy).value();
-  auto backend = compiled::make_cuda_backend(compiled::CudaKernels::kFused, false);
-  if (!backend.ok()) return state.SkipWithError(backend.error().message().c_str());
-  compiled::Backend* device = backend.value().get();
-  compiled::Session session(o, std::move(backend).value());
+  auto made = cuda_session(policy, compiled::CudaKernels::kFused);
+  if (!made.ok()) return state.SkipWithError(made.error().message().c_str());
+  compiled::Backend* device = made->device;
+  compiled::Session& session = *made->session;
   auto out = session.run(c.graph, c.model.weights, c.inputs);  // plans, uploads weights
   if (!out.ok()) return state.SkipWithError(out.error().message().c_str());
   device->time_groups(true);

@@ -31,15 +31,16 @@ std::string cuda_versions() {
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
   cudaGetLastError();
-  const size_t cudnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
   char text[128];
-  if (driver == 0)
+  if (driver == 0) {
     std::snprintf(text, sizeof text, "no CUDA driver; runtime %d.%d", runtime / 1000,
                   runtime % 1000 / 10);
-  else
-    std::snprintf(text, sizeof text, "driver CUDA %d.%d, runtime %d.%d, cuDNN %zu.%zu.%zu",
-                  driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
-                  cudnn / 10000, cudnn % 10000 / 100, cudnn % 100);
+    return text;
+  }
+  const size_t cudnn = cudnnGetVersion();  // major * 10000 + minor * 100 + patch (cuDNN 9)
+  std::snprintf(text, sizeof text, "driver CUDA %d.%d, runtime %d.%d, cuDNN %zu.%zu.%zu",
+                driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
+                cudnn / 10000, cudnn % 10000 / 100, cudnn % 100);
   return text;
 }
 
