@@ -9,7 +9,11 @@ loaded here with diffusers' own from_pretrained), and <out>/<family>-<seed>.safe
   its float32 casts) rounded to float32;
   for AutoencoderKLHunyuanVideo: video [1,C,5,16,24] in [-1,1] and latent [1,L,2,16/r,24/r],
   and encode.mean, encode.logvar and decode.sample in float64 rounded to float32 (5 frames: below
-  the framewise threshold, and untiled).
+  the framewise threshold, and untiled);
+  for UNet2DConditionModel: sample [1,C,6,10] (not a multiple of the levels' downscale: diffusers
+  forwards upsample_size), timestep [1], encoder_hidden_states [1,8,cross_attention_dim] and for
+  text_time text_embeds and time_ids [1,6] (seeded), and step.sample in float64 rounded to
+  float32.
 The test (tests/drawn_golden_test.cpp) draws the same models again, so no weights are stored.
 Usage: make_drawn_golden.py TWINPATH OUT_DIR SEEDS_PER_FAMILY
 """
@@ -20,12 +24,13 @@ import tempfile
 
 import torch
 from diffusers import (AutoencoderKL, AutoencoderKLHunyuanVideo, AutoencoderTiny,
-                       WanTransformer3DModel)
+                       UNet2DConditionModel, WanTransformer3DModel)
 from safetensors.torch import save_file
 
 CLASSES = {"autoencoder_kl": AutoencoderKL, "autoencoder_tiny": AutoencoderTiny,
            "wan_transformer_3d": WanTransformer3DModel,
-           "autoencoder_kl_hunyuan_video": AutoencoderKLHunyuanVideo}
+           "autoencoder_kl_hunyuan_video": AutoencoderKLHunyuanVideo,
+           "unet_2d_condition": UNet2DConditionModel}
 SIZE = 32  # every draw's downscale (at most 8) divides it
 
 
@@ -69,15 +74,38 @@ def video_vae_tensors(vae, g):
             **{k: v.float().contiguous() for k, v in out.items()}}
 
 
+def unet_tensors(model, g):
+    c = model.config
+    inputs = {"sample": torch.randn(1, c["in_channels"], 6, 10, generator=g),
+              "timestep": torch.tensor([float(torch.randint(1, 1000, (1,), generator=g))]),
+              "encoder_hidden_states": torch.randn(1, 8, c["cross_attention_dim"], generator=g)}
+    added = None
+    if c.get("addition_embed_type") == "text_time":
+        text = c["projection_class_embeddings_input_dim"] - 6 * c["addition_time_embed_dim"]
+        inputs["text_embeds"] = torch.randn(1, text, generator=g)
+        inputs["time_ids"] = torch.tensor([[48.0, 80.0, 0.0, 0.0, 48.0, 80.0]])
+        added = {"text_embeds": inputs["text_embeds"].double(),
+                 "time_ids": inputs["time_ids"].double()}
+    with torch.no_grad():
+        m = model.to(torch.float64)
+        out = m(inputs["sample"].double(), inputs["timestep"].double(),
+                inputs["encoder_hidden_states"].double(), added_cond_kwargs=added,
+                return_dict=False)[0]
+    return {**inputs, "step.sample": out.float().contiguous()}
+
+
+TENSORS = {"wan_transformer_3d": wan_tensors, "autoencoder_kl_hunyuan_video": video_vae_tensors,
+           "unet_2d_condition": unet_tensors}
+
+
 def make(twinpath, family, seed, out_dir):
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([twinpath, "model", "init", "--random", f"{family}:{seed}", "--out", d],
                        check=True, stdout=subprocess.DEVNULL)
         model = CLASSES[family].from_pretrained(d).eval()
     g = torch.Generator().manual_seed(1000 * seed + len(family))
-    if family in ("wan_transformer_3d", "autoencoder_kl_hunyuan_video"):
-        made = wan_tensors if family == "wan_transformer_3d" else video_vae_tensors
-        save_file(made(model, g), os.path.join(out_dir, f"{family}-{seed}.safetensors"))
+    if family in TENSORS:
+        save_file(TENSORS[family](model, g), os.path.join(out_dir, f"{family}-{seed}.safetensors"))
         return
     vae = model
     down = 2 ** (len(vae.config.get("block_out_channels") or vae.config["num_encoder_blocks"]) - 1)

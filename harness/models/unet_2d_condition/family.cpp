@@ -82,6 +82,7 @@ class UnetFamily : public Family {
   }
 
   std::string class_name() const override { return "UNet2DConditionModel"; }
+  const ConfigSpace* config_space() const override { return &unet_2d_condition_config_space(); }
 
   Expected<std::shared_ptr<const ModelConfig>> parse_config(
       const nlohmann::json& config, const std::string& source) const override {

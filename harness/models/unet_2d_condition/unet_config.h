@@ -47,4 +47,8 @@ Expected<UnetConfig> parse_unet_config(const nlohmann::json& json, const std::st
 // [B,L,Dc] (and for text_time text_embeds [B,Dt], time_ids [B,n]); output "sample".
 Graph build_unet_graph(const UnetConfig& config);
 
+struct ConfigSpace;
+// The space `model=random:unet_2d_condition:SEED` draws from (config_space.cpp).
+const ConfigSpace& unet_2d_condition_config_space();
+
 }  // namespace tp
