@@ -46,6 +46,26 @@ TEST(MatrixConditioning, IsTheTermsSizeOverTheSums) {
   EXPECT_EQ(diff.conditioning({2, 2}), 1.0);
 }
 
+// A linear inside a fused group reads a value the run never captured (a feed-forward's
+// projection after its norm): the group's ops before it run on the reference from its inputs.
+TEST(MatrixConditioning, OfALinearWhoseInputIsInsideTheGroup) {
+  GraphBuilder b("group");
+  const int x = b.input("x");
+  const int doubled = b.binary("double", BinaryOp::kAdd, x, x);
+  b.output("y", b.linear_last("proj", doubled, 2, 1, false));
+  const Graph g = b.finish();
+  Tensor w(DType::kF32, {1, 2}), in(DType::kF32, {1, 1, 2});
+  w.data<float>()[0] = 1;
+  w.data<float>()[1] = -1;
+  in.data<float>()[0] = 1;
+  in.data<float>()[1] = 1.001f;
+  const Weights weights{{g.params.at(0).key, w}};
+  // 2 - 2.002: a sum of -0.002 from terms of size sqrt(4 + 2.002^2).
+  EXPECT_NEAR(group_matrix_conditioning(g, {0, 1}, weights, {{x, in}}),
+              std::sqrt(1 + 1.001f * 1.001f) / (1.001f - 1), 0.5);
+  EXPECT_EQ(group_matrix_conditioning(g, {0, 1}, weights, {}), 1.0);  // nothing to run it from
+}
+
 TEST(MatrixConditioning, ScalesTheLocalBoundAndNamesIt) {
   ValuePath path{{DType::kF16}, DType::kF32, 54, DType::kF32};
   const Tolerance plain = local_tolerance(OpClass::kConv, path);

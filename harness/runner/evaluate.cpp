@@ -377,14 +377,8 @@ class GroupJudge {
                                                  ValuePath path) const {
     const compiled::Plan& plan = *g.plan;
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
-    const Weights& weights = p_.model_of(plan.graph->name, g.scope).weights;
-    for (int o : grp.ops) {
-      const Op& op = plan.graph->ops[std::size_t(o)];
-      auto x = op.inputs.size() == 1 ? want.find(op.inputs[0]) : want.end();
-      if (!is_matrix_op(op.kind) || x == want.end()) continue;
-      if (auto k = matrix_conditioning(*plan.graph, o, weights, x->second); k.ok())
-        path.matrix_conditioning = std::max(path.matrix_conditioning, *k);
-    }
+    path.matrix_conditioning = group_matrix_conditioning(
+        *plan.graph, grp.ops, p_.model_of(plan.graph->name, g.scope).weights, want);
     if (path.matrix_conditioning <= 1) return std::nullopt;
     return local_tolerance(class_of(plan, grp), path);
   }

@@ -1,6 +1,8 @@
 #include "harness/runner/matrix_conditioning.h"
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "reference/executor.h"
 
@@ -43,6 +45,50 @@ Expected<double> matrix_conditioning(const Graph& g, int op, const Weights& weig
                       ref::run_graph(one, squares, {{input, squared(x)}}, DType::kF64));
   const double size = sum_of(y.front().second, true);
   return size > 0 ? std::sqrt(sum_of(terms.front().second, false) / size) : 1.0;
+}
+
+namespace {
+
+// Value `v` as the group's ops before `before` (an index into `ops`) compute it from `values`,
+// on the reference in f64; nothing where an input of theirs is not in `values`.
+std::optional<Tensor> computed_input(const Graph& g, const std::vector<int>& ops,
+                                     std::size_t before, int v, const Weights& weights,
+                                     const std::map<int, Tensor>& values) {
+  const Graph prefix = subgraph(g, std::vector<int>(ops.begin(), ops.begin() + long(before)));
+  NamedTensors inputs;
+  for (const auto& [name, id] : prefix.inputs) {
+    auto known = values.find(id);
+    if (known == values.end()) return std::nullopt;
+    inputs.emplace_back(name, known->second);
+  }
+  auto out = ref::run_graph(prefix, weights, inputs, DType::kF64);
+  if (!out.ok()) return std::nullopt;
+  for (const auto& [name, id] : prefix.outputs)
+    if (id == v)
+      if (const Tensor* t = find_tensor(*out, name)) return *t;
+  return std::nullopt;
+}
+
+}  // namespace
+
+double group_matrix_conditioning(const Graph& g, const std::vector<int>& ops,
+                                 const Weights& weights, const std::map<int, Tensor>& values) {
+  double worst = 1;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = g.ops.at(std::size_t(ops[i]));
+    if (!is_matrix_op(op.kind) || op.inputs.size() != 1) continue;
+    std::optional<Tensor> computed;
+    const Tensor* x = nullptr;
+    if (auto known = values.find(op.inputs[0]); known != values.end()) {
+      x = &known->second;
+    } else {
+      computed = computed_input(g, ops, i, op.inputs[0], weights, values);
+      if (computed) x = &*computed;
+    }
+    if (!x) continue;
+    if (auto k = matrix_conditioning(g, ops[i], weights, *x); k.ok()) worst = std::max(worst, *k);
+  }
+  return worst;
 }
 
 }  // namespace tp

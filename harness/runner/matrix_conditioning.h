@@ -2,6 +2,9 @@
 // roundings of its input, weight and bias move it, where its sums cancel.
 #pragma once
 
+#include <map>
+#include <vector>
+
 #include "harness/core/checkpoint.h"
 #include "harness/core/graph.h"
 
@@ -15,5 +18,12 @@ namespace tp {
 // is larger by this factor. 1 when the output is zero.
 Expected<double> matrix_conditioning(const Graph& g, int op, const Weights& weights,
                                      const Tensor& x);
+
+// The largest matrix_conditioning of the conv and linear ops among `ops` (a fused group of `g`,
+// in order), each on its input as the reference computes it: a value of `values` (the group's
+// captured inputs), or else the group's ops before it run on the reference (in f64) from them
+// (a feed-forward's projection after its norm). 1 where none can be measured.
+double group_matrix_conditioning(const Graph& g, const std::vector<int>& ops,
+                                 const Weights& weights, const std::map<int, Tensor>& values);
 
 }  // namespace tp
