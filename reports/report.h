@@ -41,6 +41,10 @@ std::string case_lines(const CaseResult& r);
 // (w=f16,a=bf16 x34, ...)". A reason's layer prefix and advice are left out of the grouping.
 // "" when there are none.
 std::string refusal_summary(const std::vector<CaseResult>& cases);
+// The drawn-config cases (model=random:FAMILY:SEED) whose input search ran, per family: "input
+// search: 2 of 480 drawn cases needed a scaled input (autoencoder_kl 2), 0 found none". ""
+// when the cases hold no drawn config.
+std::string input_search_summary(const std::vector<CaseResult>& cases);
 // Whether a run with these cases exits 1 (a case failed, errored, or found a NaN).
 bool any_failure(const std::vector<CaseResult>& cases);
 

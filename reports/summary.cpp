@@ -202,4 +202,30 @@ Status write_junit(const std::string& path, const RunReport& report) {
   });
 }
 
+std::string input_search_summary(const std::vector<CaseResult>& cases) {
+  static const std::string kDrawn = "model=random:";
+  int drawn = 0, scaled = 0, unhelped = 0;
+  std::map<std::string, int> per_family;
+  for (const CaseResult& c : cases) {
+    const std::size_t at = c.id.find(kDrawn);
+    if (at == std::string::npos) continue;
+    ++drawn;
+    if (c.input_search.empty()) continue;
+    const std::size_t from = at + kDrawn.size();
+    ++per_family[c.id.substr(from, c.id.find(':', from) - from)];
+    (c.input_search.rfind("scaled", 0) == 0 ? scaled : unhelped) += 1;
+  }
+  if (drawn == 0) return "";
+  std::string text = "input search: " + std::to_string(scaled + unhelped) + " of " +
+                     std::to_string(drawn) +
+                     " drawn cases had a constant or non-finite reference "
+                     "output on their input";
+  if (scaled + unhelped == 0) return text;
+  std::string families;
+  for (const auto& [family, n] : per_family)
+    families += (families.empty() ? "" : ", ") + family + " " + std::to_string(n);
+  return text + " (" + families + "); " + std::to_string(scaled) + " took a scaled input, " +
+         std::to_string(unhelped) + " found none";
+}
+
 }  // namespace tp

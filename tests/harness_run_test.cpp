@@ -21,16 +21,13 @@
 #include "harness/runner/runs.h"
 #include "harness/runner/tolerance.h"
 #include "reference/executor.h"
+#include "tests/support/case_line.h"
 #include "tests/support/command.h"
 
 namespace tp {
 namespace {
 
-Case case_of(const std::string& line) {
-  auto c = parse_case(line);
-  if (!c.ok()) throw std::runtime_error(c.error().message());
-  return *c;
-}
+using testing::case_of;
 
 CaseResult run(const std::string& line, RunOptions options = {}) {
   static ModelCache models;

@@ -413,6 +413,8 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   if (o.json) std::cout << json_text(run_json(report), 2) << "\n";
   if (const std::string refused = refusal_summary(report.cases); !refused.empty())
     progress << refused << "\n";
+  if (const std::string searched = input_search_summary(report.cases); !searched.empty())
+    progress << searched << "\n";
   progress << outcome_counts(report.cases) << "\n";
   if (report.incomplete) return 128 + g_stop_signal;  // as the signal's own exit status
   if (any_failure(report.cases) || regressed) return 1;

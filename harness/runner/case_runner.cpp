@@ -13,6 +13,7 @@
 #include "harness/core/numbers.h"
 #include "harness/core/rng.h"
 #include "harness/core/tensor_io.h"
+#include "harness/models/config_space.h"
 #include "harness/runner/group_repro.h"
 #include "harness/runner/memory_budget.h"
 #include "harness/runner/runs.h"
@@ -440,6 +441,7 @@ CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& m
     }
   }
   r.checkpoints = e.checkpoints;
+  r.degenerate_reference = e.degenerate_reference;
   if (e.non_finite) {
     r.provenance = locate_non_finite(p, *ref, *run);
     if (r.provenance.found && r.provenance.group >= 0 && !o.repro_file.empty()) {
@@ -474,8 +476,35 @@ CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& m
 
 }  // namespace
 
+CaseResult search_input(const Case& c, CaseResult first,
+                        const std::function<CaseResult(const Case&)>& run) {
+  double sigma = 1;
+  if (c.input != "normal" && !(c.input.rfind("normal*", 0) == 0 &&
+                               parse_double(std::string_view(c.input).substr(7), sigma)))
+    return first;
+  const std::string standard = "input=" + c.input;
+  for (double k : kInputScales) {
+    Case scaled = c;
+    scaled.input = "normal*" + printf_numbers("%.9g", sigma * k);
+    CaseResult r = run(scaled);
+    if (r.degenerate_reference) continue;
+    r.input_search = "scaled by " + printf_numbers("%.9g", k) + " (input=" + scaled.input + ")";
+    r.reason += "; input search: the reference output was constant or non-finite on " + standard +
+                ", so the input was " + r.input_search;
+    r.id = first.id;
+    return r;
+  }
+  first.input_search = "none of the scales 1/4, 4, 1/16, 16 helped";
+  first.reason += "; input search: the reference output is constant or non-finite on " + standard +
+                  " and on it scaled by 1/4, 4, 1/16 and 16";
+  return first;
+}
+
 CaseResult run_case(const Case& c, const RunOptions& o, ModelCache& models) {
   CaseResult r = run_case_as_written(c, o, models);
+  if (r.degenerate_reference && is_random_config_name(c.model))
+    r = search_input(c, std::move(r),
+                     [&](const Case& scaled) { return run_case_as_written(scaled, o, models); });
   if (!c.expect_failure) return r;
   // expect=failed, as a test runner's expected failure: the verdict is inverted, its reason kept.
   if (r.outcome == Outcome::kFailed) {

@@ -2,6 +2,7 @@
 // every checkpoint without changing what runs, compares them, and decides: the harness's core.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -58,5 +59,16 @@ Status check_cases_before_running(const std::vector<const Case*>& cases, ModelCa
 
 // Never fails: what goes wrong is the result's ERROR (or SKIPPED / UNSUPPORTED) with its reason.
 CaseResult run_case(const Case& c, const RunOptions& options, ModelCache& models);
+
+// The input search of issue 43 (NNSmith's): run_case calls it for a drawn config
+// (model=random:...) whose reference output on the case's input=normal[*SIGMA] was constant or
+// held non-finite values (`first`, CaseResult::degenerate_reference): `run` on the case with
+// that input scaled by each of kInputScales in turn; the first whose reference output is
+// neither is the result, under the listed case's id, its repro the scaled line and its reason
+// saying so (CaseResult::input_search); else `first`, saying what was tried. Other inputs
+// (image, stress, files) are left as they are.
+constexpr double kInputScales[] = {0.25, 4, 1.0 / 16, 16};
+CaseResult search_input(const Case& c, CaseResult first,
+                        const std::function<CaseResult(const Case&)>& run);
 
 }  // namespace tp

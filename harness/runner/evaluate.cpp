@@ -451,12 +451,17 @@ void judge_output(const std::string& label, const std::string& name, const std::
     fail(e, label + ": " + why);
   }
   double value = 0;
-  if (constant(*want, value) && !e.mistrusted) {
-    e.mistrusted = true;
-    e.mistrust_reason =
-        "the reference " + label + " is constant (every element " + printf_numbers("%.6g", value) +
-        "), so agreeing with it proves nothing; check the model's weights and the input";
+  if (constant(*want, value)) {
+    e.degenerate_reference = true;
+    if (!e.mistrusted) {
+      e.mistrusted = true;
+      e.mistrust_reason = "the reference " + label + " is constant (every element " +
+                          printf_numbers("%.6g", value) +
+                          "), so agreeing with it proves nothing; check the model's weights and "
+                          "the input";
+    }
   }
+  if (rec.accumulated.non_finite_want > 0) e.degenerate_reference = true;
   e.checkpoints.push_back(std::move(rec));
 }
 

@@ -219,6 +219,9 @@ struct Evaluation {
   bool non_finite = false;  // a non-finite value where the reference is finite
   bool mistrusted = false;
   std::string mistrust_reason;
+  // A reference output constant or holding non-finite values: on this input the case proves
+  // nothing there (a drawn config's case then searches another input scale, case_runner.h).
+  bool degenerate_reference = false;
 };
 
 // Compares every captured checkpoint (with local error when `local`) and the outputs, against
