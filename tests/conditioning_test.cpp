@@ -9,6 +9,7 @@
 #include "harness/runner/case_runner.h"
 #include "harness/runner/matrix_conditioning.h"
 #include "harness/runner/tolerance.h"
+#include "tests/support/case_line.h"
 
 namespace tp {
 namespace {
@@ -81,11 +82,11 @@ TEST(MatrixConditioning, ScalesTheLocalBoundAndNamesIt) {
 // (1.47e-3). Judged with the conditioning, the case passes and the record names it.
 TEST(MatrixConditioning, ACancellingConvOfADrawnVideoVaeIsJudgedWithIt) {
   ModelCache models;
-  auto c = parse_case(
-      "video.roundtrip model=random:autoencoder_kl_hunyuan_video:6 res=32x48 w=f16 a=f16 acc=f32 "
-      "frames=5");
-  ASSERT_TRUE(c.ok()) << c.error().message();
-  const CaseResult r = run_case(*c, RunOptions{}, models);
+  const CaseResult r =
+      run_case(testing::case_of("video.roundtrip model=random:autoencoder_kl_hunyuan_video:6 "
+                                "res=32x48 w=f16 a=f16 acc=f32 "
+                                "frames=5"),
+               RunOptions{}, models);
   ASSERT_EQ(r.outcome, Outcome::kPassed) << r.reason;
   const ValuePath plain{{DType::kF16}, DType::kF32, 54, DType::kF32};
   bool found = false;

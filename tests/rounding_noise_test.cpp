@@ -14,6 +14,7 @@
 #include "harness/models/vae/vae_graphs.h"
 #include "harness/runner/case_runner.h"
 #include "reference/executor.h"
+#include "tests/support/case_line.h"
 #include "tests/support/compare.h"
 
 namespace tp {
@@ -66,11 +67,11 @@ TEST(RoundingNoise, DrawsAfterTheFirstAreSeededApart) {
 // estimates 0.398, so the bound is 1.19, which proves nothing: the case is mistrusted, not passed.
 TEST(RoundingNoise, AVacuousBoundAfterMoreDrawsMistrustsTheCase) {
   ModelCache models;
-  auto c = parse_case(
-      "video.roundtrip model=random:autoencoder_kl_hunyuan_video:43 res=32x48 w=bf16 a=bf16 "
-      "acc=f32 frames=5");
-  ASSERT_TRUE(c.ok()) << c.error().message();
-  const CaseResult r = run_case(*c, RunOptions{}, models);
+  const CaseResult r = run_case(
+      testing::case_of(
+          "video.roundtrip model=random:autoencoder_kl_hunyuan_video:43 res=32x48 w=bf16 a=bf16 "
+          "acc=f32 frames=5"),
+      RunOptions{}, models);
   EXPECT_EQ(r.outcome, Outcome::kMistrusted) << r.reason;
   EXPECT_NE(r.reason.find("proves nothing"), std::string::npos) << r.reason;
   bool drawn_again = false;
