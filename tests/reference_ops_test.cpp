@@ -107,6 +107,16 @@ std::vector<OpCase> op_cases() {
        {1, 4, 5, 6, 7},
        nd_conv(4, 5, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {2, 1, 1}, {0, 1, 1}, PadMode::kReplicate, 1,
                true)},
+      // Lines of 37 and 40: panels of 16 inside one line, at its replicated or zero edges, and
+      // across two lines (the fp32 packer's three cases).
+      {"nd_conv3d_causal_replicate_wide_lines",
+       {1, 3, 3, 4, 37},
+       nd_conv(3, 4, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {2, 1, 1}, {0, 1, 1}, PadMode::kReplicate, 1,
+               true)},
+      {"nd_conv3d_zeros_dilated_wide_lines",
+       {1, 2, 3, 5, 40},
+       nd_conv(2, 3, {2, 3, 3}, {1, 1, 1}, {1, 2, 2}, {1, 2, 3}, {0, 1, 2}, PadMode::kZeros, 1,
+               true)},
       {"nd_conv3d_stride2_zeros_nobias",
        {1, 3, 6, 8, 8},
        nd_conv(3, 4, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {2, 1, 1}, {0, 1, 1}, PadMode::kZeros, 1,

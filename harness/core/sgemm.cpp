@@ -282,6 +282,24 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 }
 #endif
 
+#if defined(__AVX512F__)
+// A full panel of a row-major A (16 rows, col_stride 1), 16 columns at a time through a 16x16
+// transpose in registers: each store a whole panel row (the element loop below writes each line
+// of the panel 16 times, one float at a time).
+void pack_a_panel_rows(const float* src, int64_t row_stride, int64_t k, float* out) {
+  static_assert(kMr == 16 && kNr == 16);
+  for (int64_t k0 = 0; k0 < k; k0 += 16) {
+    const int64_t len = std::min<int64_t>(16, k - k0);
+    const __mmask16 mask = __mmask16((1u << len) - 1);
+    __m512 block[16];
+#pragma GCC unroll 16
+    for (int r = 0; r < 16; ++r) block[r] = _mm512_maskz_loadu_ps(mask, src + r * row_stride + k0);
+    simd::transpose16(block);
+    for (int64_t i = 0; i < len; ++i) _mm512_storeu_ps(out + (k0 + i) * kMr, block[i]);
+  }
+}
+#endif
+
 // A [m, k] into panels of kMr rows: dst[p * k * kMr + kk * kMr + r] = A(p * kMr + r, kk).
 void pack_a(const Strided& a, int64_t m, int64_t k, float* dst, int threads) {
   const int64_t panels = (m + kMr - 1) / kMr;
@@ -289,6 +307,12 @@ void pack_a(const Strided& a, int64_t m, int64_t k, float* dst, int threads) {
   for (int64_t p = 0; p < panels; ++p) {
     float* out = dst + p * k * kMr;
     const int64_t rows = std::min(kMr, m - p * kMr);
+#if defined(__AVX512F__)
+    if (rows == kMr && a.col_stride == 1) {
+      pack_a_panel_rows(a.data + p * kMr * a.row_stride, a.row_stride, k, out);
+      continue;
+    }
+#endif
     if (rows < kMr) std::fill(out, out + k * kMr, 0.0f);
     for (int64_t r = 0; r < rows; ++r) {
       const float* src = a.data + (p * kMr + r) * a.row_stride;

@@ -1,7 +1,8 @@
 // N-dimensional convolution (1 to 3 spatial axes): per-axis stride, dilation and padding, zero
 // or replicate padding (a causal time axis is padding (k-1)*dilation before, 0 after: diffusers'
 // HunyuanVideoCausalConv3d), grouped. One group: in fp32 the shared sgemm over every output
-// position, its B panels gathered from the input (implicit GEMM); in fp64 im2col over blocks of
+// position, its B panels gathered from the input (implicit GEMM: a panel row of 16 positions in
+// one output line is one vector copy, edges filled in registers); in fp64 im2col over blocks of
 // output positions and Eigen, so the column buffer stays small at any size;
 // grouped convs: direct loops, accumulating in T. A conv that conv2d_window() takes runs on the
 // image conv (conv2d.cpp).
@@ -9,6 +10,10 @@
 #include <algorithm>
 #include <type_traits>
 #include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #include "harness/core/parallel.h"
 #include "harness/core/sgemm.h"
@@ -118,10 +123,180 @@ void im2col(const T* x, int64_t cin, const Geometry& g, int64_t o0, int64_t n, T
   }
 }
 
+// A run of a panel's lanes that lies in one output line: lanes [a, b) are that line's output
+// columns ox_a, ox_a + 1, ... (a stride-1 last axis); the line's first input coordinates in time
+// and height before a tap's shift (output coordinate x stride).
+struct Segment {
+  int64_t t, y, a, b, ox_a;
+};
+
+// A tap of the kernel as its shift along each axis (k * dilation - pad_lo).
+struct Shift {
+  int64_t at[3];
+};
+
+// One K row of the patch matrix (one input channel and tap): the channel's first element and
+// the tap's index in the kernel.
+struct Tap {
+  int64_t channel, kk;
+};
+
+// Where a tap reads a panel that lies in one output line: a line of the input from `offset`
+// (past the channel's first element), wholly inside it (kInside), partly in the pad (kEdge), or
+// a zero pad line (kZero).
+struct TapRead {
+  enum Kind : int8_t { kZero, kInside, kEdge } kind;
+  int64_t offset;
+};
+
+// Lanes [a, b) of a panel row: the input line at row_ptr (in_w values) read from column
+// ix_a + (l - a) for lane l, the pad outside (the edge value when replicating, else 0). Lanes
+// outside [a, b) are kept.
+#if defined(__AVX512F__)
+using PanelRow = __m512;
+inline PanelRow zero_row() { return _mm512_setzero_ps(); }
+inline __mmask16 lanes(int64_t lo, int64_t hi) {
+  return hi <= lo ? __mmask16(0) : __mmask16(((1u << (hi - lo)) - 1) << lo);
+}
+inline PanelRow put_segment(PanelRow v, const float* row_ptr, int64_t in_w, int64_t ix_a, int64_t a,
+                            int64_t b, bool replicate) {
+  static_assert(sgemm::kNr == 16);
+  const int64_t lo = std::clamp(a - ix_a, a, b), hi = std::clamp(a + in_w - ix_a, lo, b);
+  v = _mm512_mask_loadu_ps(v, lanes(lo, hi), row_ptr + ix_a - a);
+  if (replicate && lo > a) v = _mm512_mask_mov_ps(v, lanes(a, lo), _mm512_set1_ps(row_ptr[0]));
+  if (replicate && hi < b)
+    v = _mm512_mask_mov_ps(v, lanes(hi, b), _mm512_set1_ps(row_ptr[in_w - 1]));
+  return v;
+}
+inline void store_row(PanelRow v, float* dst) { _mm512_storeu_ps(dst, v); }
+inline void copy_panel_row(const float* src, float* dst) {
+  _mm512_storeu_ps(dst, _mm512_loadu_ps(src));
+}
+#else
+struct PanelRow {
+  float v[sgemm::kNr];
+};
+inline PanelRow zero_row() { return PanelRow{}; }
+inline PanelRow put_segment(PanelRow v, const float* row_ptr, int64_t in_w, int64_t ix_a, int64_t a,
+                            int64_t b, bool replicate) {
+  for (int64_t l = a; l < b; ++l) {
+    const int64_t ix = ix_a + l - a;
+    if (ix >= 0 && ix < in_w)
+      v.v[l] = row_ptr[ix];
+    else if (replicate)
+      v.v[l] = row_ptr[ix < 0 ? 0 : in_w - 1];
+  }
+  return v;
+}
+inline void store_row(const PanelRow& v, float* dst) { std::copy_n(v.v, sgemm::kNr, dst); }
+inline void copy_panel_row(const float* src, float* dst) { std::copy_n(src, sgemm::kNr, dst); }
+#endif
+
+// Splits the panel of output positions [o, o + cols) into its output lines.
+int split_lines(const Geometry& g, int64_t o, int64_t cols, Segment* segments) {
+  int count = 0;
+  for (int64_t a = 0; a < cols;) {
+    const int64_t line = (o + a) / g.out[2], ox = (o + a) % g.out[2];
+    const int64_t b = std::min(cols, a + g.out[2] - ox);
+    segments[count++] = {line / g.out[1] * g.s[0], line % g.out[1] * g.s[1], a, b, ox};
+    a = b;
+  }
+  return count;
+}
+
+// Input coordinate along axis `axis` (0: time, 1: height) of a segment's strided coordinate
+// under a tap's shift, or -1 where the zero pad is read.
+int64_t input_coord(const Geometry& g, int axis, int64_t strided, int64_t shift) {
+  const int64_t i = strided + shift;
+  if (g.replicate) return std::clamp<int64_t>(i, 0, g.in[axis] - 1);
+  return i < 0 || i >= g.in[axis] ? int64_t(-1) : i;
+}
+
+// A panel of kNr output positions in one output line (the common case): where each tap reads is
+// worked out once for the panel, and a tap that reads inside the input is one vector copy.
+void pack_line_panel(const float* x, const Geometry& g, const std::vector<Shift>& shifts,
+                     const std::vector<Tap>& taps, const Segment& seg, float* panel) {
+  constexpr int64_t nr = sgemm::kNr;
+  thread_local std::vector<TapRead> reads;
+  reads.resize(shifts.size());
+  for (std::size_t kk = 0; kk < shifts.size(); ++kk) {
+    const int64_t it = input_coord(g, 0, seg.t, shifts[kk].at[0]);
+    const int64_t iy = input_coord(g, 1, seg.y, shifts[kk].at[1]);
+    const int64_t ix = seg.ox_a + shifts[kk].at[2];
+    TapRead& read = reads[kk];
+    read.offset = (it * g.in[1] + iy) * g.in[2];
+    read.kind = it < 0 || iy < 0                ? TapRead::kZero
+                : ix >= 0 && ix + nr <= g.in[2] ? TapRead::kInside
+                                                : TapRead::kEdge;
+    if (read.kind == TapRead::kInside) read.offset += ix;
+  }
+  for (std::size_t r = 0; r < taps.size(); ++r) {
+    const Tap& t = taps[r];
+    const TapRead& read = reads[std::size_t(t.kk)];
+    float* out = panel + int64_t(r) * nr;
+    if (read.kind == TapRead::kInside) {
+      copy_panel_row(x + t.channel + read.offset, out);
+      continue;
+    }
+    PanelRow v = zero_row();
+    if (read.kind == TapRead::kEdge)
+      v = put_segment(v, x + t.channel + read.offset, g.in[2],
+                      seg.ox_a + shifts[std::size_t(t.kk)].at[2], 0, nr, g.replicate);
+    store_row(v, out);
+  }
+}
+
+// The rows [k0, k0 + kc) of the patch matrix for a stride-1 last axis, a panel at a time and
+// each panel row (one tap, kNr output positions) as one vector: the panel is written in order
+// and each of its rows is one or a few runs of the input, read with edge lanes filled.
+void pack_panels(const float* x, const Geometry& g, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
+                 float* dst) {
+  constexpr int64_t nr = sgemm::kNr;
+  thread_local std::vector<Shift> shifts;
+  thread_local std::vector<Tap> taps;
+  const int64_t k_vol = g.k_vol();
+  shifts.resize(std::size_t(k_vol));
+  for (int64_t kk = 0; kk < k_vol; ++kk) {
+    const int64_t k_at[3] = {kk / (g.k[1] * g.k[2]), (kk / g.k[2]) % g.k[1], kk % g.k[2]};
+    for (int a = 0; a < 3; ++a) shifts[std::size_t(kk)].at[a] = k_at[a] * g.d[a] - g.lo[a];
+  }
+  taps.resize(std::size_t(kc));
+  for (int64_t r = 0; r < kc; ++r)
+    taps[std::size_t(r)] = {(k0 + r) / k_vol * g.in_vol(), (k0 + r) % k_vol};
+  Segment segments[nr];
+  for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+    const int count = split_lines(g, n0 + j0, std::min(nr, nc - j0), segments);
+    float* panel = dst + (j0 / nr) * kc * nr;
+    if (count == 1 && segments[0].b == nr) {
+      pack_line_panel(x, g, shifts, taps, segments[0], panel);
+      continue;
+    }
+    for (int64_t r = 0; r < kc; ++r) {
+      const Tap& t = taps[std::size_t(r)];
+      const Shift& shift = shifts[std::size_t(t.kk)];
+      PanelRow v = zero_row();
+      for (int s = 0; s < count; ++s) {
+        const Segment& seg = segments[s];
+        const int64_t it = input_coord(g, 0, seg.t, shift.at[0]);
+        const int64_t iy = input_coord(g, 1, seg.y, shift.at[1]);
+        if (it < 0 || iy < 0) continue;
+        const float* row_ptr = x + t.channel + (it * g.in[1] + iy) * g.in[2];
+        v = put_segment(v, row_ptr, g.in[2], seg.ox_a + shift.at[2], seg.a, seg.b, g.replicate);
+      }
+      store_row(v, panel + r * nr);
+    }
+  }
+}
+
 // fp32: the patch matrix packed straight from the input, block by block as sgemm asks (implicit
-// GEMM: the weights packed once per call, no column buffer).
+// GEMM: the weights packed once per call, no column buffer). A stride-1 last axis (every conv
+// of the video VAEs but their downsamplers) a panel at a time; others a patch row at a time.
 sgemm::PackB implicit_patches(const float* x, const Geometry& g) {
   constexpr int64_t nr = sgemm::kNr;
+  if (g.s[2] == 1)
+    return [x, g](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+      pack_panels(x, g, k0, kc, n0, nc, dst);
+    };
   return [x, g](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
     auto at = [dst, kc](int64_t r, int64_t j) {
       return dst + (j / nr) * kc * nr + r * nr + j % nr;

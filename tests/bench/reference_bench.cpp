@@ -85,6 +85,57 @@ BENCHMARK(BM_ConvTorch)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// HunyuanVideo's causal 3x3x3 convs (replicate pad in space, k-1 frames before) at the shapes of
+// its decoder on a 64x64-pixel tile (diffusers' enable_tiling(64, 64, 48, 48): latents of 8x8,
+// 5 frames), the reference's conv op beside LibTorch's conv3d (after its F.pad, as diffusers).
+struct CausalConvShape {
+  const char* where;
+  int cin, cout, t, h, w;
+};
+const CausalConvShape kCausalConvShapes[] = {
+    {"decoder.up_blocks.0.resnets.*.conv*", 512, 512, 5, 8, 8},
+    {"decoder.up_blocks.1.resnets.*.conv*", 512, 512, 9, 16, 16},
+    {"decoder.up_blocks.2.resnets.0.conv1", 512, 256, 17, 32, 32},
+    {"decoder.up_blocks.2.resnets.1.conv*", 256, 256, 17, 32, 32},
+    {"decoder.up_blocks.3.resnets.0.conv1", 256, 128, 17, 64, 64},
+    {"decoder.up_blocks.3.resnets.1.conv*", 128, 128, 17, 64, 64},
+};
+
+void causal_conv_bench(benchmark::State& state, bool torch) {
+  const CausalConvShape& s = kCausalConvShapes[state.range(0)];
+  GraphBuilder b("bench.conv3d");
+  b.output("y", b.conv("conv", b.input("x"), s.cin, s.cout, {3, 3, 3}, {1, 1, 1}, {1, 1, 1},
+                       {2, 1, 1}, {0, 1, 1}, PadMode::kReplicate));
+  const Graph g = b.finish();
+  const Weights w{{"conv.weight", random_f32({s.cout, s.cin, 3, 3, 3}, "w")},
+                  {"conv.bias", random_f32({s.cout}, "b")}};
+  const NamedTensors in = {{"x", random_f32({1, s.cin, s.t, s.h, s.w}, "x")}};
+  const OpAttrs& attrs = g.ops.back().attrs;
+  for (auto _ : state) {
+    if (!torch) {
+      benchmark::DoNotOptimize(
+          ref::conv<float>(in[0].second, w.at("conv.weight"), &w.at("conv.bias"), attrs));
+      continue;
+    }
+    auto out = torch_path::run_graph(g, w, in, DType::kF32);
+    if (!out.ok()) state.SkipWithError(out.error().message().c_str());
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * s.cin * s.cout * 27 * s.t * s.h * s.w,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(s.where);
+}
+void BM_CausalConv3dReferenceOp(benchmark::State& state) { causal_conv_bench(state, false); }
+void BM_CausalConv3dTorch(benchmark::State& state) { causal_conv_bench(state, true); }
+BENCHMARK(BM_CausalConv3dReferenceOp)
+    ->DenseRange(0, std::size(kCausalConvShapes) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_CausalConv3dTorch)
+    ->DenseRange(0, std::size(kCausalConvShapes) - 1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
 void linear_bench(benchmark::State& state, bool torch) {
   const bench::LinearShape& s = bench::kLinearShapes[state.range(0)];
   GraphBuilder b("bench.linear");
