@@ -71,6 +71,12 @@ std::string Case::policy_text() const {
   return p;
 }
 
+std::optional<double> normal_sigma(const std::string& input) {
+  if (input == "normal") return 1.0;
+  if (input.rfind("normal*", 0) != 0) return std::nullopt;
+  return parse_number<double>(std::string_view(input).substr(7));
+}
+
 std::string resolution_text(int64_t height, int64_t width) {
   return std::to_string(height) + "x" + std::to_string(width);
 }
@@ -272,15 +278,26 @@ const std::vector<CaseOption> kOptions = {
        return Status();
      },
      [](const Case& c) { return c.input != "normal" ? c.input : ""; }},
-    {"weights", "weights=ties",
-     "reshapes the model's conv and linear weights so fp8 quantization meets exact ties (each "
-     "channel's max |w| 1.75 * 2^m, 5 significant bits)",
+    {"weights", "weights=ties|*K",
+     "ties: reshapes the model's conv and linear weights so fp8 quantization meets exact ties "
+     "(each channel's max |w| 1.75 * 2^m, 5 significant bits); *K: multiplies every conv and "
+     "linear weight matrix by K",
      [](Case& c, std::string_view v) -> Status {
-       if (v != "ties") return Status(Error("expected weights=ties"));
-       c.tie_weights = true;
+       if (v == "ties") {
+         c.tie_weights = true;
+         return Status();
+       }
+       double k = 0;
+       if (v.empty() || v[0] != '*' || !parse_double(v.substr(1), k) || !(k > 0) ||
+           !std::isfinite(k))
+         return Status(Error("expected weights=ties or weights=*K with a positive, finite K"));
+       c.weight_scale = k;
        return Status();
      },
-     [](const Case& c) { return c.tie_weights ? std::string("ties") : std::string(); }},
+     [](const Case& c) {
+       if (c.tie_weights) return std::string("ties");
+       return c.weight_scale != 1 ? "*" + printf_numbers("%.9g", c.weight_scale) : std::string();
+     }},
     {"boost", "boost=LAYER*FACTOR",
      "multiplies one layer's weight and bias (an f16 overflow on demand; 0: a constant output)",
      [](Case& c, std::string_view v) -> Status {

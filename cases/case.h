@@ -4,7 +4,7 @@
 //   vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 [scale=channel|tensor]
 //     [sat=satfinite|nonsat] [clip=Q] [attn=f32|act] [keep=GLOB+GLOB] [tiling=on] [tile=MIN:STRIDE]
 //     [framewise=on|off] [tile_frames=MIN:STRIDE]
-//     [input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE] [weights=ties] [boost=LAYER*FACTOR]
+//     [input=normal|normal*SIGMA|image|dc*K|heavy|runs|FILE] [weights=ties|*K] [boost=LAYER*FACTOR]
 //     [warm=MODEL] [inject=FAULT+FAULT] [ref=f64] [reload=on] [interleave=on] [seed=N]
 //     [shapes=exact|bucket:N] [kernels=per-op|fused] [graphs=on|off]
 //   PIPELINE ... [KEY=VALUE of the pipeline's family: steps=, guidance=, vae=, ...]
@@ -26,7 +26,8 @@
 // `heavy` and `runs` stress the numerics (cases/stress_inputs.h): per-channel offsets of +-K
 // (norms whose mean dwarfs the spread), Student's t tails, runs of 8 equal values (softmax ties).
 // `weights=ties` reshapes the model's conv and linear weights so fp8 quantization meets exact ties
-// (harness/models/model.h make_weights_tie_prone).
+// (harness/models/model.h make_weights_tie_prone); `weights=*K` multiplies every conv and linear
+// weight matrix by K (scale_weight_matrices; the input search of a drawn config writes it).
 // `stream=` runs resolutions in order through one compiled session (field report 5): each is
 // compared with the reference; the report counts compilations, compile time and arena memory
 // per step; with shapes=bucket:N each output must also equal the exact-shape one; with
@@ -68,6 +69,7 @@ struct Case {
   int64_t tile_min_frames = 0, tile_stride_frames = 0;  // 0: diffusers' defaults
   std::string input = "normal";
   bool tie_weights = false;  // weights=ties: make_weights_tie_prone (fp8 rounding ties)
+  double weight_scale = 1;   // weights=*K: every conv and linear weight matrix times K
   std::string boost_layer;
   double boost_factor = 1;
   std::string warm;  // a model run first in the same session
@@ -124,6 +126,8 @@ Status check_case(const Case& c);
 // acc=, scale=, sat=, clip= and attn= options.
 Status apply_policy_text(Case& c, std::string_view policy);
 std::string resolution_text(int64_t height, int64_t width);  // "64x80"
+// The SIGMA of a case's input=normal (1) or input=normal*SIGMA; none for any other input.
+std::optional<double> normal_sigma(const std::string& input);
 // A size as a case's mem= and `--mem` take it: a whole number of KiB, MiB or GiB ("8GiB").
 bool parse_memory_size(std::string_view text, int64_t& bytes);
 // "vae.encode, vae.decode or vae.roundtrip": every pipeline a family runs.

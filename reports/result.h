@@ -104,7 +104,7 @@ struct CaseResult {
   std::vector<ContractRow> contract;  // every plan's rounding points, group by group
   std::vector<PlanSummary> plans;     // the compiled session's plans, in compile order
   bool degenerate_reference = false;  // a reference output constant or non-finite (Evaluation)
-  // A drawn config's input search (case_runner.h): the scale it took, or that none helped; empty
+  // A drawn config's input search (case_runner.h): the scaling it took, or that none helped; empty
   // where the standard input's reference output was neither constant nor non-finite.
   std::string input_search;
 };

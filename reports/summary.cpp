@@ -213,7 +213,7 @@ std::string input_search_summary(const std::vector<CaseResult>& cases) {
     if (c.input_search.empty()) continue;
     const std::size_t from = at + kDrawn.size();
     ++per_family[c.id.substr(from, c.id.find(':', from) - from)];
-    (c.input_search.rfind("scaled", 0) == 0 ? scaled : unhelped) += 1;
+    (c.input_search.rfind("none", 0) == 0 ? unhelped : scaled) += 1;
   }
   if (drawn == 0) return "";
   std::string text = "input search: " + std::to_string(scaled + unhelped) + " of " +
@@ -224,8 +224,8 @@ std::string input_search_summary(const std::vector<CaseResult>& cases) {
   std::string families;
   for (const auto& [family, n] : per_family)
     families += (families.empty() ? "" : ", ") + family + " " + std::to_string(n);
-  return text + " (" + families + "); " + std::to_string(scaled) + " took a scaled input, " +
-         std::to_string(unhelped) + " found none";
+  return text + " (" + families + "); " + std::to_string(scaled) +
+         " took a scaled input or weights, " + std::to_string(unhelped) + " found none";
 }
 
 }  // namespace tp

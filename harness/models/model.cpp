@@ -175,6 +175,15 @@ void make_weights_tie_prone(Model& model) {
   }
 }
 
+void scale_weight_matrices(Model& model, double factor) {
+  for (auto& [key, t] : model.weights) {
+    if (t.rank() < 2) continue;
+    Tensor f = t.to(DType::kF64);
+    for (int64_t i = 0; i < f.numel(); ++i) f.data<double>()[i] *= factor;
+    t = f.to(t.dtype());
+  }
+}
+
 Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir,
                   const std::string& scale) {
   TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));

@@ -28,6 +28,10 @@ Status scale_layer(Model& model, const std::string& layer, double factor);
 // e4m3 keeps (the case option weights=ties).
 void make_weights_tie_prone(Model& model);
 
+// Every conv and linear weight matrix (rank >= 2) times `factor`; biases and norm affines kept
+// (the case option weights=*K, which a drawn config's input search tries).
+void scale_weight_matrices(Model& model, double factor);
+
 // The same model in memory (m.dir holds the config name), without writing files.
 Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed);
 // `scale` (optional, "LAYER*FACTOR") applies scale_layer before writing.

@@ -29,18 +29,15 @@ uint64_t model_seed(const std::string& name) { return hash_name("model:" + name)
 // file (the primary one, and the others the file holds by name; the rest generated).
 Expected<NamedTensors> case_inputs(const Case& c, const Model& m, const std::string& pipeline) {
   const Family& family = m.family();
-  const bool from_file = !(c.input == "normal" || c.input == "image" ||
-                           c.input.rfind("normal*", 0) == 0 || is_stress_input(c.input));
+  const std::optional<double> sigma = normal_sigma(c.input);
+  const bool from_file = !(sigma || c.input == "image" || is_stress_input(c.input));
   InputRequest r;
   r.pipeline = pipeline;
   r.height = c.height;
   r.width = c.width;
   r.seed = c.seed();
   r.image = c.input == "image";
-  // parse_case checked SIGMA (a finite number above 0).
-  r.sigma = c.input.rfind("normal*", 0) == 0
-                ? parse_number<double>(std::string_view(c.input).substr(7)).value_or(1.0)
-                : 1.0;
+  r.sigma = sigma.value_or(1.0);  // parse_case checked SIGMA (a finite number above 0)
   r.options = c.options;
   const GraphRunner reference = [](const Graph& g, const Weights& w, const NamedTensors& in) {
     return ref::run_graph(g, w, in, DType::kF32);
@@ -258,9 +255,10 @@ Expected<PreparedCase> prepare_case(const Case& c, const RunOptions& o, ModelCac
   TP_RETURN_IF_ERROR(check_family_runs(*p.model, p.pipeline));
   if (c.tiling && !p.model->family().pipeline(p.pipeline)->tiles)
     return Error("tiling=on: " + p.model->family().class_name() + " does not tile " + p.pipeline);
-  if (!c.boost_layer.empty() || c.tie_weights) {
+  if (!c.boost_layer.empty() || c.tie_weights || c.weight_scale != 1) {
     Model m = *p.model;
     if (c.tie_weights) make_weights_tie_prone(m);
+    if (c.weight_scale != 1) scale_weight_matrices(m, c.weight_scale);
     if (!c.boost_layer.empty()) TP_RETURN_IF_ERROR(scale_layer(m, c.boost_layer, c.boost_factor));
     p.model = std::make_shared<const Model>(std::move(m));
   }
@@ -476,27 +474,59 @@ CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& m
 
 }  // namespace
 
+namespace {
+
+// "1/4, 4, 1/16, 16": the scales as a reader writes them.
+std::string scale_list(const double* scales, std::size_t n) {
+  std::string text;
+  for (std::size_t i = 0; i < n; ++i)
+    text += (i ? ", " : "") + (scales[i] < 1 ? "1/" + printf_numbers("%.9g", 1 / scales[i])
+                                             : printf_numbers("%.9g", scales[i]));
+  return text;
+}
+
+}  // namespace
+
 CaseResult search_input(const Case& c, CaseResult first,
                         const std::function<CaseResult(const Case&)>& run) {
-  double sigma = 1;
-  if (c.input != "normal" && !(c.input.rfind("normal*", 0) == 0 &&
-                               parse_double(std::string_view(c.input).substr(7), sigma)))
-    return first;
-  const std::string standard = "input=" + c.input;
-  for (double k : kInputScales) {
-    Case scaled = c;
-    scaled.input = "normal*" + printf_numbers("%.9g", sigma * k);
+  std::vector<std::pair<Case, std::string>> tries;  // the changed case, and how it changed
+  std::vector<std::string> tried;
+  if (const std::optional<double> sigma = normal_sigma(c.input)) {
+    for (double k : kInputScales) {
+      Case scaled = c;
+      scaled.input = "normal*" + printf_numbers("%.9g", *sigma * k);
+      tries.emplace_back(
+          scaled, "input scaled by " + printf_numbers("%.9g", k) + " (input=" + scaled.input + ")");
+    }
+    tried.push_back("the input scales " + scale_list(kInputScales, std::size(kInputScales)));
+  }
+  if (!c.tie_weights && c.weight_scale == 1) {  // weights=ties keeps its exact ties
+    for (double k : kWeightScales) {
+      Case scaled = c;
+      scaled.weight_scale = k;
+      tries.emplace_back(scaled, "weights scaled by " + printf_numbers("%.9g", k) + " (weights=*" +
+                                     printf_numbers("%.9g", k) + ")");
+    }
+    tried.push_back("the weight scales " + scale_list(kWeightScales, std::size(kWeightScales)));
+  }
+  if (tries.empty()) return first;
+  for (const auto& [scaled, how] : tries) {
     CaseResult r = run(scaled);
     if (r.degenerate_reference) continue;
-    r.input_search = "scaled by " + printf_numbers("%.9g", k) + " (input=" + scaled.input + ")";
-    r.reason += "; input search: the reference output was constant or non-finite on " + standard +
-                ", so the input was " + r.input_search;
+    r.input_search = how;
+    r.reason +=
+        "; input search: the reference output was constant or non-finite on the case "
+        "as written, so it ran with its " +
+        how;
     r.id = first.id;
     return r;
   }
-  first.input_search = "none of the scales 1/4, 4, 1/16, 16 helped";
-  first.reason += "; input search: the reference output is constant or non-finite on " + standard +
-                  " and on it scaled by 1/4, 4, 1/16 and 16";
+  const std::string all = tried.size() == 1 ? tried[0] : tried[0] + " and " + tried[1];
+  first.input_search = "none of " + all + " helped";
+  first.reason +=
+      "; input search: the reference output is constant or non-finite on the case "
+      "as written and with " +
+      all;
   return first;
 }
 

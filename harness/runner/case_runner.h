@@ -61,13 +61,15 @@ Status check_cases_before_running(const std::vector<const Case*>& cases, ModelCa
 CaseResult run_case(const Case& c, const RunOptions& options, ModelCache& models);
 
 // The input search of issue 43 (NNSmith's): run_case calls it for a drawn config
-// (model=random:...) whose reference output on the case's input=normal[*SIGMA] was constant or
-// held non-finite values (`first`, CaseResult::degenerate_reference): `run` on the case with
-// that input scaled by each of kInputScales in turn; the first whose reference output is
-// neither is the result, under the listed case's id, its repro the scaled line and its reason
-// saying so (CaseResult::input_search); else `first`, saying what was tried. Other inputs
-// (image, stress, files) are left as they are.
+// (model=random:...) whose reference output was constant or held non-finite values (`first`,
+// CaseResult::degenerate_reference): `run` on the case with its input=normal[*SIGMA] scaled by
+// each of kInputScales in turn (other inputs, image, stress or files, are left as they are), then
+// with the original input and every conv and linear weight matrix scaled by each of
+// kWeightScales (weights=*K; not under weights=ties); the first whose reference output is
+// neither is the result, under the listed case's id, its repro the changed line and its reason
+// saying so (CaseResult::input_search); else `first`, saying what was tried.
 constexpr double kInputScales[] = {0.25, 4, 1.0 / 16, 16};
+constexpr double kWeightScales[] = {0.5, 2};
 CaseResult search_input(const Case& c, CaseResult first,
                         const std::function<CaseResult(const Case&)>& run);
 
