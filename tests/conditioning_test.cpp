@@ -1,5 +1,6 @@
 // The local rule's conditioning factors measured on the reference: a conv's or linear's
-// (matrix_conditioning), and the drawn config whose cancelling conv needed it.
+// (matrix_conditioning), a LayerNorm's (layer_norm_conditioning), and the drawn configs whose
+// cancelling conv and whose 2-channel LayerNorm needed them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,9 +63,9 @@ TEST(MatrixConditioning, OfALinearWhoseInputIsInsideTheGroup) {
   in.data<float>()[1] = 1.001f;
   const Weights weights{{g.params.at(0).key, w}};
   // 2 - 2.002: a sum of -0.002 from terms of size sqrt(4 + 2.002^2).
-  EXPECT_NEAR(group_matrix_conditioning(g, {0, 1}, weights, {{x, in}}),
+  EXPECT_NEAR(group_conditioning(g, {0, 1}, weights, {{x, in}}).matrix,
               std::sqrt(1 + 1.001f * 1.001f) / (1.001f - 1), 0.5);
-  EXPECT_EQ(group_matrix_conditioning(g, {0, 1}, weights, {}), 1.0);  // nothing to run it from
+  EXPECT_EQ(group_conditioning(g, {0, 1}, weights, {}).matrix, 1.0);  // nothing to run it from
 }
 
 TEST(MatrixConditioning, ScalesTheLocalBoundAndNamesIt) {
@@ -95,6 +96,44 @@ TEST(MatrixConditioning, ACancellingConvOfADrawnVideoVaeIsJudgedWithIt) {
     found = true;
     EXPECT_GT(rec.local.rel_l2, local_tolerance(OpClass::kConv, plain).rel_l2);
     EXPECT_NE(rec.tolerance_basis.find("conv conditioning"), std::string::npos)
+        << rec.tolerance_basis;
+  }
+  EXPECT_TRUE(found);
+}
+
+// A LayerNorm row's rms over its spread: sqrt(E[x^2] / Var[x]) averaged (as squares) over rows.
+TEST(LayerNormConditioning, IsTheRowsRmsOverTheirSpread) {
+  Tensor x(DType::kF32, {1, 2, 2});
+  const float values[] = {1, 1.001f, -3, 3};  // a row of two nearly equal values; a zero mean
+  std::copy(std::begin(values), std::end(values), x.data<float>());
+  const double mean = (1 + double(1.001f)) / 2, spread = (double(1.001f) - 1) / 2;
+  const double nearly_equal = (mean * mean + spread * spread) / (spread * spread);
+  EXPECT_NEAR(layer_norm_conditioning(x, 1, 0), std::sqrt((nearly_equal + 1) / 2),
+              1e-6 * std::sqrt(nearly_equal));
+  double m = 0, m2 = 0;  // over the last 2 dims: one row of all four
+  for (float v : values) m += v / 4.0, m2 += double(v) * v / 4.0;
+  EXPECT_NEAR(layer_norm_conditioning(x, 2, 0), std::sqrt(m2 / (m2 - m * m)), 1e-9);
+  Tensor centred(DType::kF32, {3, 2});
+  const float zero_mean[] = {-1, 1, 2, -2, 0.5f, -0.5f};
+  std::copy(std::begin(zero_mean), std::end(zero_mean), centred.data<float>());
+  EXPECT_NEAR(layer_norm_conditioning(centred, 1, 0), 1.0, 1e-12);
+}
+
+// Drawn UNet 72 (a mid-block of 2 channels): its ff.net.0 group's LayerNorm normalizes rows of
+// 2 nearly equal values; a correct bf16 local error, 0.045, fails the plain 3 u + sum bound
+// (0.0117). Judged with the LayerNorm's conditioning, the case passes and the record names it.
+TEST(LayerNormConditioning, ATwoChannelLayerNormOfADrawnUnetIsJudgedWithIt) {
+  ModelCache models;
+  const CaseResult r = run_case(testing::case_of("unet.step model=random:unet_2d_condition:72 "
+                                                 "res=48x80 w=bf16 a=bf16 acc=f32"),
+                                RunOptions{}, models);
+  ASSERT_EQ(r.outcome, Outcome::kPassed) << r.reason;
+  bool found = false;
+  for (const CheckpointRecord& rec : r.checkpoints) {
+    if (rec.name != "mid_block.attentions.0.transformer_blocks.0.ff.net.0") continue;
+    found = true;
+    EXPECT_GT(rec.local.rel_l2, 0.0117 * 2);
+    EXPECT_NE(rec.tolerance_basis.find("LayerNorm conditioning"), std::string::npos)
         << rec.tolerance_basis;
   }
   EXPECT_TRUE(found);

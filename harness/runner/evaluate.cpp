@@ -377,9 +377,11 @@ class GroupJudge {
                                                  ValuePath path) const {
     const compiled::Plan& plan = *g.plan;
     const compiled::Group& grp = plan.groups[std::size_t(g.group)];
-    path.matrix_conditioning = group_matrix_conditioning(
+    const GroupConditioning k = group_conditioning(
         *plan.graph, grp.ops, p_.model_of(plan.graph->name, g.scope).weights, want);
-    if (path.matrix_conditioning <= 1) return std::nullopt;
+    path.matrix_conditioning = k.matrix;
+    path.layer_norm_conditioning = k.layer_norm;
+    if (k.matrix <= 1 && k.layer_norm <= 1) return std::nullopt;
     return local_tolerance(class_of(plan, grp), path);
   }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "harness/runner/tolerance.h"
 #include "reference/executor.h"
 
 namespace tp {
@@ -71,12 +72,13 @@ std::optional<Tensor> computed_input(const Graph& g, const std::vector<int>& ops
 
 }  // namespace
 
-double group_matrix_conditioning(const Graph& g, const std::vector<int>& ops,
-                                 const Weights& weights, const std::map<int, Tensor>& values) {
-  double worst = 1;
+GroupConditioning group_conditioning(const Graph& g, const std::vector<int>& ops,
+                                     const Weights& weights, const std::map<int, Tensor>& values) {
+  GroupConditioning worst;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = g.ops.at(std::size_t(ops[i]));
-    if (!is_matrix_op(op.kind) || op.inputs.size() != 1) continue;
+    const bool matrix = is_matrix_op(op.kind) && op.inputs.size() == 1;
+    if (!matrix && op.kind != OpKind::kLayerNorm) continue;
     std::optional<Tensor> computed;
     const Tensor* x = nullptr;
     if (auto known = values.find(op.inputs[0]); known != values.end()) {
@@ -86,7 +88,12 @@ double group_matrix_conditioning(const Graph& g, const std::vector<int>& ops,
       if (computed) x = &*computed;
     }
     if (!x) continue;
-    if (auto k = matrix_conditioning(g, ops[i], weights, *x); k.ok()) worst = std::max(worst, *k);
+    if (!matrix) {
+      worst.layer_norm =
+          std::max(worst.layer_norm, layer_norm_conditioning(*x, op.attrs.norm_dims, op.attrs.eps));
+    } else if (auto k = matrix_conditioning(g, ops[i], weights, *x); k.ok()) {
+      worst.matrix = std::max(worst.matrix, *k);
+    }
   }
   return worst;
 }

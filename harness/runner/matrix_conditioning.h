@@ -1,5 +1,6 @@
 // A conv's or linear's conditioning on its input: how much more than its output's size the
-// roundings of its input, weight and bias move it, where its sums cancel.
+// roundings of its input, weight and bias move it, where its sums cancel; and a fused group's
+// with its LayerNorms'.
 #pragma once
 
 #include <map>
@@ -19,11 +20,16 @@ namespace tp {
 Expected<double> matrix_conditioning(const Graph& g, int op, const Weights& weights,
                                      const Tensor& x);
 
-// The largest matrix_conditioning of the conv and linear ops among `ops` (a fused group of `g`,
-// in order), each on its input as the reference computes it: a value of `values` (the group's
-// captured inputs), or else the group's ops before it run on the reference (in f64) from them
-// (a feed-forward's projection after its norm). 1 where none can be measured.
-double group_matrix_conditioning(const Graph& g, const std::vector<int>& ops,
-                                 const Weights& weights, const std::map<int, Tensor>& values);
+// A fused group's conditioning on the reference's values: its conv and linear ops' largest
+// matrix_conditioning, and its LayerNorms' largest layer_norm_conditioning (tolerance.h), each op
+// on its input as the reference computes it: a value of `values` (the group's captured inputs),
+// or else the group's ops before it run on the reference (in f64) from them (a feed-forward's
+// projection after its norm). 1 where none can be measured.
+struct GroupConditioning {
+  double matrix = 1;
+  double layer_norm = 1;
+};
+GroupConditioning group_conditioning(const Graph& g, const std::vector<int>& ops,
+                                     const Weights& weights, const std::map<int, Tensor>& values);
 
 }  // namespace tp

@@ -76,10 +76,12 @@ DType coarsest(const ValuePath& path) {
 
 }  // namespace
 
-double group_norm_conditioning(const Tensor& x, int groups, double eps) {
-  if (x.rank() < 2 || groups <= 0 || x.numel() == 0) return 1;
+namespace {
+
+// sqrt of the mean over `sets` contiguous sets of x of E[x^2] / (Var[x] + eps).
+double norm_conditioning(const Tensor& x, int64_t sets, double eps) {
   const Tensor f = x.to(DType::kF64);
-  const int64_t sets = f.dim(0) * groups, per = f.numel() / sets;
+  const int64_t per = f.numel() / sets;
   double sum = 0;
   for (int64_t k = 0; k < sets; ++k) {
     double m = 0, m2 = 0;
@@ -94,6 +96,20 @@ double group_norm_conditioning(const Tensor& x, int groups, double eps) {
     sum += var + eps > 0 ? m2 / (var + eps) : 1;
   }
   return std::sqrt(sum / double(sets));
+}
+
+}  // namespace
+
+double group_norm_conditioning(const Tensor& x, int groups, double eps) {
+  if (x.rank() < 2 || groups <= 0 || x.numel() == 0) return 1;
+  return norm_conditioning(x, x.dim(0) * groups, eps);
+}
+
+double layer_norm_conditioning(const Tensor& x, int norm_dims, double eps) {
+  if (norm_dims < 1 || norm_dims > x.rank() || x.numel() == 0) return 1;
+  int64_t row = 1;
+  for (int d = x.rank() - norm_dims; d < x.rank(); ++d) row *= x.dim(d);
+  return norm_conditioning(x, x.numel() / row, eps);
 }
 
 double relu_conditioning(const Tensor& x) {
@@ -132,9 +148,10 @@ Tolerance local_tolerance(OpClass c, const ValuePath& path) {
   if (c == OpClass::kGroupNorm) factor = kGroupNormFactor;
   if (c == OpClass::kAttention) factor = kAttentionFactor;
   const double relu = std::max(1.0, path.relu_conditioning),
-               matrix = std::max(1.0, path.matrix_conditioning);
-  const double value =
-      relu * matrix * (factor * coarsest_u(path) + summation_u(path) + sinusoid_u(path));
+               matrix = std::max(1.0, path.matrix_conditioning),
+               layer_norm = std::max(1.0, path.layer_norm_conditioning);
+  const double value = relu * matrix * layer_norm *
+                       (factor * coarsest_u(path) + summation_u(path) + sinusoid_u(path));
   char buf[200];
   if (path.conditioning > 1)
     std::snprintf(buf, sizeof buf, "%.3g u(%s) x GroupNorm conditioning %.3g + sum K=%lld", factor,
@@ -151,6 +168,8 @@ Tolerance local_tolerance(OpClass c, const ValuePath& path) {
   if (matrix > 1)
     basis = "(" + basis + ") x " + (c == OpClass::kConv ? "conv" : "matrix") + " conditioning " +
             printf_numbers("%.3g", matrix);
+  if (layer_norm > 1)
+    basis = "(" + basis + ") x LayerNorm conditioning " + printf_numbers("%.3g", layer_norm);
   return Tolerance{value, kElementFactor * value, basis + printf_numbers(" = %.2e", value)};
 }
 

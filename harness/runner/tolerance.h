@@ -58,11 +58,18 @@ struct ValuePath {
   // factor. Measured only for a local check the rule without it fails (it runs the op twice
   // more on the reference). 1: not measured.
   double matrix_conditioning = 1;
+  // LayerNorm's conditioning on its input (layer_norm_conditioning), measured with
+  // matrix_conditioning where a local check fails: a row of a few nearly equal values (a drawn
+  // UNet level of 2 channels) normalizes their tiny spread. 1: not measured.
+  double layer_norm_conditioning = 1;
 };
 
 // sqrt of the mean over (batch, group) of E[x^2] / (Var[x] + eps): the factor by which GroupNorm
 // with `groups` groups multiplies the relative rounding error of its input `x` ([B, C, ...]).
 double group_norm_conditioning(const Tensor& x, int groups, double eps);
+// The same over LayerNorm's rows (its last `norm_dims` dims): a row of few elements whose values
+// nearly agree (a drawn UNet level of 2 channels) normalizes their tiny spread.
+double layer_norm_conditioning(const Tensor& x, int norm_dims, double eps);
 // ||x|| / ||max(x, 0)||, or 1 when no element of x is above zero.
 double relu_conditioning(const Tensor& x);
 

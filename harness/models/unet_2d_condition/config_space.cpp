@@ -5,10 +5,11 @@
 // lists reversed); the mid-block takes the last level's heads and transformer depth; one
 // cross_attention_dim for every block (encoder_hidden_states is one tensor); text_time needs
 // projection_class_embeddings_input_dim = the pooled text width + 6 x addition_time_embed_dim.
-// The draw makes one to three levels of 4 to 24 channels over 1, 2, 3, 4 or 6 groups, one
-// or two resnets and transformer layers per level, 1-4 heads of any width, linear or conv
-// projections, the mid-block on or off, conv_in/conv_out kernels of 1 or 3, downsample padding 0
-// or 1, SD's plain time embedding or SDXL's text_time, flipped or not, odd channel counts.
+// The draw makes one to three levels of 2 to 24 channels (the first 4 or more) over 1, 2, 3, 4
+// or 6 groups, one or two resnets and transformer layers per level, 1-4 heads of any width,
+// linear or conv projections, the mid-block on or off, conv_in/conv_out kernels of 1 or 3,
+// downsample padding 0 or 1, SD's plain time embedding or SDXL's text_time, flipped or not, odd
+// channel counts.
 #include "harness/models/config_space.h"
 
 #include <algorithm>
@@ -29,11 +30,11 @@ nlohmann::json draw_unet(ConfigDraw& d) {
   std::vector<int> channels, heads;
   std::vector<std::string> down, up;
   for (int i = 0; i < levels; ++i) {
-    // At least 4 channels: at 2, a correct bf16 GEGLU (ff.net.0) measured 0.0512 against its
-    // 0.0117; its projection does not cancel (conditioning <= 1, measured on the norm's output)
-    // but its gate falls mostly below zero, where GELU's relative error grows, inside the fused
-    // group: a conditioning the local table does not have yet (GELU's, as ReLU's).
-    const int lowest = (4 + groups - 1) / groups;
+    // At least 2 channels (a LayerNorm row of 2 nearly equal values is judged with its
+    // conditioning: harness/runner/matrix_conditioning.h); the first level at least 4: its width
+    // is the time sinusoid's, and Timesteps(2, freq_shift=1) divides by half_dim - 1 = 0 (NaN in
+    // diffusers itself).
+    const int lowest = ((i == 0 ? 4 : 2) + groups - 1) / groups;
     int per_group = d.integer(lowest, std::max(4, lowest + 2));
     if (i == 0 && groups * per_group % 2) ++per_group;  // the time sinusoid's width is even
     channels.push_back(groups * per_group);
@@ -85,7 +86,8 @@ const ConfigSpace& unet_2d_condition_config_space() {
   static const ConfigSpace space{
       "unet_2d_condition",
       {
-          {"block_out_channels", "1 to 3 levels of 4 to 24, each a multiple of norm_num_groups"},
+          {"block_out_channels",
+           "1 to 3 levels of 2 to 24 (the first 4 or more), each a multiple of norm_num_groups"},
           {"norm_num_groups", "1, 2, 3, 4 or 6"},
           {"down_block_types, up_block_types", "CrossAttn or plain, per level, independently"},
           {"mid_block_type", "UNetMidBlock2DCrossAttn or null"},
