@@ -143,6 +143,17 @@ TEST(HarnessRun, ConstantOutputIsMistrusted) {
   EXPECT_NE(r.repro.find("boost=decoder.conv_out*0"), std::string::npos);
 }
 
+// Infinite conv_out weights make every output element non-finite on both paths, at the same
+// places: agreeing there is no evidence, so the case is mistrusted, not passed.
+TEST(HarnessRun, NonFiniteReferenceOutputIsMistrusted) {
+  const CaseResult r =
+      run("vae.decode model=tiny-kl res=64x64 w=f16 a=f16 acc=f32 boost=decoder.conv_out*inf");
+  EXPECT_EQ(r.outcome, Outcome::kMistrusted) << r.reason;
+  EXPECT_NE(r.reason.find("the reference output sample holds 12288 non-finite values of 12288"),
+            std::string::npos)
+      << r.reason;
+}
+
 TEST(HarnessRun, RefusalsAreOutcomesWithReasons) {
   const CaseResult fp8_act = run("vae.decode model=tiny-kl res=64x64 w=f8e4m3 a=f8e4m3 acc=f32");
   EXPECT_EQ(fp8_act.outcome, Outcome::kUnsupported);

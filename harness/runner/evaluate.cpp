@@ -423,8 +423,29 @@ class GroupJudge {
   std::map<std::string, std::vector<Shape>> shapes_by_call_;
 };
 
+// Marks the case mistrusted where the reference output `want` proves nothing: constant, or
+// holding non-finite values (no error is measured at those elements; the compiled side
+// non-finite where the reference is finite still fails).
+void mistrust_degenerate_reference(const std::string& label, const Tensor& want, const Metrics& m,
+                                   Evaluation& e) {
+  double value = 0;
+  std::string why;
+  if (m.non_finite_want > 0)
+    why = "the reference " + label + " holds " + std::to_string(m.non_finite_want) +
+          " non-finite values of " + std::to_string(want.numel());
+  else if (constant(want, value))
+    why = "the reference " + label + " is constant (every element " +
+          printf_numbers("%.6g", value) + ")";
+  if (why.empty()) return;
+  e.degenerate_reference = true;
+  if (e.mistrusted) return;
+  e.mistrusted = true;
+  e.mistrust_reason =
+      why + ", so agreeing with it proves nothing; check the model's weights and the input";
+}
+
 // One pipeline output against the reference's, judged (a failure's reason starts with `label`);
-// a constant reference output makes the case mistrusted.
+// a constant or non-finite reference output makes the case mistrusted.
 void judge_output(const std::string& label, const std::string& name, const std::string& graph,
                   const Tensor& got, const Tensor* want, Tolerance tol, Evaluation& e,
                   const RoundingBound& rounding = {}) {
@@ -452,18 +473,7 @@ void judge_output(const std::string& label, const std::string& name, const std::
     rec.passed = false;
     fail(e, label + ": " + why);
   }
-  double value = 0;
-  if (constant(*want, value)) {
-    e.degenerate_reference = true;
-    if (!e.mistrusted) {
-      e.mistrusted = true;
-      e.mistrust_reason = "the reference " + label + " is constant (every element " +
-                          printf_numbers("%.6g", value) +
-                          "), so agreeing with it proves nothing; check the model's weights and "
-                          "the input";
-    }
-  }
-  if (rec.accumulated.non_finite_want > 0) e.degenerate_reference = true;
+  mistrust_degenerate_reference(label, *want, rec.accumulated, e);
   e.checkpoints.push_back(std::move(rec));
 }
 
