@@ -98,6 +98,8 @@ Expected<std::pair<nlohmann::json, std::shared_ptr<const ModelConfig>>> read_con
   return std::make_pair(std::move(j), std::move(config));
 }
 
+}  // namespace
+
 Expected<Model> seeded_model(const std::string& name, std::shared_ptr<const ModelConfig> config,
                              uint64_t seed) {
   Model m;
@@ -124,8 +126,6 @@ Expected<Model> seeded_model(const std::string& name, std::shared_ptr<const Mode
     m.weights.emplace(specs[i].key, std::move(made[i]));
   return m;
 }
-
-}  // namespace
 
 Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed) {
   TP_ASSIGN_OR_RETURN(auto parsed, read_config(config_name_or_path));

@@ -14,10 +14,6 @@ namespace tp {
 // against the config.
 Expected<Model> load_model(const std::string& dir);
 
-// Writes a model folder with seeded random weights for a built-in config name or a
-// config.json path. Conv/linear weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (torch's
-// default init); GroupNorm weight ~ 1 + U(-0.1, 0.1), bias ~ U(-0.1, 0.1). Each tensor's values
-// depend only on (seed, key).
 // Multiplies one layer's weight and bias (diffusers path, e.g. decoder.up_blocks.0.resnets.0.conv1)
 // by `factor`: the SDXL-VAE f16 overflow on demand, or 0 for a constant output.
 Status scale_layer(Model& model, const std::string& layer, double factor);
@@ -32,9 +28,16 @@ void make_weights_tie_prone(Model& model);
 // (the case option weights=*K, which a drawn config's input search tries).
 void scale_weight_matrices(Model& model, double factor);
 
-// The same model in memory (m.dir holds the config name), without writing files.
+// Models with seeded random weights, for a built-in config name or a config.json path.
+// Conv/linear weights and biases ~ U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (torch's default init);
+// GroupNorm weight ~ 1 + U(-0.1, 0.1), bias ~ U(-0.1, 0.1). Each tensor's values depend only on
+// (seed, key).
+// In memory (m.dir holds the config name), without writing files.
 Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed);
-// `scale` (optional, "LAYER*FACTOR") applies scale_layer before writing.
+// Of a config already parsed (parse_model_config); `name` goes to m.dir and into errors.
+Expected<Model> seeded_model(const std::string& name, std::shared_ptr<const ModelConfig> config,
+                             uint64_t seed);
+// Written as a model folder; `scale` (optional, "LAYER*FACTOR") applies scale_layer first.
 Status init_model(const std::string& config_name_or_path, uint64_t seed, const std::string& out_dir,
                   const std::string& scale = "");
 

@@ -472,10 +472,6 @@ CaseResult run_case_as_written(const Case& c, const RunOptions& o, ModelCache& m
   return r;
 }
 
-}  // namespace
-
-namespace {
-
 // "1/4, 4, 1/16, 16": the scales as a reader writes them.
 std::string scale_list(const double* scales, std::size_t n) {
   std::string text;

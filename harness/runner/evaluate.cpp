@@ -271,10 +271,12 @@ class GroupJudge {
     const ValuePath path =
         group_path(plan, grp, want, shapes->second, p_.reference, p_.descriptor().train_timesteps);
     const Tolerance tol = local_tolerance(class_of(plan, grp), path);
-    std::optional<std::optional<Tolerance>> conditioned;  // measured at the first failure
-    const auto with_conditioning = [&]() -> std::optional<Tolerance> {
-      if (!conditioned) conditioned = conditioned_tolerance(g, want, path);
-      return *conditioned;
+    bool measured = false;  // the conditioning, measured at the first failure
+    std::optional<Tolerance> conditioned;
+    const auto with_conditioning = [&] {
+      if (!measured) conditioned = conditioned_tolerance(g, want, path);
+      measured = true;
+      return conditioned;
     };
     const std::vector<Tensor> alone = run_alone(g, want);
     const std::vector<ContractInterval> admitted = admitted_by_contract(g);

@@ -32,16 +32,15 @@ Expected<double> matrix_conditioning(const Graph& g, int op, const Weights& weig
   if (!is_matrix_op(o.kind) || o.inputs.size() != 1)
     return Error("matrix_conditioning takes a conv or a linear of one input, not " + o.name);
   const Graph one = subgraph(g, {op});
-  Weights own, squares;
+  Weights squares;  // the op's parameters squared (the executor reads only the op's own)
   for (const std::string& key : {o.weight, o.bias}) {
     if (key.empty()) continue;
     auto w = weights.find(key);
     if (w == weights.end()) return Error("the model has no parameter " + key);
-    own.emplace(key, w->second);
     squares.emplace(key, squared(w->second));
   }
   const std::string& input = one.inputs.front().first;
-  TP_ASSIGN_OR_RETURN(NamedTensors y, ref::run_graph(one, own, {{input, x}}, DType::kF64));
+  TP_ASSIGN_OR_RETURN(NamedTensors y, ref::run_graph(one, weights, {{input, x}}, DType::kF64));
   TP_ASSIGN_OR_RETURN(NamedTensors terms,
                       ref::run_graph(one, squares, {{input, squared(x)}}, DType::kF64));
   const double size = sum_of(y.front().second, true);

@@ -34,15 +34,24 @@ struct Geometry {
   int64_t out_vol() const { return out[0] * out[1] * out[2]; }
   int64_t k_vol() const { return k[0] * k[1] * k[2]; }
 
+  // The input coordinate read along axis `a` at unpadded coordinate `i` (output coordinate x
+  // stride + the tap's shift): clamped when replicating, else -1 where the zero pad is read.
+  int64_t read_at(int a, int64_t i) const {
+    if (replicate) return std::clamp<int64_t>(i, 0, in[a] - 1);
+    return i < 0 || i >= in[a] ? int64_t(-1) : i;
+  }
+  // Tap `kk`'s shift along axis `a`: k * dilation - pad_lo.
+  int64_t shift(int a, int64_t kk) const {
+    const int64_t k_at = a == 0 ? kk / (k[1] * k[2]) : a == 1 ? (kk / k[2]) % k[1] : kk % k[2];
+    return k_at * d[a] - lo[a];
+  }
   // The input offset tap `kk` of output position `o` reads, or -1 for a zero pad.
   int64_t source(int64_t o, int64_t kk) const {
     const int64_t o_at[3] = {o / (out[1] * out[2]), (o / out[2]) % out[1], o % out[2]};
-    const int64_t k_at[3] = {kk / (k[1] * k[2]), (kk / k[2]) % k[1], kk % k[2]};
     int64_t i[3];
     for (int a = 0; a < 3; ++a) {
-      i[a] = o_at[a] * s[a] - lo[a] + k_at[a] * d[a];
-      if (replicate) i[a] = std::clamp<int64_t>(i[a], 0, in[a] - 1);
-      if (i[a] < 0 || i[a] >= in[a]) return -1;
+      i[a] = read_at(a, o_at[a] * s[a] + shift(a, kk));
+      if (i[a] < 0) return -1;
     }
     return (i[0] * in[1] + i[1]) * in[2] + i[2];
   }
@@ -78,15 +87,9 @@ void gather_row(const T* x, const Geometry& g, int64_t row, int64_t o0, int64_t 
   const int64_t k_vol = g.k_vol();
   const T* xc = x + (row / k_vol) * g.in_vol();
   const int64_t kk = row % k_vol;
-  const int64_t k_at[3] = {kk / (g.k[1] * g.k[2]), (kk / g.k[2]) % g.k[1], kk % g.k[2]};
-  // Input coordinate along axis a of output coordinate o; -1 where the zero pad is read.
-  auto coord = [&](int a, int64_t o) {
-    const int64_t i = o * g.s[a] - g.lo[a] + k_at[a] * g.d[a];
-    if (g.replicate) return std::clamp<int64_t>(i, 0, g.in[a] - 1);
-    return i < 0 || i >= g.in[a] ? int64_t(-1) : i;
-  };
+  auto coord = [&](int a, int64_t o) { return g.read_at(a, o * g.s[a] + g.shift(a, kk)); };
   // Along the last axis, output coordinates [inner_lo, inner_hi) read inside the input.
-  const int64_t shift = k_at[2] * g.d[2] - g.lo[2];
+  const int64_t shift = g.shift(2, kk);
   const int64_t inner_lo = g.s[2] == 1 ? std::max<int64_t>(0, -shift) : 0;
   const int64_t inner_hi = g.s[2] == 1 ? std::max(inner_lo, g.in[2] - shift) : 0;
   for (int64_t o = o0; o < o0 + n;) {
@@ -204,14 +207,6 @@ int split_lines(const Geometry& g, int64_t o, int64_t cols, Segment* segments) {
   return count;
 }
 
-// Input coordinate along axis `axis` (0: time, 1: height) of a segment's strided coordinate
-// under a tap's shift, or -1 where the zero pad is read.
-int64_t input_coord(const Geometry& g, int axis, int64_t strided, int64_t shift) {
-  const int64_t i = strided + shift;
-  if (g.replicate) return std::clamp<int64_t>(i, 0, g.in[axis] - 1);
-  return i < 0 || i >= g.in[axis] ? int64_t(-1) : i;
-}
-
 // A panel of kNr output positions in one output line (the common case): where each tap reads is
 // worked out once for the panel, and a tap that reads inside the input is one vector copy.
 void pack_line_panel(const float* x, const Geometry& g, const std::vector<Shift>& shifts,
@@ -220,8 +215,8 @@ void pack_line_panel(const float* x, const Geometry& g, const std::vector<Shift>
   thread_local std::vector<TapRead> reads;
   reads.resize(shifts.size());
   for (std::size_t kk = 0; kk < shifts.size(); ++kk) {
-    const int64_t it = input_coord(g, 0, seg.t, shifts[kk].at[0]);
-    const int64_t iy = input_coord(g, 1, seg.y, shifts[kk].at[1]);
+    const int64_t it = g.read_at(0, seg.t + shifts[kk].at[0]);
+    const int64_t iy = g.read_at(1, seg.y + shifts[kk].at[1]);
     const int64_t ix = seg.ox_a + shifts[kk].at[2];
     TapRead& read = reads[kk];
     read.offset = (it * g.in[1] + iy) * g.in[2];
@@ -249,17 +244,11 @@ void pack_line_panel(const float* x, const Geometry& g, const std::vector<Shift>
 // The rows [k0, k0 + kc) of the patch matrix for a stride-1 last axis, a panel at a time and
 // each panel row (one tap, kNr output positions) as one vector: the panel is written in order
 // and each of its rows is one or a few runs of the input, read with edge lanes filled.
-void pack_panels(const float* x, const Geometry& g, int64_t k0, int64_t kc, int64_t n0, int64_t nc,
-                 float* dst) {
+void pack_panels(const float* x, const Geometry& g, const std::vector<Shift>& shifts, int64_t k0,
+                 int64_t kc, int64_t n0, int64_t nc, float* dst) {
   constexpr int64_t nr = sgemm::kNr;
-  thread_local std::vector<Shift> shifts;
   thread_local std::vector<Tap> taps;
   const int64_t k_vol = g.k_vol();
-  shifts.resize(std::size_t(k_vol));
-  for (int64_t kk = 0; kk < k_vol; ++kk) {
-    const int64_t k_at[3] = {kk / (g.k[1] * g.k[2]), (kk / g.k[2]) % g.k[1], kk % g.k[2]};
-    for (int a = 0; a < 3; ++a) shifts[std::size_t(kk)].at[a] = k_at[a] * g.d[a] - g.lo[a];
-  }
   taps.resize(std::size_t(kc));
   for (int64_t r = 0; r < kc; ++r)
     taps[std::size_t(r)] = {(k0 + r) / k_vol * g.in_vol(), (k0 + r) % k_vol};
@@ -277,8 +266,8 @@ void pack_panels(const float* x, const Geometry& g, int64_t k0, int64_t kc, int6
       PanelRow v = zero_row();
       for (int s = 0; s < count; ++s) {
         const Segment& seg = segments[s];
-        const int64_t it = input_coord(g, 0, seg.t, shift.at[0]);
-        const int64_t iy = input_coord(g, 1, seg.y, shift.at[1]);
+        const int64_t it = g.read_at(0, seg.t + shift.at[0]);
+        const int64_t iy = g.read_at(1, seg.y + shift.at[1]);
         if (it < 0 || iy < 0) continue;
         const float* row_ptr = x + t.channel + (it * g.in[1] + iy) * g.in[2];
         v = put_segment(v, row_ptr, g.in[2], seg.ox_a + shift.at[2], seg.a, seg.b, g.replicate);
@@ -293,10 +282,14 @@ void pack_panels(const float* x, const Geometry& g, int64_t k0, int64_t kc, int6
 // of the video VAEs but their downsamplers) a panel at a time; others a patch row at a time.
 sgemm::PackB implicit_patches(const float* x, const Geometry& g) {
   constexpr int64_t nr = sgemm::kNr;
-  if (g.s[2] == 1)
-    return [x, g](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
-      pack_panels(x, g, k0, kc, n0, nc, dst);
+  if (g.s[2] == 1) {
+    std::vector<Shift> shifts(std::size_t(g.k_vol()));  // each tap's, once per call
+    for (int64_t kk = 0; kk < g.k_vol(); ++kk)
+      for (int a = 0; a < 3; ++a) shifts[std::size_t(kk)].at[a] = g.shift(a, kk);
+    return [x, g, shifts](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+      pack_panels(x, g, shifts, k0, kc, n0, nc, dst);
     };
+  }
   return [x, g](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
     auto at = [dst, kc](int64_t r, int64_t j) {
       return dst + (j / nr) * kc * nr + r * nr + j % nr;

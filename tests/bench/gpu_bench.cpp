@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -274,13 +275,11 @@ const char* const kDenoiserPolicies[] = {"w=bf16,a=bf16,acc=f32", "w=f16,a=f16,a
 
 const Model& wan_block() {
   static const Model m = [] {
-    const std::string path = "/tmp/tp_bench_wan_block_" + std::to_string(::getpid()) + ".json";
-    if (FILE* f = std::fopen(path.c_str(), "w")) {
-      std::fputs(kWanBlockConfig, f);
-      std::fclose(f);
-    }
-    auto made = make_model(path, 0);
-    ::remove(path.c_str());
+    auto made = []() -> Expected<Model> {
+      TP_ASSIGN_OR_RETURN(auto config, parse_model_config(nlohmann::json::parse(kWanBlockConfig),
+                                                          "the Wan block's config"));
+      return seeded_model("wan-block", std::move(config), 0);
+    }();
     if (!made.ok()) {
       std::fprintf(stderr, "%s\n", made.error().message().c_str());
       std::abort();
