@@ -84,12 +84,13 @@ std::vector<DiffFinding> diff_reports(const RunReport& base, const RunReport& ne
                        std::to_string(r.accumulated.non_finite_new) +
                            " non-finite values where the reference is finite (" +
                            std::to_string(old.accumulated.non_finite_new) + " before)"});
-      if (r.accumulated.rel_l2 > o.ratio * std::max(old.accumulated.rel_l2, o.floor))
-        out.push_back(
-            {n.id, r.name, growth("accumulated", old.accumulated.rel_l2, r.accumulated.rel_l2)});
-      if (r.has_local && old.has_local &&
-          r.local.rel_l2 > o.ratio * std::max(old.local.rel_l2, o.floor))
-        out.push_back({n.id, r.name, growth("local", old.local.rel_l2, r.local.rel_l2)});
+      const double acc = r.accumulated.rel_l2 / std::max(old.accumulated.rel_l2, o.floor);
+      if (acc > o.ratio)
+        out.push_back({n.id, r.name,
+                       growth("accumulated", old.accumulated.rel_l2, r.accumulated.rel_l2), acc});
+      const double local = r.local.rel_l2 / std::max(old.local.rel_l2, o.floor);
+      if (r.has_local && old.has_local && local > o.ratio)
+        out.push_back({n.id, r.name, growth("local", old.local.rel_l2, r.local.rel_l2), local});
     }
   }
   return out;

@@ -13,6 +13,7 @@ struct DiffFinding {
   std::string case_id;
   std::string checkpoint;  // "" for the case as a whole
   std::string what;        // one sentence
+  double factor = 0;       // the rel L2 growth factor of a growth finding (0 for the others)
 };
 
 struct DiffOptions {

@@ -128,6 +128,15 @@ std::string ring(double x, double y, const std::string& colour) {
          colour + "\" stroke-width=\"1.5\"";
 }
 
+// A point's label: above it, toward the plot's middle so that it is not cut at an edge.
+std::string point_label(const Scale& x, const Scale& y, double px, double py,
+                        const std::string& text) {
+  const bool left_half = x.at(px) < (x.from + x.to) / 2;
+  return "<text class=\"label\" x=\"" + num(x.at(px) + (left_half ? 6 : -6)) + "\" y=\"" +
+         num(y.at(py) - 8) + "\" font-size=\"11\" text-anchor=\"" + (left_half ? "start" : "end") +
+         "\">" + markup_escape(text) + "</text>\n";
+}
+
 }  // namespace
 
 double text_width(const std::string& text, double font_px) {
@@ -249,6 +258,7 @@ std::string svg_plot(const std::string& title, const PlotAxis& xa, const PlotAxi
              num(yy) + "H" + num(b) + "M" + num(b) + "," + num(yy - 4) + "v8\" stroke=\"" + colour +
              "\" stroke-width=\"1.4\" fill=\"none\"/>\n";
       }
+      if (k < s.labels.size() && !s.labels[k].empty()) o += point_label(x, y, px, py, s.labels[k]);
       if (s.markers && s.rings) {
         o += ring(x.at(px), y.at(py), colour) + ">";
         if (k < s.titles.size()) o += "<title>" + markup_escape(s.titles[k]) + "</title>";

@@ -21,6 +21,7 @@ struct PlotSeries {
   std::vector<std::pair<double, double>>
       points;  // non-finite (or, on a log axis, non-positive) values are left out
   std::vector<std::string> titles;  // hover text per point (optional)
+  std::vector<std::string> labels;  // text shown beside a point's marker (optional; "" for none)
   // Per point (optional): the x range its value comes from (repeated timings' fastest and
   // slowest), drawn as a horizontal bar through the marker.
   std::vector<std::pair<double, double>> x_spread;

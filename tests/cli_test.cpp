@@ -17,6 +17,7 @@
 #include "harness/core/safetensors.h"
 #include "harness/core/tensor_io.h"
 #include "tests/support/command.h"
+#include "tests/support/overflow_fixture.h"
 #include "tests/support/scratch_dir.h"
 #include "tests/support/user_error.h"
 
@@ -280,13 +281,8 @@ TEST_F(CliTest, TriageNamesTheStepOfAnOverflowInTheDenoisingLoop) {
 // A dump of the user's own stack (diffusers in fp16, tests/fixtures/activations): exit 1 and the
 // origin's fields in --json and the HDF5 report on a finding, exit 0 on a clean dump.
 TEST_F(CliTest, TriageOfAUsersActivationDump) {
-  const std::string fx = std::string(TWINPATH_SOURCE_DIR) + "/tests/fixtures/activations/";
-  ASSERT_EQ(twinpath("model init --config " + fx +
-                     "kl-small.json --seed 3 --scale-layer "
-                     "'decoder.up_blocks.0.resnets.0.conv2*300000' --out " +
-                     p("user_kl"))
-                .code,
-            0);
+  const std::string fx = testing::activation_fixtures();
+  ASSERT_EQ(testing::init_overflow_user_model(p("user_kl")).code, 0);
   const auto r =
       twinpath("triage --json --activations " + fx + "kl-overflow-f16.safetensors" + " --model " +
                p("user_kl") + " --report " + p("dump.h5") + " 2>/dev/null");

@@ -45,6 +45,7 @@ struct RunCommandOptions {
   std::string shard;          // K/N; else GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS
   std::string jobs = "auto";  // concurrent cases: auto or a number (harness/runner/case_pool.h)
   std::string report, junit, baseline;
+  std::string page;  // a folder for report.html, the run's report as a page
   std::string dump = "none";
   double growth = 2;  // --baseline: flag error growth past this ratio
   bool json = false;
@@ -79,6 +80,7 @@ struct TriageOptions {
   std::string tiling = "off";
   std::string device = "cpu";
   std::string report;
+  std::string page;  // a folder for report.html, the triage's report as a page
   std::string
       repro;  // "": beside --report (NAME-repro.safetensors), else out/twinpath-repro.safetensors
   bool json = false;

@@ -208,6 +208,10 @@ void add_run_command(CLI::App& app, std::vector<Command>& commands) {
   run->add_option("--report", ro->report,
                   "write the HDF5 report here (atomically); without it, out/runs/TIME.h5 and "
                   "TIME.xml, linked as out/latest.h5 and out/latest.xml (the last 10 runs kept)");
+  run->add_option("--page", ro->page,
+                  "also write the report as one HTML page, DIR/report.html: the summary (with "
+                  "--baseline, its regressions) and a section per failing case (every case in a "
+                  "run of up to 40)");
   run->add_option("--resume", ro->resume,
                   "REPORT.h5 of a run stopped by SIGINT/SIGTERM: run only the cases it did not "
                   "(pass the run's other options again) and write the complete report (to "
@@ -297,6 +301,9 @@ void add_triage_commands(CLI::App& app, std::vector<Command>& commands) {
       ->capture_default_str();
   tp::add_family_flags(*triage, to->family);
   triage->add_option("--report", to->report, "also write an HDF5 report");
+  triage->add_option("--page", to->page,
+                     "also write the report as one HTML page, DIR/report.html: the origin, the "
+                     "path of the non-finite values, what to keep in fp32, the error per layer");
   triage->add_option("--mem", to->mem,
                      "the memory the triage may use, e.g. 16GiB; default: the available memory "
                      "less 10%");
@@ -371,7 +378,7 @@ void add_selftest_command(CLI::App& app, std::vector<Command>& commands) {
                       }});
 }
 
-// report show, diff, baseline, merge (the reports and the core only).
+// report show, diff, baseline, page, merge (the reports and the core only).
 void add_report_commands(CLI::App& app, std::vector<Command>& commands) {
   CLI::App* report_cmd = app.add_subcommand("report", "Read, compare and join HDF5 reports");
   report_cmd->require_subcommand(1);
@@ -414,6 +421,27 @@ void add_report_commands(CLI::App& app, std::vector<Command>& commands) {
   commands.push_back({baseline_cmd, [baseline](const std::string&) {
                         return exit_code(
                             tp::report_baseline_command(baseline->first, baseline->second));
+                      }});
+  CLI::App* page = report_cmd->add_subcommand(
+      "page", "Draw a report as one self-contained HTML page (DIR/report.html)");
+  struct PageCommand {
+    std::string report, out, case_id, baseline;
+    bool failing = false;
+    double growth = 2;
+  };
+  auto pg = std::make_shared<PageCommand>();
+  page->add_option("report", pg->report, "an HDF5 report (run or triage)")->required();
+  page->add_option("--out", pg->out, "the folder for report.html")->required();
+  page->add_option("--case", pg->case_id, "draw only this case (its id, as report show prints it)");
+  page->add_flag("--failing", pg->failing, "draw only the cases that did not pass");
+  page->add_option("--baseline", pg->baseline,
+                   "an earlier report or baseline file: list the regressions against it");
+  page->add_option("--growth", pg->growth, "with --baseline: the error growth ratio flagged")
+      ->capture_default_str();
+  commands.push_back({page, [pg](const std::string&) {
+                        return exit_code(tp::report_page_command(pg->report, pg->out, pg->case_id,
+                                                                 pg->failing, pg->baseline,
+                                                                 pg->growth));
                       }});
   CLI::App* merge = report_cmd->add_subcommand("merge", "Join shard reports into one");
   auto merged = std::make_shared<std::pair<std::vector<std::string>, std::string>>();

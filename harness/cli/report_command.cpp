@@ -23,6 +23,7 @@
 #include "reports/json_report.h"
 #include "reports/margins.h"
 #include "reports/report_tools.h"
+#include "reports/run_page.h"
 
 namespace tp {
 namespace {
@@ -212,6 +213,24 @@ Expected<int> report_baseline_command(const std::string& report_path, const std:
   TP_ASSIGN_OR_RETURN(RunReport report, read_report_file(report_path));
   TP_RETURN_IF_ERROR(write_baseline(out, report));
   std::cout << "baseline of " << report.cases.size() << " cases written to " << out << "\n";
+  return 0;
+}
+
+Expected<int> report_page_command(const std::string& path, const std::string& out,
+                                  const std::string& case_id, bool failing,
+                                  const std::string& baseline_path, double growth) {
+  if (!case_id.empty() && failing) return Error("give --case or --failing, not both");
+  if (!(growth > 1))
+    return Error("--growth must be above 1 (it is the factor by which error may grow)");
+  TP_ASSIGN_OR_RETURN(const RunReport report, read_report_file(path));
+  RunReport baseline;
+  PageOptions o{case_id, failing, nullptr, baseline_path, growth};
+  if (!baseline_path.empty()) {
+    TP_ASSIGN_OR_RETURN(baseline, read_report_file(baseline_path, true));
+    o.baseline = &baseline;
+  }
+  TP_ASSIGN_OR_RETURN(const std::string written, write_run_page(out, report, o));
+  std::cout << "page: " << written << "\n";
   return 0;
 }
 

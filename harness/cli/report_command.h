@@ -24,6 +24,10 @@ Expected<int> report_diff_command(const std::string& base, const std::string& ne
                                   bool json);
 // A report's summary as a baseline file (reports/baseline.h).
 Expected<int> report_baseline_command(const std::string& report, const std::string& out);
+// The report as a page (reports/run_page.h) in `out`/report.html.
+Expected<int> report_page_command(const std::string& report, const std::string& out,
+                                  const std::string& case_id, bool failing,
+                                  const std::string& baseline, double growth);
 Expected<int> report_merge_command(const std::vector<std::string>& inputs, const std::string& out);
 
 }  // namespace tp

@@ -24,6 +24,7 @@
 #include "reports/report_tools.h"
 #include "reports/result.h"
 #include "reports/run_files.h"
+#include "reports/run_page.h"
 
 namespace tp {
 namespace {
@@ -321,6 +322,7 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
   } else {
     TP_ASSIGN_OR_RETURN(cases, selected_cases(o));
   }
+  if (!o.page.empty()) TP_RETURN_IF_ERROR(make_page_folder(o.page));
   // Read the baseline first: a wrong path should not cost a whole run.
   RunReport baseline;
   if (!o.baseline.empty()) {
@@ -410,6 +412,13 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
                          : "")
            << "\n";
   if (!o.junit.empty()) progress << "junit: " << o.junit << "\n";
+  if (!o.page.empty()) {
+    PageOptions page;
+    if (!o.baseline.empty()) page.baseline = &baseline, page.baseline_name = o.baseline;
+    page.growth = o.growth;
+    TP_ASSIGN_OR_RETURN(const std::string written, write_run_page(o.page, report, page));
+    progress << "page: " << written << "\n";
+  }
   if (o.json) std::cout << json_text(run_json(report), 2) << "\n";
   if (const std::string refused = refusal_summary(report.cases); !refused.empty())
     progress << refused << "\n";

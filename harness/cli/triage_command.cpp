@@ -13,6 +13,7 @@
 #include "harness/runner/group_repro.h"
 #include "reports/h5_report.h"
 #include "reports/json_report.h"
+#include "reports/run_page.h"
 
 namespace tp {
 namespace {
@@ -51,6 +52,18 @@ std::string first_few(const std::vector<std::string>& names, std::size_t n = 5) 
   return s;
 }
 
+// The triage's report (--report) and page (--page), where asked for.
+Status save_triage(const TriageOptions& o, const std::string& command, compiled::Device device,
+                   const CaseResult& r) {
+  RunReport report = report_header(command, device);
+  report.cases.push_back(r);
+  if (!o.report.empty()) TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
+  if (o.page.empty()) return Status();
+  TP_ASSIGN_OR_RETURN(const std::string written, write_run_page(o.page, report, {}));
+  std::cerr << "page: " << written << "\n";
+  return Status();
+}
+
 // --activations: the user's own stack's dump against the reference.
 Expected<int> triage_dump(const TriageOptions& o) {
   if (!o.input.empty() || !o.pipeline.empty())
@@ -60,11 +73,7 @@ Expected<int> triage_dump(const TriageOptions& o) {
   TP_ASSIGN_OR_RETURN(Model model, load_model(o.model_dir));
   TP_ASSIGN_OR_RETURN(ActivationTriage t, triage_activations(o.activations, model, budget));
   const CaseResult& r = t.result;
-  if (!o.report.empty()) {
-    RunReport report = report_header("twinpath triage --activations", compiled::Device::kCpu);
-    report.cases.push_back(r);
-    TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
-  }
+  TP_RETURN_IF_ERROR(save_triage(o, "twinpath triage --activations", compiled::Device::kCpu, r));
   if (o.json) {
     nlohmann::json j = case_json(r);
     j["activations"] = {{"dump", o.activations},
@@ -120,6 +129,7 @@ Expected<int> triage_dump(const TriageOptions& o) {
 }  // namespace
 
 Expected<int> triage_command(const TriageOptions& o) {
+  if (!o.page.empty()) TP_RETURN_IF_ERROR(make_page_folder(o.page));
   if (!o.activations.empty()) return triage_dump(o);
   if (o.pipeline.empty() || o.input.empty())
     return Error(
@@ -142,11 +152,7 @@ Expected<int> triage_command(const TriageOptions& o) {
   }
   ModelCache models;
   const CaseResult r = run_case(c, options, models);
-  if (!o.report.empty()) {
-    RunReport report = report_header("twinpath triage", device);
-    report.cases.push_back(r);
-    TP_RETURN_IF_ERROR(write_h5_report(o.report, report));
-  }
+  TP_RETURN_IF_ERROR(save_triage(o, "twinpath triage", device, r));
   if (o.json) {
     std::cout << json_text(case_json(r), 2) << "\n";
   } else {

@@ -4,8 +4,10 @@
 // runs, then each member is dropped in turn if the case still passes without it.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
+#include "harness/core/format.h"
 #include "harness/runner/runs.h"
 
 namespace tp {
@@ -49,6 +51,27 @@ std::vector<std::string> ranked_layers(const CompiledRun& run, const Evaluation&
   return order;
 }
 
+// What keeping the answer in fp32 did to the pipeline outputs: "output:sample rel L2 2.1e-04
+// (was 0.35, 4096 non-finite)".
+std::string effect_text(const Evaluation& before, const Evaluation& after) {
+  std::string text;
+  for (const CheckpointRecord& a : after.checkpoints) {
+    if (a.group >= 0) continue;
+    auto b = std::find_if(before.checkpoints.begin(), before.checkpoints.end(),
+                          [&](const CheckpointRecord& r) { return r.name == a.name; });
+    text +=
+        (text.empty() ? "" : ", ") + a.name + printf_numbers(" rel L2 %.2e", a.accumulated.rel_l2);
+    if (b == before.checkpoints.end()) continue;
+    const Metrics& was = b->accumulated;
+    if (was.non_finite_new == 0)
+      text += printf_numbers(" (was %.2e)", was.rel_l2);
+    else
+      text += " (was " + std::to_string(was.non_finite_new) + " non-finite" +
+              (was.count > 0 ? printf_numbers(", rel L2 %.2e over the rest)", was.rel_l2) : ")");
+  }
+  return text;
+}
+
 }  // namespace
 
 SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref,
@@ -56,13 +79,22 @@ SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref,
                               const Provenance& origin) {
   SearchResult r;
   const std::vector<std::string> ranked = ranked_layers(failing, failed, origin);
+  std::map<std::vector<std::string>, std::string> effects;  // of each passing keep list
   auto passes = [&](const std::vector<std::string>& keep) {
     compiled::DTypePolicy policy = p.session.policy;
     policy.keep_fp32.insert(policy.keep_fp32.end(), keep.begin(), keep.end());
     ++r.runs;
     auto run = run_compiled(p, policy, true);
     if (!run.ok()) return false;
-    return !evaluate(p, ref, *run, true).failed;
+    const Evaluation e = evaluate(p, ref, *run, true);
+    if (!e.failed) effects[keep] = effect_text(failed, e);
+    return !e.failed;
+  };
+  auto found = [&](std::vector<std::string> keep, const std::string& note) {
+    r.found = true;
+    r.note = note + "; with them in fp32: " + effects[keep];
+    r.keep_fp32 = std::move(keep);
+    return r;
   };
   if (ranked.empty()) {
     r.note = "the model has no layers with weights to keep in fp32";
@@ -78,13 +110,11 @@ SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref,
         for (std::string module = unscoped(origin.layer); module.find('.') != std::string::npos;) {
           module = module.substr(0, module.rfind('.'));
           if (!passes({module + ".*"})) continue;
-          r.found = true;
-          r.keep_fp32 = {module + ".*"};
-          r.note = "found in " + std::to_string(r.runs) +
-                   " runs: keeping every layer with weights "
-                   "fails, but values between layers outgrow the activation dtype inside " +
-                   module + ", the module around the origin; keep it whole";
-          return r;
+          return found({module + ".*"},
+                       "found in " + std::to_string(r.runs) +
+                           " runs: keeping every layer with weights fails, but values between "
+                           "layers outgrow the activation dtype inside " +
+                           module + ", the module around the origin; keep it whole");
         }
       r.note = "keeping all " + std::to_string(ranked.size()) +
                " layers with weights in fp32 still fails, but keeping every op passes: values "
@@ -122,11 +152,8 @@ SearchResult search_keep_fp32(const PreparedCase& p, const ReferenceRun& ref,
     without.erase(without.begin() + std::ptrdiff_t(i));
     if (passes(without)) keep = std::move(without);
   }
-  r.found = true;
-  r.keep_fp32 = std::move(keep);
-  r.note = "found in " + std::to_string(r.runs) + " runs over " + std::to_string(ranked.size()) +
-           " layers";
-  return r;
+  return found(std::move(keep), "found in " + std::to_string(r.runs) + " runs over " +
+                                    std::to_string(ranked.size()) + " layers");
 }
 
 }  // namespace tp

@@ -1,0 +1,265 @@
+#include "reports/run_page.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "harness/core/atomic_file.h"
+#include "harness/core/format.h"
+#include "reports/case_section.h"
+#include "reports/margins.h"
+#include "reports/report_tools.h"
+#include "reports/svg_plot.h"
+
+namespace tp {
+namespace {
+
+constexpr std::size_t kWorstCases = 10, kReasonExamples = 3;
+
+std::string esc(const std::string& s) { return markup_escape(s); }
+
+const char* const kStyle =
+    "<style>body{font-family:sans-serif;margin:24px;color:#222;max-width:1200px}"
+    "table{border-collapse:collapse;font-size:13px;margin:6px 0}td,th{border:1px solid "
+    "#ccc;padding:3px 7px;text-align:right;vertical-align:top}th{background:#f2f2f2}"
+    ".l,table.facts td{text-align:left}table.facts th{text-align:left;white-space:nowrap}"
+    "tr.bad td{background:#fbe9e9}.note,figcaption{color:#555;font-size:13px;max-width:1000px}"
+    "figure{margin:14px 0}pre.copy{background:#f6f6f6;border:1px solid #ddd;padding:6px;"
+    "white-space:pre-wrap;word-break:break-all;user-select:all}section.case{border-top:3px solid "
+    "#bbb;margin-top:28px}section.FAILED,section.ERROR{border-top-color:#be0032}"
+    "section.MISTRUSTED{border-top-color:#f38400}code{font-size:13px}ol.path{font-size:13px}"
+    "</style>";
+
+bool drawable(const CaseResult& c) { return !c.checkpoints.empty() || c.provenance.found; }
+bool passed(const CaseResult& c) { return c.outcome == Outcome::kPassed; }
+bool not_passed(const CaseResult& c) {
+  return c.outcome == Outcome::kFailed || c.outcome == Outcome::kError ||
+         c.outcome == Outcome::kMistrusted;
+}
+double case_margin(const CaseResult& c) {
+  const auto m = worst_checkpoint(c);
+  return m ? m->margin : INFINITY;
+}
+
+// Which cases get a section, by index.
+Expected<std::vector<bool>> sections(const RunReport& report, const PageOptions& o) {
+  const std::vector<CaseResult>& cases = report.cases;
+  std::vector<bool> drawn(cases.size(), false);
+  if (!o.case_id.empty()) {
+    auto it = std::find_if(cases.begin(), cases.end(),
+                           [&](const CaseResult& c) { return c.id == o.case_id; });
+    if (it == cases.end())
+      return Error("the report has no case '" + o.case_id +
+                   "'; `twinpath report show REPORT` lists its cases' ids");
+    drawn[std::size_t(it - cases.begin())] = true;
+    return drawn;
+  }
+  std::size_t drawable_cases = 0;
+  for (const CaseResult& c : cases) drawable_cases += drawable(c);
+  std::vector<std::size_t> passing;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (!drawable(cases[i])) continue;
+    if (not_passed(cases[i]) || (!o.failing && drawable_cases <= kPageAllCases)) drawn[i] = true;
+    if (passed(cases[i])) passing.push_back(i);
+  }
+  if (o.failing || drawable_cases <= kPageAllCases) return drawn;
+  std::stable_sort(passing.begin(), passing.end(), [&](std::size_t a, std::size_t b) {
+    return case_margin(cases[a]) < case_margin(cases[b]);
+  });
+  for (std::size_t k = 0; k < passing.size() && k < kPageWorstPassing; ++k)
+    drawn[passing[k]] = true;
+  return drawn;
+}
+
+std::string anchor(std::size_t i) { return "case-" + std::to_string(i); }
+
+// A case's id, linked to its section where the page has one.
+std::string case_link(const RunReport& r, const std::vector<bool>& drawn, std::size_t i) {
+  const std::string id = "<code>" + esc(r.cases[i].id) + "</code>";
+  return drawn[i] ? "<a href=\"#" + anchor(i) + "\">" + id + "</a>" : id;
+}
+
+// A reason with its numbers left out, so the failures of one kind group together
+// ("rel L2 3.1e-03 exceeds 1.5e-03" -> "rel L2 # exceeds #"); numbers inside names stay.
+std::string reason_kind(const std::string& reason) {
+  std::string out;
+  for (std::size_t i = 0; i < reason.size();) {
+    const bool starts =
+        std::isdigit(static_cast<unsigned char>(reason[i])) &&
+        (i == 0 || std::string_view(" (=x[,/").find(reason[i - 1]) != std::string_view::npos);
+    if (!starts) {
+      out += reason[i++];
+      continue;
+    }
+    while (i < reason.size() &&
+           (std::isdigit(static_cast<unsigned char>(reason[i])) ||
+            std::string_view(".e+-").find(reason[i]) != std::string_view::npos))
+      ++i;
+    out += '#';
+  }
+  return out;
+}
+
+std::string header(const RunReport& r) {
+  std::string s = "<h1>twinpath report: " + esc(outcome_counts(r.cases)) +
+                  "</h1>\n<p class=\"note\">" + "twinpath " + esc(r.tool_version) + " (" +
+                  esc(r.git_commit) + ") on " + esc(r.host) + ", " + esc(r.device) +
+                  (r.backend.empty() ? "" : ", " + esc(r.backend)) + ", " + esc(r.utc_time) +
+                  (r.shard.empty() ? "" : ", shard " + esc(r.shard)) + ".<br><code>" +
+                  esc(r.command_line) + "</code></p>\n";
+  if (r.incomplete)
+    s += "<p><b>Incomplete:</b> the run was stopped; " + std::to_string(r.not_run.size()) +
+         " cases did not run (<code>twinpath run --resume REPORT</code> runs them).</p>\n";
+  return s;
+}
+
+// Outcomes per reason: refusals as the terminal groups them, the rest by the kind of reason.
+std::string outcome_block(const RunReport& r, const std::vector<bool>& drawn) {
+  std::string s = "<h2>Outcomes</h2>\n";
+  const std::string refused = refusal_summary(r.cases);
+  if (!refused.empty()) s += "<p class=\"note\">" + esc(refused) + "</p>\n";
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> kinds;
+  for (std::size_t i = 0; i < r.cases.size(); ++i) {
+    if (passed(r.cases[i]) || r.cases[i].outcome == Outcome::kUnsupported) continue;
+    const std::string kind =
+        std::string(outcome_name(r.cases[i].outcome)) + ": " + reason_kind(r.cases[i].reason);
+    auto it =
+        std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
+    if (it == kinds.end()) it = kinds.insert(kinds.end(), {kind, {}});
+    it->second.push_back(i);
+  }
+  if (kinds.empty()) return s + "<p>Every case that ran passed.</p>\n";
+  s += "<table><tr><th>cases</th><th class=\"l\">outcome: reason (numbers as #)</th><th "
+       "class=\"l\">for example</th></tr>\n";
+  for (const auto& [kind, members] : kinds) {
+    std::string examples;
+    for (std::size_t k = 0; k < members.size() && k < kReasonExamples; ++k)
+      examples += (k ? "<br>" : "") + case_link(r, drawn, members[k]);
+    s += "<tr class=\"bad\"><td>" + std::to_string(members.size()) + "</td><td class=\"l\">" +
+         esc(kind) + "</td><td class=\"l\">" + examples + "</td></tr>\n";
+  }
+  return s + "</table>\n";
+}
+
+std::string worst_cases_block(const RunReport& r, const std::vector<bool>& drawn) {
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < r.cases.size(); ++i)
+    if (worst_checkpoint(r.cases[i])) order.push_back(i);
+  if (order.empty()) return "";
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return case_margin(r.cases[a]) < case_margin(r.cases[b]);
+  });
+  std::string s =
+      "<h2>The cases nearest their bounds</h2>\n<table><tr><th>outcome</th><th "
+      "class=\"l\">case</th><th class=\"l\">its checkpoint nearest its "
+      "tolerance</th></tr>\n";
+  for (std::size_t k = 0; k < order.size() && k < kWorstCases; ++k) {
+    const CaseResult& c = r.cases[order[k]];
+    s += std::string(passed(c) ? "<tr>" : "<tr class=\"bad\">") + "<td>" + outcome_name(c.outcome) +
+         "</td><td class=\"l\">" + case_link(r, drawn, order[k]) + "</td><td class=\"l\">" +
+         esc(margin_text(*worst_checkpoint(c))) + "</td></tr>\n";
+  }
+  return s + "</table>\n";
+}
+
+// One row per case: how many findings, the largest growth, and every finding in a
+// collapsed list (a <details> element: no script).
+std::string regression_row(const RunReport& r, const std::vector<bool>& drawn,
+                           const std::map<std::string, std::size_t>& index,
+                           const std::vector<const DiffFinding*>& findings) {
+  const DiffFinding* largest = nullptr;
+  std::string other, all;
+  for (const DiffFinding* f : findings) {
+    if (f->factor > 0 && (!largest || f->factor > largest->factor)) largest = f;
+    if (f->factor == 0)
+      other += "<br>" + esc((f->checkpoint.empty() ? "" : f->checkpoint + ": ") + f->what);
+    all += "<li>" + esc((f->checkpoint.empty() ? "" : f->checkpoint + ": ") + f->what) + "</li>";
+  }
+  const auto it = index.find(findings.front()->case_id);
+  return "<tr class=\"bad\"><td class=\"l\">" +
+         (it == index.end() ? esc(findings.front()->case_id) : case_link(r, drawn, it->second)) +
+         "</td><td>" + std::to_string(findings.size()) + "</td><td class=\"l\">" +
+         (largest ? esc(largest->checkpoint + ": " + largest->what) : "") + other +
+         "<details><summary>every finding</summary><ul>" + all + "</ul></details></td></tr>\n";
+}
+
+std::string regressions_block(const RunReport& r, const std::vector<bool>& drawn,
+                              const PageOptions& o) {
+  if (!o.baseline) return "";
+  const std::vector<DiffFinding> findings = diff_reports(*o.baseline, r, DiffOptions{o.growth});
+  std::string s = "<h2>Against the baseline</h2>\n<p class=\"note\">" +
+                  std::to_string(findings.size()) + " regressions against <code>" +
+                  esc(o.baseline_name) + "</code> (error grown past x" + format_number(o.growth) +
+                  ", new non-finite values, worse outcomes, changed plans).</p>\n";
+  if (findings.empty()) return s;
+  std::map<std::string, std::size_t> index;
+  for (std::size_t i = 0; i < r.cases.size(); ++i) index[r.cases[i].id] = i;
+  std::vector<std::vector<const DiffFinding*>> per_case;
+  for (const DiffFinding& f : findings) {
+    if (per_case.empty() || per_case.back().front()->case_id != f.case_id) per_case.emplace_back();
+    per_case.back().push_back(&f);
+  }
+  s += "<table><tr><th class=\"l\">case</th><th>findings</th><th class=\"l\">the largest "
+       "growth, and what else changed</th></tr>\n";
+  for (const auto& group : per_case) s += regression_row(r, drawn, index, group);
+  return s + "</table>\n";
+}
+
+std::string cases_block(const RunReport& r, const std::vector<bool>& drawn) {
+  std::size_t shown = 0;
+  for (bool d : drawn) shown += d;
+  std::string s = "<h2>Every case</h2>\n<p class=\"note\">" + std::to_string(shown) + " of " +
+                  std::to_string(r.cases.size()) +
+                  " cases have a section below (linked); `twinpath report page REPORT --case ID "
+                  "--out DIR` draws any other.</p>\n<table><tr><th>#</th><th>outcome</th><th "
+                  "class=\"l\">case</th><th class=\"l\">nearest its tolerance</th></tr>\n";
+  for (std::size_t i = 0; i < r.cases.size(); ++i) {
+    const CaseResult& c = r.cases[i];
+    const auto m = worst_checkpoint(c);
+    s += std::string(passed(c) || c.outcome == Outcome::kUnsupported ? "<tr>"
+                                                                     : "<tr class=\"bad\">") +
+         "<td>" + std::to_string(i + 1) + "</td><td>" + outcome_name(c.outcome) +
+         "</td><td class=\"l\">" + case_link(r, drawn, i) + "</td><td class=\"l\">" +
+         (m ? esc(margin_text(*m)) : esc(c.reason)) + "</td></tr>\n";
+  }
+  return s + "</table>\n";
+}
+
+}  // namespace
+
+Expected<std::string> run_page_html(const RunReport& report, const PageOptions& o) {
+  TP_ASSIGN_OR_RETURN(const std::vector<bool> drawn, sections(report, o));
+  std::string page = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" +
+                     esc("twinpath report: " + outcome_counts(report.cases)) + "</title>\n" +
+                     kStyle + "</head><body>\n<div id=\"summary\">\n" + header(report) +
+                     outcome_block(report, drawn) + regressions_block(report, drawn, o) +
+                     worst_cases_block(report, drawn) + cases_block(report, drawn) + "</div>\n";
+  for (std::size_t i = 0; i < report.cases.size(); ++i)
+    if (drawn[i]) page += case_section_html(report.cases[i], anchor(i));
+  return page + "</body></html>\n";
+}
+
+Status make_page_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (!ec && std::filesystem::is_directory(dir, ec)) return Status();
+  return Error("cannot make the page's folder " + dir +
+               (ec ? ": " + ec.message() : ": a file of that name is in the way") +
+               "; give --page (or --out) a folder you can write");
+}
+
+Expected<std::string> write_run_page(const std::string& dir, const RunReport& report,
+                                     const PageOptions& options) {
+  TP_ASSIGN_OR_RETURN(const std::string html, run_page_html(report, options));
+  TP_RETURN_IF_ERROR(make_page_folder(dir));
+  const std::string path = (std::filesystem::path(dir) / "report.html").string();
+  TP_RETURN_IF_ERROR(write_file_atomically(path, [&](std::ostream& out) -> Status {
+    out << html;
+    return out ? Status() : Error("writing " + path + " failed (disk full?)");
+  }));
+  return path;
+}
+
+}  // namespace tp
