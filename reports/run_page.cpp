@@ -16,7 +16,7 @@
 namespace tp {
 namespace {
 
-constexpr std::size_t kWorstCases = 10, kReasonExamples = 3;
+constexpr std::size_t kWorstCases = 10, kReasonExamples = 3, kFindingsListed = 40;
 
 std::string esc(const std::string& s) { return markup_escape(s); }
 
@@ -43,6 +43,42 @@ double case_margin(const CaseResult& c) {
   return m ? m->margin : INFINITY;
 }
 
+std::string reason_kind(const std::string& reason);
+
+// The first `n` of `order` after a stable sort by `before`.
+template <typename Less>
+std::vector<std::size_t> first_by(std::vector<std::size_t> order, std::size_t n, Less before) {
+  std::stable_sort(order.begin(), order.end(), before);
+  if (order.size() > n) order.resize(n);
+  return order;
+}
+
+// Of more non-passing cases than a page holds: one of each kind of reason (the examples the
+// outcomes table links), then the non-finite ones, then the nearest their bounds.
+std::vector<std::size_t> worst_failing(const std::vector<CaseResult>& cases,
+                                       std::vector<std::size_t> failing) {
+  std::vector<std::size_t> chosen;
+  std::vector<std::string> kinds;
+  for (std::size_t i : failing) {
+    const std::string kind = reason_kind(cases[i].reason);
+    if (std::find(kinds.begin(), kinds.end(), kind) != kinds.end()) continue;
+    kinds.push_back(kind);
+    if (chosen.size() < kPageMaxSections) chosen.push_back(i);
+  }
+  failing.erase(std::remove_if(failing.begin(), failing.end(),
+                               [&](std::size_t i) {
+                                 return std::find(chosen.begin(), chosen.end(), i) != chosen.end();
+                               }),
+                failing.end());
+  for (std::size_t i :
+       first_by(failing, kPageMaxSections - chosen.size(), [&](std::size_t a, std::size_t b) {
+         const bool na = cases[a].provenance.found, nb = cases[b].provenance.found;
+         return na != nb ? na : case_margin(cases[a]) < case_margin(cases[b]);
+       }))
+    chosen.push_back(i);
+  return chosen;
+}
+
 // Which cases get a section, by index.
 Expected<std::vector<bool>> sections(const RunReport& report, const PageOptions& o) {
   const std::vector<CaseResult>& cases = report.cases;
@@ -56,20 +92,21 @@ Expected<std::vector<bool>> sections(const RunReport& report, const PageOptions&
     drawn[std::size_t(it - cases.begin())] = true;
     return drawn;
   }
-  std::size_t drawable_cases = 0;
-  for (const CaseResult& c : cases) drawable_cases += drawable(c);
-  std::vector<std::size_t> passing;
+  std::vector<std::size_t> all, failing, passing;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     if (!drawable(cases[i])) continue;
-    if (not_passed(cases[i]) || (!o.failing && drawable_cases <= kPageAllCases)) drawn[i] = true;
+    all.push_back(i);
+    if (not_passed(cases[i])) failing.push_back(i);
     if (passed(cases[i])) passing.push_back(i);
   }
-  if (o.failing || drawable_cases <= kPageAllCases) return drawn;
-  std::stable_sort(passing.begin(), passing.end(), [&](std::size_t a, std::size_t b) {
-    return case_margin(cases[a]) < case_margin(cases[b]);
-  });
-  for (std::size_t k = 0; k < passing.size() && k < kPageWorstPassing; ++k)
-    drawn[passing[k]] = true;
+  if (!o.failing && all.size() <= kPageAllCases) failing = all;
+  if (failing.size() > kPageMaxSections) failing = worst_failing(cases, failing);
+  for (std::size_t i : failing) drawn[i] = true;
+  if (o.failing || all.size() <= kPageAllCases) return drawn;
+  for (std::size_t i : first_by(passing, kPageWorstPassing, [&](std::size_t a, std::size_t b) {
+         return case_margin(cases[a]) < case_margin(cases[b]);
+       }))
+    drawn[i] = true;
   return drawn;
 }
 
@@ -81,23 +118,41 @@ std::string case_link(const RunReport& r, const std::vector<bool>& drawn, std::s
   return drawn[i] ? "<a href=\"#" + anchor(i) + "\">" + id + "</a>" : id;
 }
 
-// A reason with its numbers left out, so the failures of one kind group together
-// ("rel L2 3.1e-03 exceeds 1.5e-03" -> "rel L2 # exceeds #"); numbers inside names stay.
+bool name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+}
+bool digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+
+// The checkpoint a reason starts with ("tile0/post_quant_conv: biased rounding: ..."), or "".
+std::string reason_place(const std::string& reason) {
+  const std::size_t colon = reason.find(": ");
+  return colon != std::string::npos && reason.find(' ') > colon ? reason.substr(0, colon) : "";
+}
+
+// A reason without the checkpoint it starts with and with its numbers left out, so the failures
+// of one kind group together ("conv_in: rel L2 3.1e-03 exceeds 1.5e-03" -> "rel L2 # exceeds #");
+// numbers inside names stay.
 std::string reason_kind(const std::string& reason) {
+  const std::string place = reason_place(reason);
+  const std::string text = place.empty() ? reason : reason.substr(place.size() + 2);
   std::string out;
-  for (std::size_t i = 0; i < reason.size();) {
+  for (std::size_t i = 0; i < text.size();) {
+    const bool after_name = i > 0 && name_char(text[i - 1]);
     const bool starts =
-        std::isdigit(static_cast<unsigned char>(reason[i])) &&
-        (i == 0 || std::string_view(" (=x[,/").find(reason[i - 1]) != std::string_view::npos);
+        !after_name &&
+        (digit(text[i]) || (text[i] == '-' && i + 1 < text.size() && digit(text[i + 1])));
     if (!starts) {
-      out += reason[i++];
+      out += text[i++];
       continue;
     }
-    while (i < reason.size() &&
-           (std::isdigit(static_cast<unsigned char>(reason[i])) ||
-            std::string_view(".e+-").find(reason[i]) != std::string_view::npos))
+    for (++i; i < text.size() &&
+              (digit(text[i]) || std::string_view(".e+-").find(text[i]) != std::string_view::npos);)
       ++i;
-    out += '#';
+    // An index's numbers become one: [0,0,3] and [0,0,0,7] are the same kind.
+    if (out.size() >= 2 && out.compare(out.size() - 2, 2, "#,") == 0)
+      out.pop_back();
+    else
+      out += '#';
   }
   return out;
 }
@@ -113,6 +168,28 @@ std::string header(const RunReport& r) {
     s += "<p><b>Incomplete:</b> the run was stopped; " + std::to_string(r.not_run.size()) +
          " cases did not run (<code>twinpath run --resume REPORT</code> runs them).</p>\n";
   return s;
+}
+
+// Where the cases of one kind of reason failed, most often first: "post_quant_conv x51,
+// encoder.conv_in x37, ... (12 places)".
+std::string places_text(const std::vector<CaseResult>& cases, const std::vector<std::size_t>& of) {
+  std::vector<std::pair<std::string, int>> places;
+  for (std::size_t i : of) {
+    const std::string place = reason_place(cases[i].reason);
+    if (place.empty()) continue;
+    auto it =
+        std::find_if(places.begin(), places.end(), [&](const auto& p) { return p.first == place; });
+    if (it == places.end()) it = places.insert(places.end(), {place, 0});
+    ++it->second;
+  }
+  std::stable_sort(places.begin(), places.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string text;
+  for (std::size_t k = 0; k < places.size() && k < kReasonExamples; ++k)
+    text += (k ? ", " : "") + places[k].first + " x" + std::to_string(places[k].second);
+  if (places.size() > kReasonExamples)
+    text += ", ... (" + std::to_string(places.size()) + " places)";
+  return text;
 }
 
 // Outcomes per reason: refusals as the terminal groups them, the rest by the kind of reason.
@@ -132,13 +209,14 @@ std::string outcome_block(const RunReport& r, const std::vector<bool>& drawn) {
   }
   if (kinds.empty()) return s + "<p>Every case that ran passed.</p>\n";
   s += "<table><tr><th>cases</th><th class=\"l\">outcome: reason (numbers as #)</th><th "
-       "class=\"l\">for example</th></tr>\n";
+       "class=\"l\">where</th><th class=\"l\">for example</th></tr>\n";
   for (const auto& [kind, members] : kinds) {
     std::string examples;
     for (std::size_t k = 0; k < members.size() && k < kReasonExamples; ++k)
       examples += (k ? "<br>" : "") + case_link(r, drawn, members[k]);
     s += "<tr class=\"bad\"><td>" + std::to_string(members.size()) + "</td><td class=\"l\">" +
-         esc(kind) + "</td><td class=\"l\">" + examples + "</td></tr>\n";
+         esc(kind) + "</td><td class=\"l\">" + esc(places_text(r.cases, members)) +
+         "</td><td class=\"l\">" + examples + "</td></tr>\n";
   }
   return s + "</table>\n";
 }
@@ -171,12 +249,17 @@ std::string regression_row(const RunReport& r, const std::vector<bool>& drawn,
                            const std::vector<const DiffFinding*>& findings) {
   const DiffFinding* largest = nullptr;
   std::string other, all;
+  std::size_t listed = 0;
   for (const DiffFinding* f : findings) {
     if (f->factor > 0 && (!largest || f->factor > largest->factor)) largest = f;
     if (f->factor == 0)
       other += "<br>" + esc((f->checkpoint.empty() ? "" : f->checkpoint + ": ") + f->what);
-    all += "<li>" + esc((f->checkpoint.empty() ? "" : f->checkpoint + ": ") + f->what) + "</li>";
+    if (listed++ < kFindingsListed)
+      all += "<li>" + esc((f->checkpoint.empty() ? "" : f->checkpoint + ": ") + f->what) + "</li>";
   }
+  if (listed > kFindingsListed)
+    all += "<li>… " + std::to_string(listed - kFindingsListed) +
+           " more (`twinpath report diff` lists them all)</li>";
   const auto it = index.find(findings.front()->case_id);
   return "<tr class=\"bad\"><td class=\"l\">" +
          (it == index.end() ? esc(findings.front()->case_id) : case_link(r, drawn, it->second)) +

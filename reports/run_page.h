@@ -21,9 +21,13 @@ struct PageOptions {
 };
 
 // A page draws a section for every case with checkpoints when there are at most this many;
-// past it, for the cases that did not pass and the kPageWorstPassing passing ones nearest their
-// bounds (the summary lists every case and says how to draw another).
+// past it, for the cases that did not pass (at most kPageMaxSections) and the kPageWorstPassing
+// passing ones nearest their bounds (the summary lists every case and says how to draw another).
 constexpr std::size_t kPageAllCases = 40, kPageWorstPassing = 10;
+// At most this many cases that did not pass get a section (a kernel change that fails hundreds
+// would make a page of hundreds of megabytes): one of each kind of reason first, then the
+// non-finite ones, then those nearest their bounds.
+constexpr std::size_t kPageMaxSections = 50;
 
 Expected<std::string> run_page_html(const RunReport& report, const PageOptions& options);
 

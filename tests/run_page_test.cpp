@@ -130,6 +130,25 @@ TEST(RunPage, ALargeRunDrawsTheFailingAndTheNearestPassingCases) {
   EXPECT_NE(unknown.error().message().find("has no case"), std::string::npos);
 }
 
+TEST(RunPage, HundredsOfFailuresDrawOneOfEachReasonFirst) {
+  RunReport r;
+  for (int i = 0; i < 120; ++i) {
+    CaseResult c = failing_denoiser();
+    c.id += " seed=" + std::to_string(i);
+    c.provenance.found = false;
+    c.reason = "output:latents: rel L2 " + std::to_string(0.1 + i) + " exceeds 2e-03";
+    r.cases.push_back(c);
+  }
+  r.cases[90].reason = "conv_in: biased rounding";
+  r.cases[100].provenance.found = true;
+  const auto page = run_page_html(r, {});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(count(*page, "<section"), kPageMaxSections);
+  EXPECT_NE(page->find("id=\"case-0\""), std::string::npos) << "the first of its reason";
+  EXPECT_NE(page->find("id=\"case-90\""), std::string::npos) << "the only one of its reason";
+  EXPECT_NE(page->find("id=\"case-100\""), std::string::npos) << "the non-finite one";
+}
+
 TEST(RunPage, NamesFromTheReportAreEscaped) {
   RunReport r;
   CaseResult c = failing_denoiser();
