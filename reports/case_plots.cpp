@@ -309,7 +309,7 @@ std::string non_finite_plot(const CaseResult& c) {
   PlotSeries want;
   want.name = "in the reference";
   bool any = false;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
+  for (std::size_t i : plotted(rows)) {
     const CheckpointRecord& r = *rows[i];
     any = any || r.accumulated.non_finite_got > 0;
     got.points.emplace_back(double(i), double(r.accumulated.non_finite_got));

@@ -149,6 +149,27 @@ TEST(RunPage, HundredsOfFailuresDrawOneOfEachReasonFirst) {
   EXPECT_NE(page->find("id=\"case-100\""), std::string::npos) << "the non-finite one";
 }
 
+// A full-size denoiser's 20 steps of 2000 checkpoints each: every plot thins to its peaks, so
+// the page stays a page.
+TEST(RunPage, FortyThousandCheckpointsMakeAPageOfMegabytesNotHundreds) {
+  CaseResult c = failing_denoiser();
+  const CheckpointRecord first = c.checkpoints.front();
+  c.checkpoints.assign(40000, first);
+  for (std::size_t i = 0; i < c.checkpoints.size(); ++i) {
+    c.checkpoints[i].name = "step" + std::to_string(i / 2000) + "/layer" + std::to_string(i);
+    c.checkpoints[i].accumulated.rel_l2 = 1e-4 * (1 + double(i % 97) / 97);
+    c.checkpoints[i].accumulated.non_finite_got = i > 30000 ? 5 : 0;
+  }
+  c.checkpoints[123].passed = false;
+  RunReport r;
+  r.cases = {c};
+  const auto page = run_page_html(r, {});
+  ASSERT_TRUE(page.ok());
+  EXPECT_LT(page->size(), 8u << 20) << "a plot drew every checkpoint";
+  EXPECT_NE(page->find("step0/layer123"), std::string::npos) << "a failed checkpoint is drawn";
+  EXPECT_NE(page->find("the HDF5 report holds them all"), std::string::npos);
+}
+
 TEST(RunPage, NamesFromTheReportAreEscaped) {
   RunReport r;
   CaseResult c = failing_denoiser();
