@@ -43,7 +43,49 @@ double case_margin(const CaseResult& c) {
   return m ? m->margin : INFINITY;
 }
 
-std::string reason_kind(const std::string& reason);
+bool name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
+}
+bool digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
+
+// The checkpoint a reason starts with ("tile0/post_quant_conv: biased rounding: ..."), or "".
+std::string reason_place(const std::string& reason) {
+  const std::size_t colon = reason.find(": ");
+  return colon != std::string::npos && reason.find(' ') > colon ? reason.substr(0, colon) : "";
+}
+
+// A reason without the checkpoint it starts with and with its numbers left out, so the failures
+// of one kind group together ("conv_in: rel L2 3.1e-03 exceeds 1.5e-03" -> "rel L2 # exceeds #");
+// numbers inside names stay.
+std::string reason_kind(const std::string& reason) {
+  const std::string place = reason_place(reason);
+  const std::string text = place.empty() ? reason : reason.substr(place.size() + 2);
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    const bool after_name = i > 0 && name_char(text[i - 1]);
+    const bool starts =
+        !after_name &&
+        (digit(text[i]) || (text[i] == '-' && i + 1 < text.size() && digit(text[i + 1])));
+    if (!starts) {
+      out += text[i++];
+      continue;
+    }
+    for (++i; i < text.size() &&
+              (digit(text[i]) || std::string_view(".e+-").find(text[i]) != std::string_view::npos);)
+      ++i;
+    // An index's numbers become one: [0,0,3] and [0,0,0,7] are the same kind.
+    if (out.size() >= 2 && out.compare(out.size() - 2, 2, "#,") == 0)
+      out.pop_back();
+    else
+      out += '#';
+  }
+  return out;
+}
+
+// A case's outcome and kind of reason: what the outcomes table groups by.
+std::string case_kind(const CaseResult& c) {
+  return std::string(outcome_name(c.outcome)) + ": " + reason_kind(c.reason);
+}
 
 // The first `n` of `order` after a stable sort by `before`.
 template <typename Less>
@@ -60,7 +102,7 @@ std::vector<std::size_t> worst_failing(const std::vector<CaseResult>& cases,
   std::vector<std::size_t> chosen;
   std::vector<std::string> kinds;
   for (std::size_t i : failing) {
-    const std::string kind = reason_kind(cases[i].reason);
+    const std::string kind = case_kind(cases[i]);
     if (std::find(kinds.begin(), kinds.end(), kind) != kinds.end()) continue;
     kinds.push_back(kind);
     if (chosen.size() < kPageMaxSections) chosen.push_back(i);
@@ -118,45 +160,6 @@ std::string case_link(const RunReport& r, const std::vector<bool>& drawn, std::s
   return drawn[i] ? "<a href=\"#" + anchor(i) + "\">" + id + "</a>" : id;
 }
 
-bool name_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.';
-}
-bool digit(char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }
-
-// The checkpoint a reason starts with ("tile0/post_quant_conv: biased rounding: ..."), or "".
-std::string reason_place(const std::string& reason) {
-  const std::size_t colon = reason.find(": ");
-  return colon != std::string::npos && reason.find(' ') > colon ? reason.substr(0, colon) : "";
-}
-
-// A reason without the checkpoint it starts with and with its numbers left out, so the failures
-// of one kind group together ("conv_in: rel L2 3.1e-03 exceeds 1.5e-03" -> "rel L2 # exceeds #");
-// numbers inside names stay.
-std::string reason_kind(const std::string& reason) {
-  const std::string place = reason_place(reason);
-  const std::string text = place.empty() ? reason : reason.substr(place.size() + 2);
-  std::string out;
-  for (std::size_t i = 0; i < text.size();) {
-    const bool after_name = i > 0 && name_char(text[i - 1]);
-    const bool starts =
-        !after_name &&
-        (digit(text[i]) || (text[i] == '-' && i + 1 < text.size() && digit(text[i + 1])));
-    if (!starts) {
-      out += text[i++];
-      continue;
-    }
-    for (++i; i < text.size() &&
-              (digit(text[i]) || std::string_view(".e+-").find(text[i]) != std::string_view::npos);)
-      ++i;
-    // An index's numbers become one: [0,0,3] and [0,0,0,7] are the same kind.
-    if (out.size() >= 2 && out.compare(out.size() - 2, 2, "#,") == 0)
-      out.pop_back();
-    else
-      out += '#';
-  }
-  return out;
-}
-
 std::string header(const RunReport& r) {
   std::string s = "<h1>twinpath report: " + esc(outcome_counts(r.cases)) +
                   "</h1>\n<p class=\"note\">" + "twinpath " + esc(r.tool_version) + " (" +
@@ -200,8 +203,7 @@ std::string outcome_block(const RunReport& r, const std::vector<bool>& drawn) {
   std::vector<std::pair<std::string, std::vector<std::size_t>>> kinds;
   for (std::size_t i = 0; i < r.cases.size(); ++i) {
     if (passed(r.cases[i]) || r.cases[i].outcome == Outcome::kUnsupported) continue;
-    const std::string kind =
-        std::string(outcome_name(r.cases[i].outcome)) + ": " + reason_kind(r.cases[i].reason);
+    const std::string kind = case_kind(r.cases[i]);
     auto it =
         std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) { return k.first == kind; });
     if (it == kinds.end()) it = kinds.insert(kinds.end(), {kind, {}});
