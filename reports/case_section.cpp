@@ -88,8 +88,8 @@ std::string search_block(const CaseResult& c) {
            esc(c.search_note) + "</p>\n";
   s += "<p>" +
        std::string(c.search_runs > 0 ? "The precision search's answer, verified by rerunning"
-                                     : "The layers whose reference values leave the dtype "
-                                       "(not rerun: the user's stack made these values)") +
+                                     : "Not verified by a rerun (the user's stack made these "
+                                       "values)") +
        " (" + esc(c.search_note) + "):</p>\n<pre class=\"copy\">--keep-fp32 '" +
        esc(join_list(c.keep_fp32, ',')) + "'</pre>\n";
   return s;
