@@ -260,9 +260,15 @@ TEST_F(RunPageCli, ACiRunWithAnInjectedFault) {
   for (const char* part :
        {"Error per denoising step", "Error per tile", "Seam bands against tile interiors",
         "Where the first non-finite value came from", "What to keep in fp32", "regressions against",
-        "Rounding bias per layer", "biased rounding",
-        "not searched: the case breaks the numerics contract",
-        "--keep-fp32 'decoder.up_blocks.0.resnets.0.conv1'"})
+        "Rounding bias per layer", "--keep-fp32 'decoder.up_blocks.0.resnets.0.conv1'"})
+    EXPECT_NE(page.find(part), std::string::npos) << part;
+  // The contract check (LibTorch's contract mode) names the truncation at its first store and
+  // leaves it unsearched; without it the denoiser's drift across the steps gives it away.
+  for (const char* part :
+       TWINPATH_TEST_HAVE_TORCH
+           ? std::vector<const char*>{"biased rounding",
+                                      "not searched: the case breaks the numerics contract"}
+           : std::vector<const char*>{"faster than a random walk", "still fails"})
     EXPECT_NE(page.find(part), std::string::npos) << part;
   EXPECT_EQ(count(page, "Error along execution order"), 3u);
   // The same page again from the report alone, and only the failing cases' sections.
