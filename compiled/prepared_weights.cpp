@@ -4,12 +4,138 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 #include "harness/core/parallel.h"
 
 namespace tp::compiled {
 
+int64_t PreparedParam::count() const {
+  return codes.empty() ? int64_t(values.size()) : int64_t(codes.size() / dtype_size(storage));
+}
+
 int64_t PreparedParam::storage_bytes() const {
-  return int64_t(values.size() * dtype_size(storage) + scales.size() * sizeof(float));
+  return count() * int64_t(dtype_size(storage)) + int64_t(scales.size() * sizeof(float));
+}
+
+namespace {
+
+// Every value of a narrow dtype with `n` codes, as floats (exact).
+std::vector<float> code_values(DType dt, uint32_t n) {
+  std::vector<float> t(n);
+  for (uint32_t b = 0; b < n; ++b) t[b] = float(decode_narrow(dt, b));
+  return t;
+}
+
+const float* code_table(DType dt) {
+  static const std::vector<float> f16 = code_values(DType::kF16, 1u << 16),
+                                  e4m3 = code_values(DType::kF8E4M3, 1u << 8),
+                                  e5m2 = code_values(DType::kF8E5M2, 1u << 8);
+  return dt == DType::kF16 ? f16.data() : dt == DType::kF8E4M3 ? e4m3.data() : e5m2.data();
+}
+
+uint16_t code16(const uint8_t* codes, int64_t i) {
+  uint16_t c;
+  std::memcpy(&c, codes + 2 * i, sizeof c);
+  return c;
+}
+
+float bf16_value(uint16_t code) {
+  const uint32_t bits = uint32_t(code) << 16;
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+
+// f16 codes [begin, end) to floats: the hardware's exact conversion where the build has it.
+void decode_f16(const uint8_t* codes, float* out, int64_t begin, int64_t end) {
+  int64_t i = begin;
+#if defined(__AVX512F__)
+  for (; i + 16 <= end; i += 16)
+    _mm512_storeu_ps(
+        out + i,
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + 2 * i))));
+#elif defined(__F16C__)
+  for (; i + 8 <= end; i += 8)
+    _mm256_storeu_ps(
+        out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + 2 * i))));
+#endif
+  const float* table = code_table(DType::kF16);
+  for (; i < end; ++i) out[i] = table[code16(codes, i)];
+}
+
+// The thread's buffers for decoded weights, one per ParamFloats alive on it, kept between calls.
+struct DecodeScratch {
+  std::vector<std::vector<float>> buffers;
+  std::size_t depth = 0;
+};
+thread_local DecodeScratch scratch;
+
+}  // namespace
+
+void decode_codes(DType dt, const uint8_t* codes, float* out, int64_t n) {
+  constexpr int64_t kChunk = int64_t(1) << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    if (dt == DType::kF16) {
+      decode_f16(codes, out, begin, end);
+    } else if (dt == DType::kBF16) {
+      for (int64_t i = begin; i < end; ++i) out[i] = bf16_value(code16(codes, i));
+    } else {
+      const float* table = code_table(dt);
+      for (int64_t i = begin; i < end; ++i) out[i] = table[codes[i]];
+    }
+  }
+}
+
+void encode_codes(DType dt, const float* in, uint8_t* out, int64_t n) {
+  int64_t i = 0;
+  if (dt == DType::kBF16) {
+    for (; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, in + i, sizeof bits);
+      const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+      const uint16_t c = nan ? uint16_t(((bits >> 16) & 0x8000u) | 0x7FC0u)
+                             : uint16_t((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+      std::memcpy(out + 2 * i, &c, sizeof c);
+    }
+    return;
+  }
+#if defined(__AVX512F__)
+  // The hardware's round to nearest even (overflow to inf, subnormals kept); a block with a NaN
+  // is left to the loop below, which makes it the canonical NaN as f32_to_f16_bits does.
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(in + i);
+    if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) break;
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * i),
+                        _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+#endif
+  for (; i < n; ++i) {
+    const uint16_t c = f32_to_f16_bits(in[i]);
+    std::memcpy(out + 2 * i, &c, sizeof c);
+  }
+}
+
+ParamFloats::ParamFloats(const PreparedParam& p) : count_(p.count()) {
+  if (p.codes.empty()) {
+    data_ = p.values.data();
+    return;
+  }
+  if (scratch.depth == scratch.buffers.size()) scratch.buffers.emplace_back();
+  std::vector<float>& buffer = scratch.buffers[scratch.depth++];
+  if (int64_t(buffer.size()) < count_) buffer = std::vector<float>(std::size_t(count_));
+  decode_codes(p.storage, p.codes.data(), buffer.data(), count_);
+  data_ = buffer.data();
+  decoded_ = true;
+}
+
+ParamFloats::~ParamFloats() {
+  if (decoded_) --scratch.depth;
 }
 
 uint64_t weights_identity(const Weights& weights) {
@@ -50,41 +176,77 @@ DType param_storage(const LayerPolicy& policy, bool matrix) {
 
 namespace {
 
-// [Cout][Cin][*K] -> [Cout][*K][Cin] (1 to 3 kernel axes): a conv's GEMM rows for
-// channels-last patches. Linear weights (rank 2) stay as they are.
-template <class T>
-void to_channels_last(const T* w, const Shape& s, T* out) {
+// Hands a parameter to fn(offset, row, count) in rows of the layout the kernels read, in
+// parallel: a conv's weight [Cout][Cin][*K] one output channel at a time as [*K][Cin], anything
+// else in chunks as it is.
+template <class T, class Fn>
+void for_each_laid_out_row(const T* w, const Shape& s, bool matrix, Fn fn) {
   const int64_t n = shape_numel(s);
-  if (s.size() < 3) {
-    std::copy(w, w + n, out);
+  if (!matrix || s.size() < 3) {
+    constexpr int64_t kChunk = int64_t(1) << 16;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+    for (int64_t c = 0; c < chunks; ++c)
+      fn(c * kChunk, w + c * kChunk, std::min(kChunk, n - c * kChunk));
     return;
   }
-  const int64_t co = s[0], ci = s[1], taps = n / (co * ci);
-  for (int64_t o = 0; o < co; ++o)
-    for (int64_t c = 0; c < ci; ++c)
-      for (int64_t t = 0; t < taps; ++t) out[(o * taps + t) * ci + c] = w[(o * ci + c) * taps + t];
+  const int64_t co = s[0], ci = s[1], taps = n / (co * ci), len = ci * taps;
+#pragma omp parallel if (n >= kParallelElements)
+  {
+    std::vector<T> row(static_cast<std::size_t>(len));
+#pragma omp for schedule(static)
+    for (int64_t o = 0; o < co; ++o) {
+      const T* from = w + o * len;
+      for (int64_t c = 0; c < ci; ++c)
+        for (int64_t t = 0; t < taps; ++t) row[std::size_t(t * ci + c)] = from[c * taps + t];
+      fn(o * len, row.data(), len);
+    }
+  }
 }
 
 // f32, f16 or bf16 storage of weights that are floats (f32, f16, bf16 on disk): laid out and
 // rounded in float, by the narrow dtype's bits (the same values as round_through:
-// DType.FastF32NarrowingMatchesEncodeNarrow), without the f64 copies fp8 scaling needs.
+// DType.FastF32NarrowingMatchesEncodeNarrow), in one pass without the f64 copies fp8 scaling
+// needs. A matrix in f16 or bf16 keeps its codes alone.
 void round_floats(const Tensor& source, bool matrix, PreparedParam& p) {
   Tensor widened;
   if (source.dtype() != DType::kF32) widened = source.to(DType::kF32);
   const float* w = source.dtype() == DType::kF32 ? source.data<float>() : widened.data<float>();
-  p.values.resize(std::size_t(source.numel()));
-  if (matrix)
-    to_channels_last(w, p.shape, p.values.data());
-  else
-    std::copy(w, w + source.numel(), p.values.begin());
-  if (p.storage == DType::kF32) return;
-  const bool bf16 = p.storage == DType::kBF16;
   const int64_t n = source.numel();
-#pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (int64_t i = 0; i < n; ++i) {
-    float& v = p.values[std::size_t(i)];
-    const uint16_t bits = bf16 ? f32_to_bf16_bits(v) : f32_to_f16_bits(v);
-    convert_elements(&bits, p.storage, &v, DType::kF32, 1);
+  const DType dt = p.storage;
+  if (dt != DType::kF32 && matrix) {
+    p.codes.resize(std::size_t(2 * n));
+    uint8_t* codes = p.codes.data();
+    for_each_laid_out_row(w, p.shape, matrix,
+                          [codes, dt](int64_t at, const float* row, int64_t count) {
+                            encode_codes(dt, row, codes + 2 * at, count);
+                          });
+    return;
+  }
+  p.values.resize(std::size_t(n));
+  float* values = p.values.data();
+  for_each_laid_out_row(w, p.shape, matrix,
+                        [values, dt](int64_t at, const float* row, int64_t count) {
+                          if (dt == DType::kF32) {
+                            std::copy(row, row + count, values + at);
+                            return;
+                          }
+                          std::vector<uint8_t> codes(static_cast<std::size_t>(2 * count));
+                          encode_codes(dt, row, codes.data(), count);
+                          decode_codes(dt, codes.data(), values + at, count);
+                        });
+}
+
+// Stores value i of `p` from its code: the code itself for a matrix held as codes, else its
+// decoded value.
+void store_code(PreparedParam& p, std::size_t i, uint32_t code) {
+  if (p.codes.empty()) {
+    p.values[i] = float(decode_narrow(p.storage, code));
+  } else if (dtype_size(p.storage) == 2) {
+    const uint16_t c = uint16_t(code);
+    std::memcpy(p.codes.data() + 2 * i, &c, sizeof c);
+  } else {
+    p.codes[i] = uint8_t(code);
   }
 }
 
@@ -114,16 +276,25 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
   }
   const Tensor f64 = source.to(DType::kF64);
   std::vector<double> w(std::size_t(f64.numel()));
+  double* laid_out = w.data();
+  for_each_laid_out_row(f64.data<double>(), p.shape, matrix,
+                        [laid_out](int64_t at, const double* row, int64_t count) {
+                          std::copy(row, row + count, laid_out + at);
+                        });
+  if (p.storage == DType::kF32 || p.storage == DType::kF64) {
+    p.values.resize(w.size());
+    for (std::size_t i = 0; i < w.size(); ++i) p.values[i] = float(round_through(p.storage, w[i]));
+    return p;
+  }
   if (matrix)
-    to_channels_last(f64.data<double>(), p.shape, w.data());
+    p.codes.resize(w.size() * dtype_size(p.storage));
   else
-    std::copy(f64.data<double>(), f64.data<double>() + f64.numel(), w.begin());
-  p.values.resize(w.size());
+    p.values.resize(w.size());
   if (!dtype_is_fp8(p.storage)) {
     const int64_t n = int64_t(w.size());
 #pragma omp parallel for schedule(static) if (n >= kParallelElements)
     for (int64_t i = 0; i < n; ++i)
-      p.values[std::size_t(i)] = float(round_through(p.storage, w[std::size_t(i)]));
+      store_code(p, std::size_t(i), encode_narrow(p.storage, w[std::size_t(i)]));
     return p;
   }
   const int64_t rows = p.shape[0];
@@ -155,7 +326,7 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
       const double x = w[at] / double(p.scales[std::size_t(r)]);
       uint32_t bits = encode_narrow(p.storage, x, policy.saturation);
       if (fp8_half_away) bits = round_tie_away(p.storage, x, bits, policy.saturation);
-      p.values[at] = float(decode_narrow(p.storage, bits));
+      store_code(p, at, bits);
     }
   return p;
 }

@@ -1,6 +1,7 @@
 // Weights as the compiled path holds them: stored in the policy's weight dtype (fp8 with fp32
-// scales chosen from the fp32 weights), kept decoded to fp32 for the emulated kernels (decoding
-// is exact), conv weights reordered for channels-last ([Cout][ky][kx][Cin]).
+// scales chosen from the fp32 weights), conv weights reordered for channels-last
+// ([Cout][ky][kx][Cin]). Conv and linear weights in f16, bf16 or fp8 are held as their codes and
+// decoded where a kernel reads them (decoding is exact); everything else is held decoded.
 // One WeightStore serves every plan of a session, so plans over the same weights (encoder and
 // decoder, two pipelines sharing a VAE) hold each prepared tensor once.
 #pragma once
@@ -9,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiled/faults.h"
@@ -17,14 +19,64 @@
 
 namespace tp::compiled {
 
+// Leaves new elements uninitialized: a prepared tensor is written once, in parallel, and that
+// first write is where each page is touched (a zero fill first would touch all of them on one
+// thread).
+template <class T>
+struct UninitializedAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = UninitializedAllocator<U>;
+  };
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 struct PreparedParam {
   std::string key;
   DType storage = DType::kF32;
-  Shape shape;                // as in the checkpoint
-  std::vector<float> values;  // decoded stored values, unscaled; conv weights [Cout][*K][Cin]
+  Shape shape;  // as in the checkpoint
+  // Decoded stored values, unscaled; conv weights [Cout][*K][Cin]. Empty for a conv's or
+  // linear's weight stored in f16, bf16 or fp8: it is held as `codes` alone (what the policy
+  // stores, 1 or 2 bytes an element), and a kernel reads it through ParamFloats.
+  std::vector<float, UninitializedAllocator<float>> values;
+  // Those weights' codes, dtype_size(storage) bytes each, in the same layout.
+  std::vector<uint8_t, UninitializedAllocator<uint8_t>> codes;
   std::vector<float> scales;  // fp8: per output channel (per-tensor repeats one value); else empty
+  int64_t count() const;      // elements
   int64_t storage_bytes() const;
 };
+
+// A parameter's decoded values for as long as a kernel reads them: its `values`, or its codes
+// decoded (exactly: every f16, bf16 and fp8 value is a float) into a buffer of this thread's,
+// reused from call to call, so a step decodes each narrow weight where it runs instead of the
+// session holding an fp32 copy of every one.
+class ParamFloats {
+ public:
+  explicit ParamFloats(const PreparedParam& p);
+  ~ParamFloats();
+  ParamFloats(const ParamFloats&) = delete;
+  ParamFloats& operator=(const ParamFloats&) = delete;
+  const float* data() const { return data_; }
+  const float* begin() const { return data_; }
+  const float* end() const { return data_ + count_; }
+
+ private:
+  const float* data_ = nullptr;
+  int64_t count_ = 0;
+  bool decoded_ = false;
+};
+
+// Decodes n codes of dtype `dt` (f16, bf16 or an fp8) to floats, exactly.
+void decode_codes(DType dt, const uint8_t* codes, float* out, int64_t n);
+// Encodes n floats as f16 or bf16 codes: the bits f32_to_f16_bits and f32_to_bf16_bits give.
+void encode_codes(DType dt, const float* in, uint8_t* out, int64_t n);
 
 // A content hash of every tensor (key, dtype, shape, bytes): the weights' identity in plan keys
 // and plan files.

@@ -199,8 +199,7 @@ TEST_F(PlannerTest, FusedKernelSetTakesConvAndNormGroupsWithTheirRoundingPoints)
                                          (*shapes)[std::size_t(op.output)], DType::kF16);
       EXPECT_EQ((p.h + p.pad_top + p.pad_bottom - p.r) / p.stride + 1, p.ho) << p.describe();
       EXPECT_EQ((p.w + p.pad_left + p.pad_right - p.s) / p.stride + 1, p.wo) << p.describe();
-      EXPECT_EQ(int64_t(plan.params.at(op.weight)->values.size()), p.k * p.r * p.s * p.c)
-          << p.describe();
+      EXPECT_EQ(plan.params.at(op.weight)->count(), p.k * p.r * p.s * p.c) << p.describe();
       if (m->upsample >= 0) {
         EXPECT_EQ(p.h, 2 * (*shapes)[std::size_t(m->input)][2]) << p.describe();
       }
@@ -314,6 +313,7 @@ TEST_F(PlannerTest, ClippedFp8ScalesSaturateOrOverflowTheWeightsAboveTheQuantile
     const PreparedParam& p = *plan.value()->params.at("decoder.conv_in.weight");
     ASSERT_EQ(p.scales.size(), std::size_t(rows));
     int64_t above = 0, overflowed = 0, saturated = 0;
+    const ParamFloats values(p);
     for (int64_t o = 0; o < rows; ++o) {
       std::vector<double> a(static_cast<std::size_t>(per_row));
       for (int64_t i = 0; i < per_row; ++i)
@@ -323,7 +323,7 @@ TEST_F(PlannerTest, ClippedFp8ScalesSaturateOrOverflowTheWeightsAboveTheQuantile
       EXPECT_EQ(p.scales[std::size_t(o)], float(q / 448)) << "row " << o;
       for (double x : a) above += x / double(p.scales[std::size_t(o)]) > 464;
       for (int64_t i = 0; i < per_row; ++i) {
-        const float v = p.values[std::size_t(o * per_row + i)];
+        const float v = values.data()[o * per_row + i];
         overflowed += std::isnan(v);
         saturated += std::fabs(v) == 448.0f;
       }

@@ -196,6 +196,19 @@ Expected<SafetensorsFile> parse_mapped_safetensors(
   return file;
 }
 
+namespace {
+
+// Drops the mapped file's pages under [p, p + n) from the process (the mapping is private and
+// read-only: a later read faults them in again from the page cache), so that loading a
+// checkpoint holds its tensors, not the tensors and every page of the file besides.
+void release_pages(const uint8_t* p, std::size_t n) {
+  const auto page = uintptr_t(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = uintptr_t(p) & ~(page - 1), end = uintptr_t(p) + n;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
 Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   auto fail = [&](const std::string& what) { return Error(path + ": " + what); };
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -251,7 +264,10 @@ Expected<Tensor> SafetensorsFile::read(const SafetensorsEntry& e) const {
        {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kF8E4M3, DType::kF8E5M2}) {
     if (e.dtype == safetensors_dtype(dt)) {
       Tensor t = Tensor::uninitialized(dt, e.shape);
-      if (t.nbytes() > 0) std::memcpy(t.raw(), mapping_->bytes + data_start_ + e.begin, t.nbytes());
+      if (t.nbytes() == 0) return t;
+      const uint8_t* from = mapping_->bytes + data_start_ + e.begin;
+      std::memcpy(t.raw(), from, t.nbytes());
+      release_pages(from, t.nbytes());
       return t;
     }
   }

@@ -283,9 +283,9 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 #endif
 
 #if defined(__AVX512F__)
-// A full panel of a row-major A (16 rows, col_stride 1), 16 columns at a time through a 16x16
-// transpose in registers: each store a whole panel row (the element loop below writes each line
-// of the panel 16 times, one float at a time).
+// A full panel of a row-major A (16 rows, col_stride 1), or of a B whose columns are rows (x W^T),
+// 16 columns at a time through a 16x16 transpose in registers: each store a whole panel row (the
+// element loop below writes each line of the panel 16 times, one float at a time).
 void pack_a_panel_rows(const float* src, int64_t row_stride, int64_t k, float* out) {
   static_assert(kMr == 16 && kNr == 16);
   for (int64_t k0 = 0; k0 < k; k0 += 16) {
@@ -413,6 +413,12 @@ PackB pack_strided(Strided b) {
         }
         continue;
       }
+#if defined(__AVX512F__)
+      if (cols == kNr && b.row_stride == 1) {  // B transposed (x W^T): columns are rows of W
+        pack_a_panel_rows(src, b.col_stride, kc, panel);
+        continue;
+      }
+#endif
       if (cols < kNr) std::fill(panel, panel + kc * kNr, 0.0f);
       for (int64_t j = 0; j < cols; ++j)  // read each column of B in order
         for (int64_t kk = 0; kk < kc; ++kk)

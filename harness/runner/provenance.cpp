@@ -88,7 +88,7 @@ std::string non_finite_params(const compiled::Plan& plan, const Op& op, const La
     const compiled::PreparedParam& p = *it->second;
     int64_t bad = 0;
     float first = 0;
-    for (float v : p.values)
+    for (float v : compiled::ParamFloats(p))
       if (!std::isfinite(v) && bad++ == 0) first = v;
     if (!bad) continue;
     std::string why;
@@ -104,7 +104,7 @@ std::string non_finite_params(const compiled::Plan& plan, const Op& op, const La
             "'s range; keep the layer in fp32 (--keep-fp32 " + op.name + ")";
     char count[96];
     std::snprintf(count, sizeof count, "%lld of its %zu stored %s %s values are non-finite",
-                  static_cast<long long>(bad), p.values.size(), dtype_name(p.storage),
+                  static_cast<long long>(bad), std::size_t(p.count()), dtype_name(p.storage),
                   key == &op.bias ? "bias" : "weight");
     return count + std::string(" (the first ") + format_number(double(first)) + ")" + why;
   }
@@ -189,7 +189,7 @@ Provenance analyze_group(const compiled::Plan& plan, int group, const Shape& inp
   if (!op->weight.empty())
     if (auto it = plan.params.find(op->weight); it != plan.params.end()) {
       double m = 0;
-      for (float w : it->second->values) m = std::max(m, double(std::fabs(w)));
+      for (float w : compiled::ParamFloats(*it->second)) m = std::max(m, double(std::fabs(w)));
       double s = 1;
       for (float x : it->second->scales) s = std::max(s, double(x));
       pr.inputs.emplace_back("max|" + op->weight + "|", m * s);

@@ -4,7 +4,6 @@ tools/bench-hv.sh. Reads a model folder and a .safetensors of one latents tensor
 the given tiling (diffusers' enable_tiling sizes; framewise on or off), writes the video and
 prints one JSON line {name, torch, ms, threads}. Never run by the build or the tests.
 """
-import argparse
 import json
 import time
 
@@ -12,14 +11,11 @@ import torch
 from diffusers import AutoencoderKLHunyuanVideo
 from safetensors.torch import load_file, save_file
 
+from peer_args import peer_parser
+
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True)
-    ap.add_argument("--input", required=True)
-    ap.add_argument("--output", required=True)
-    ap.add_argument("--name", required=True)
-    ap.add_argument("--threads", type=int, default=2)
+    ap = peer_parser(__doc__)
     ap.add_argument("--tile", default="", help="MIN:STRIDE in pixels: enable_tiling")
     ap.add_argument("--framewise", default="on", choices=["on", "off"])
     a = ap.parse_args()

@@ -66,8 +66,8 @@ Expected<const DeviceParam*> CudaBackend::param(const std::shared_ptr<const Prep
   DeviceMemory& slot = d.values[std::size_t(operand)];
   if (!slot.get()) {
     const std::string what = "uploading " + p->key + " to the GPU";
-    Tensor values = Tensor::uninitialized(DType::kF32, {int64_t(p->values.size())});
-    std::memcpy(values.raw(), p->values.data(), p->values.size() * sizeof(float));
+    Tensor values = Tensor::uninitialized(DType::kF32, {p->count()});
+    std::memcpy(values.raw(), ParamFloats(*p).data(), values.nbytes());
     if (operand != Storage::kF32) values = values.to(dtype_of(operand));  // exact: see operand_for
     TP_ASSIGN_OR_RETURN(slot, scratch(int64_t(values.nbytes()), what));
     // On the backend's stream: the slot may be a block the pool freed there while kernels still

@@ -134,7 +134,7 @@ inline Storage operand_for(Storage src, DType w) {
 
 // A conv's weights hold `count` values: output channels x kernel taps x input channels.
 inline Status check_weight_count(const PreparedParam& w, int64_t count) {
-  if (int64_t(w.values.size()) == count) return Status();
+  if (w.count() == count) return Status();
   return Error(w.key + ": weight does not match the input's channels");
 }
 

@@ -176,8 +176,7 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
   const int64_t kh = weight.shape.size() == 4 ? weight.shape[2] : 1,
                 kw = weight.shape.size() == 4 ? weight.shape[3] : 1;
   const int64_t k = kh * kw * ci;
-  TP_CHECK(int64_t(weight.values.size()) == co * k,
-           weight.key + ": weight does not match the input's channels");
+  TP_CHECK(weight.count() == co * k, weight.key + ": weight does not match the input's channels");
   const int64_t ho = (hin + a.pad_top + a.pad_bottom - kh) / a.stride + 1;
   const int64_t wo = (win + a.pad_left + a.pad_right - kw) / a.stride + 1;
   Tensor out = Tensor::uninitialized(DType::kF32, {b, ho, wo, co});
@@ -185,17 +184,17 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
   float* dst = out.data<float>();
   const float* scale = weight.scales.empty() ? nullptr : weight.scales.data();
   const float* shift = bias ? bias->values.data() : nullptr;
+  const ParamFloats weights(weight);
   if (accumulation == DType::kF32) {
     for (int64_t n = 0; n < b; ++n) {
       const float* image = in + n * h * w * ci;
       float* image_out = dst + n * ho * wo * co;
       if (co <= kDirectMaxChannels) {
-        direct_conv(image, h, w, ci, weight.values.data(), co, kh, kw, a, upsample, ho, wo,
-                    image_out);
+        direct_conv(image, h, w, ci, weights.data(), co, kh, kw, a, upsample, ho, wo, image_out);
       } else {
         // [co, k] weights times the patches, stored transposed into the [ho*wo, co] output; a
         // bias without scales is added after the sum, as the pass below does.
-        sgemm::gemm(co, ho * wo, k, {weight.values.data(), k, 1},
+        sgemm::gemm(co, ho * wo, k, {weights.data(), k, 1},
                     channels_last_patches(image, h, w, ci, kw, a, upsample, wo), {image_out, 1, co},
                     scale == nullptr ? shift : nullptr);
         if (scale == nullptr) continue;
@@ -235,7 +234,7 @@ Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam*
         a_rows = patches.data();
       }
       float* c = dst + (n * ho + y0) * wo * co;
-      gemm_nt(a_rows, weight.values.data(), p, co, k, accumulation, c);
+      gemm_nt(a_rows, weights.data(), p, co, k, accumulation, c);
       scale_and_shift(c, p, co, scale, shift);
     }
   return out;

@@ -86,11 +86,12 @@ Tensor conv_nd(const Tensor& x, const PreparedParam& w, const PreparedParam* bia
   const T* px = x.data<T>();
   T* po = result.data<T>();
   const int64_t work = g.batch * g.cout * out_plane * taps * g.cin_g;
+  const ParamFloats weights(w);
 #pragma omp parallel for collapse(2) schedule(static) if (work > kParallelWork)
   for (int64_t b = 0; b < g.batch; ++b)
     for (int64_t o = 0; o < g.cout; ++o) {
       const int64_t c0 = o / g.cout_g * g.cin_g;
-      const float* wo = w.values.data() + o * taps * g.cin_g;
+      const float* wo = weights.data() + o * taps * g.cin_g;
       for (int64_t p = 0; p < out_plane; ++p) {
         T acc = 0;
         for (int64_t t = 0; t < taps; ++t) {
@@ -121,6 +122,7 @@ Tensor conv_nd_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam
   Tensor result = Tensor::uninitialized(DType::kF32, out_shape);
   const float* px = x.data<float>();
   float* po = result.data<float>();
+  const ParamFloats weights(w);
   for (int64_t b = 0; b < g.batch; ++b)
     for (int64_t grp = 0; grp < a.conv_groups; ++grp)
       for (int64_t p0 = 0; p0 < plane; p0 += rows) {
@@ -139,7 +141,7 @@ Tensor conv_nd_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam
             for (int64_t c = 0; c < g.cin_g; ++c) dst[c] = from[c * in_plane];
           }
         }
-        gemm_nt(w.values.data() + grp * g.cout_g * width, patches.data(), g.cout_g, r_end, width,
+        gemm_nt(weights.data() + grp * g.cout_g * width, patches.data(), g.cout_g, r_end, width,
                 DType::kF32, block.data());
         for (int64_t o = 0; o < g.cout_g; ++o) {
           const int64_t channel = grp * g.cout_g + o;
@@ -157,7 +159,7 @@ Tensor linear_last_gemm(const Tensor& x, const PreparedParam& w, const PreparedP
   const int64_t din = w.shape[1], dout = w.shape[0], rows = x.numel() / din;
   Tensor result = Tensor::uninitialized(DType::kF32, out_shape);
   float* po = result.data<float>();
-  gemm_nt(x.data<float>(), w.values.data(), rows, dout, din, DType::kF32, po);
+  gemm_nt(x.data<float>(), ParamFloats(w).data(), rows, dout, din, DType::kF32, po);
   if (!w.scales.empty() || bias)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t o = 0; o < dout; ++o) po[r * dout + o] = finish(po[r * dout + o], w, bias, o);
@@ -172,10 +174,11 @@ Tensor linear_last(const Tensor& x, const PreparedParam& w, const PreparedParam*
   Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
   const T* px = x.data<T>();
   T* po = result.data<T>();
+  const ParamFloats weights(w);
 #pragma omp parallel for schedule(static) if (rows * din * dout > kParallelWork)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t o = 0; o < dout; ++o) {
-      const float* wo = w.values.data() + o * din;
+      const float* wo = weights.data() + o * din;
       T acc = 0;
       for (int64_t i = 0; i < din; ++i) acc += px[r * din + i] * T(wo[i]);
       po[r * dout + o] = finish(acc, w, bias, o);
