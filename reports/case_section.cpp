@@ -25,6 +25,8 @@ std::string facts_table(const CaseResult& c) {
                   fact("reason", c.reason) + fact("device", c.device) +
                   fact("time", sci(c.reference_seconds) + " s reference, " +
                                    sci(c.compiled_seconds) + " s compiled");
+  if (c.peak_rss_bytes > 0)
+    t += fact("memory", "peak resident " + sci(double(c.peak_rss_bytes) / (1 << 30)) + " GiB");
   if (!c.plan_stats.empty()) t += fact("plans", c.plan_stats);
   if (!c.input_search.empty()) t += fact("input search", c.input_search);
   return t + "</table>\n";

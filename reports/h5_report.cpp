@@ -144,6 +144,7 @@ void write_case(hid_t cases, std::size_t index, const CaseResult& c) {
   put_string(g.get(), "device", c.device);
   put_double(g.get(), "reference_seconds", c.reference_seconds);
   put_double(g.get(), "compiled_seconds", c.compiled_seconds);
+  put_int(g.get(), "peak_rss_bytes", c.peak_rss_bytes);
   put_string(g.get(), "plan_stats", c.plan_stats);
   put_int(g.get(), "searched", c.searched);
   put_string(g.get(), "keep_fp32", join_list(c.keep_fp32, ','));
@@ -178,6 +179,7 @@ CaseResult read_case(hid_t cases, const std::string& name) {
   c.device = get_string(g.get(), "device");
   c.reference_seconds = get_double(g.get(), "reference_seconds");
   c.compiled_seconds = get_double(g.get(), "compiled_seconds");
+  c.peak_rss_bytes = get_int(g.get(), "peak_rss_bytes");  // 0 in reports before issue 45
   c.plan_stats = get_string(g.get(), "plan_stats");
   c.searched = get_int(g.get(), "searched") != 0;
   c.keep_fp32 = split_list(get_string(g.get(), "keep_fp32"), ',');

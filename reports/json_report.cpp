@@ -27,6 +27,7 @@ nlohmann::json case_json(const CaseResult& c) {
   j["device"] = c.device;
   j["reference_seconds"] = c.reference_seconds;
   j["compiled_seconds"] = c.compiled_seconds;
+  if (c.peak_rss_bytes > 0) j["peak_rss_bytes"] = c.peak_rss_bytes;
   int failing = 0;
   for (const CheckpointRecord& r : c.checkpoints) failing += !r.passed;
   j["checkpoints"] = c.checkpoints.size();

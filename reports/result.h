@@ -90,6 +90,9 @@ struct CaseResult {
   std::string repro;   // for every non-passing case
   std::string device;  // where the compiled path ran
   double reference_seconds = 0, compiled_seconds = 0;
+  // The process's peak resident memory while the case ran (models cached by earlier cases
+  // included), where cases run one at a time; 0 where not measured.
+  int64_t peak_rss_bytes = 0;
   std::string plan_stats;                     // describe_session
   std::vector<CheckpointRecord> checkpoints;  // execution order, pipeline outputs last
   Provenance provenance;

@@ -62,6 +62,7 @@ TEST_F(CliTest, ExecRunsEveryPipelineAndWritesNamedOutputs) {
                              p("latent.safetensors") + " --output " + p("out.safetensors"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("sample [1, 3, 32, 32] f32"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" GiB peak resident\n"), std::string::npos) << r.output;
   auto out = SafetensorsFile::open(p("out.safetensors"));
   ASSERT_TRUE(out.ok());
   EXPECT_NE(out->find("sample"), nullptr);

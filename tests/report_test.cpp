@@ -269,6 +269,11 @@ TEST_F(ReportTest, ConcurrentCasesEqualOneAtATime) {
   ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --jobs 1 --report " + p("j1.h5")).code, 1);
   ASSERT_EQ(twinpath("run --suite " + p("suite.txt") + " --jobs 3 --report " + p("j3.h5")).code, 1);
   expect_same_cases(p("j1.h5"), p("j3.h5"));
+  // One at a time, each case's peak resident memory is its own; concurrent cases share one.
+  auto one = read_h5_report(p("j1.h5")), three = read_h5_report(p("j3.h5"));
+  ASSERT_TRUE(one.ok() && three.ok());
+  for (const CaseResult& c : one->cases) EXPECT_GT(c.peak_rss_bytes, 1 << 20) << c.id;
+  for (const CaseResult& c : three->cases) EXPECT_EQ(c.peak_rss_bytes, 0) << c.id;
   for (const char* bad : {"0", "two", "65"}) {
     const auto r = twinpath("run --suite " + p("suite.txt") + " --jobs " + bad);
     EXPECT_EQ(r.code, 2) << bad;
@@ -354,6 +359,7 @@ TEST_F(ReportTest, EveryColumnRoundTripsAndLargeTablesAreCompressed) {
   StreamStep step{"64x80", "[1, 4, 8, 10]", 1, 2, 0.5, 3, 4, 5, 6, true, 7, 0.125, "refused", ""};
   c.stream = {step, step};
   c.plans = {{"vae.decoder [1, 4, 16, 16]", 41, 1310720, 262}};
+  c.peak_rss_bytes = 3'000'000'123;
   c.contract = {{"vae.decoder", 3, "output", "decoder.conv_in", "f16", "nearest even"}};
   RunReport report;
   report.device = "cuda";
@@ -371,6 +377,7 @@ TEST_F(ReportTest, EveryColumnRoundTripsAndLargeTablesAreCompressed) {
       EXPECT_EQ(col.get(got.checkpoints[i]), col.get(c.checkpoints[i])) << col.name << " row " << i;
     EXPECT_EQ(got.checkpoints[i].local.worst.at(0).index, c.checkpoints[i].local.worst[0].index);
   }
+  EXPECT_EQ(got.peak_rss_bytes, c.peak_rss_bytes);
   ASSERT_EQ(got.plans.size(), 1u);
   for (const Column<PlanSummary>& col : plan_summary_schema())
     EXPECT_EQ(col.get(got.plans[0]), col.get(c.plans[0])) << col.name;

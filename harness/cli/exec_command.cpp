@@ -7,6 +7,7 @@
 
 #include "harness/cli/commands.h"
 #include "harness/cli/paths.h"
+#include "harness/core/memory.h"
 #include "harness/core/tensor_io.h"
 
 namespace tp {
@@ -102,6 +103,10 @@ Status exec_command(const ExecOptions& o) {
   if (seconds.size() > 1) {
     std::snprintf(line, sizeof line, "  warm   %.3f s (best of calls 2-%zu)\n",
                   *std::min_element(seconds.begin() + 1, seconds.end()), seconds.size());
+    std::cout << line;
+  }
+  if (const int64_t peak = peak_rss_bytes(); peak > 0) {
+    std::snprintf(line, sizeof line, "  memory %.2f GiB peak resident\n", double(peak) / (1 << 30));
     std::cout << line;
   }
   std::cout << "wrote " << o.output << "\n";

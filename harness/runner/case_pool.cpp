@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "harness/core/memory.h"
 #include "harness/core/numbers.h"
 #include "harness/models/config_space.h"
 #include "harness/models/family.h"
@@ -44,7 +45,12 @@ std::size_t run_cases(const std::vector<const Case*>& cases, const RunOptions& o
   auto stopping = [&] { return stop_requested && stop_requested->load(); };
   if (jobs <= 1 || cases.size() <= 1) {
     std::size_t i = 0;
-    for (; i < cases.size() && !stopping(); ++i) done(i, run_case(*cases[i], options, models));
+    for (; i < cases.size() && !stopping(); ++i) {
+      const bool measured = reset_peak_rss();
+      CaseResult r = run_case(*cases[i], options, models);
+      if (measured) r.peak_rss_bytes = std::max<int64_t>(0, peak_rss_bytes());
+      done(i, std::move(r));
+    }
     return i;
   }
   struct Slot {
