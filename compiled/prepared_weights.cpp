@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__F16C__)
+#if defined(__AVX512F__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 

@@ -206,14 +206,16 @@ Tensor normalize_rows(const Tensor& x, int64_t n, const Tensor* gamma, const Ten
   const int64_t rows = x.numel() / n;
   const T* px = x.data<T>();
   T* po = out.data<T>();
+  const T* pg = gamma ? gamma->data<T>() : nullptr;
+  const T* pb = beta ? beta->data<T>() : nullptr;
 #pragma omp parallel for schedule(static) if (x.numel() >= kParallelElements)
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = px + r * n;
     const auto [center, inv] = stats(xr);
     for (int64_t i = 0; i < n; ++i) {
       double y = (double(xr[i]) - center) * inv;
-      if (gamma) y = y * double(gamma->data<T>()[i]);
-      if (beta) y = y + double(beta->data<T>()[i]);
+      if (pg) y = y * double(pg[i]);
+      if (pb) y = y + double(pb[i]);
       po[r * n + i] = T(y);
     }
   }
