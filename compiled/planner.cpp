@@ -334,15 +334,24 @@ Status prepare_params(Plan& plan, const Weights& weights, WeightStore& store) {
                      "layer in fp32 with --keep-fp32 '" +
                      op.name + "'");
     }
+  // Uses left of each parameter in this plan: at the last one, the store may free its source.
+  std::map<std::string, int> uses;
+  for (const Group& grp : plan.groups)
+    for (int o : grp.ops)
+      for (const std::string* key : {&g.ops[std::size_t(o)].weight, &g.ops[std::size_t(o)].bias})
+        if (!key->empty()) ++uses[*key];
   for (const Group& grp : plan.groups)
     for (int o : grp.ops) {
       const Op& op = g.ops[std::size_t(o)];
       const bool matrix = is_matrix_op(op.kind);
       const LayerPolicy layer = plan.policy.for_op(g, op, grp.policy, skipped_in_fp8);
       for (const std::string* key : {&op.weight, &op.bias})
-        if (!key->empty())
-          plan.params[*key] = store.get(weights, plan.weights_identity, *key, layer,
-                                        matrix && key == &op.weight, plan.faults);
+        if (!key->empty()) {
+          TP_ASSIGN_OR_RETURN(plan.params[*key],
+                              store.get(weights, plan.weights_identity, *key, layer,
+                                        matrix && key == &op.weight, plan.faults));
+          if (--uses[*key] == 0) store.done_with(weights, plan.weights_identity, *key);
+        }
     }
   plan.stats.weight_bytes = 0;
   for (const auto& [key, p] : plan.params) plan.stats.weight_bytes += p->storage_bytes();

@@ -138,6 +138,15 @@ ParamFloats::~ParamFloats() {
   if (decoded_) --scratch.depth;
 }
 
+sgemm::PackB weight_rows_packer(const PreparedParam& w) {
+  const int64_t k = w.count() / w.shape[0];
+  if (w.codes.empty()) return sgemm::pack_strided({w.values.data(), 1, k});
+  const std::size_t size = dtype_size(w.storage);
+  return sgemm::pack_rows([&w, k, size](int64_t row, int64_t k0, int64_t kc, float* out) {
+    decode_codes(w.storage, w.codes.data() + std::size_t(row * k + k0) * size, out, kc);
+  });
+}
+
 uint64_t weights_identity(const Weights& weights) {
   // Four independent multiply-rotate lanes over 8-byte words, then mixed: fast enough to
   // hash an 84M-parameter VAE on every load, and any changed bit changes the result.
@@ -333,10 +342,9 @@ PreparedParam prepare(const Tensor& source, const std::string& key, const LayerP
 
 }  // namespace
 
-std::shared_ptr<const PreparedParam> WeightStore::get(const Weights& weights, uint64_t identity,
-                                                      const std::string& key,
-                                                      const LayerPolicy& policy, bool matrix,
-                                                      const FaultSet& faults) {
+Expected<std::shared_ptr<const PreparedParam>> WeightStore::get(
+    const Weights& weights, uint64_t identity, const std::string& key, const LayerPolicy& policy,
+    bool matrix, const FaultSet& faults) {
   const DType storage = param_storage(policy, matrix);
   const bool no_scale = dtype_is_fp8(storage) && faults.has(Fault::kFp8NoScale);
   const bool half_away = dtype_is_fp8(storage) && faults.has(Fault::kFp8RoundHalfAway);
@@ -350,11 +358,27 @@ std::shared_ptr<const PreparedParam> WeightStore::get(const Weights& weights, ui
   auto it = entries_.find(id);
   if (it != entries_.end()) return it->second;
   auto w = weights.find(key);
+  if (w == weights.end() && freed_.count(std::to_string(identity) + "/" + key))
+    return Error(key + " is needed in " + dtype_name(storage) +
+                 " after its fp32 weights were freed once prepared in another dtype (exec's "
+                 "compiled path keeps only the prepared weights); run it with `twinpath run`, "
+                 "which keeps the checkpoint");
   TP_CHECK(w != weights.end(), "missing weight " + key);
   auto prepared = std::make_shared<const PreparedParam>(
       prepare(w->second, key, policy, matrix, no_scale, half_away));
   entries_.emplace(id, prepared);
   return prepared;
+}
+
+void WeightStore::consume(Weights& weights) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  consumed_.push_back(&weights);
+}
+
+void WeightStore::done_with(const Weights& weights, uint64_t identity, const std::string& key) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Weights* w : consumed_)
+    if (w == &weights && w->erase(key)) freed_.insert(std::to_string(identity) + "/" + key);
 }
 
 int64_t WeightStore::bytes_held() const {

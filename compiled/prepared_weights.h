@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "compiled/faults.h"
 #include "compiled/policy.h"
 #include "harness/core/checkpoint.h"
+#include "harness/core/sgemm.h"
 
 namespace tp::compiled {
 
@@ -73,6 +75,10 @@ class ParamFloats {
   bool decoded_ = false;
 };
 
+// A [rows][K] weight (a linear's) as sgemm's B for x W^T: its values, or its codes decoded a
+// panel at a time as the product packs them (no fp32 copy of the weight). `w` must outlive it.
+sgemm::PackB weight_rows_packer(const PreparedParam& w);
+
 // Decodes n codes of dtype `dt` (f16, bf16 or an fp8) to floats, exactly.
 void decode_codes(DType dt, const uint8_t* codes, float* out, int64_t n);
 // Encodes n floats as f16 or bf16 codes: the bits f32_to_f16_bits and f32_to_bf16_bits give.
@@ -87,15 +93,27 @@ class WeightStore {
   // The parameter `key` stored as `storage` (fp8: with scale granularity and saturation from
   // `policy`). `matrix` marks conv/linear weights, the only ones stored in fp8 with a scale
   // (cast=layerwise stores the layer's bias in fp8 too, and neither has a scale).
-  std::shared_ptr<const PreparedParam> get(const Weights& weights, uint64_t identity,
-                                           const std::string& key, const LayerPolicy& policy,
-                                           bool matrix, const FaultSet& faults);
+  // A parameter a plan needs that `weights` no longer holds (consumed below) is an error.
+  Expected<std::shared_ptr<const PreparedParam>> get(const Weights& weights, uint64_t identity,
+                                                     const std::string& key,
+                                                     const LayerPolicy& policy, bool matrix,
+                                                     const FaultSet& faults);
   int64_t bytes_held() const;  // storage bytes of every distinct prepared tensor
   std::size_t count() const;
+
+  // Lets the store free `weights`' tensors as it prepares them: once a plan has every use of a
+  // parameter prepared (done_with), its source tensor is erased from `weights`. For a caller that
+  // runs nothing but this store's plans over them (exec's compiled path), so the fp32 checkpoint
+  // and the prepared weights are never held whole at once. `weights` must outlive the store's use.
+  void consume(Weights& weights);
+  // The plan being prepared has no further use of `key`: frees it if its weights are consumed.
+  void done_with(const Weights& weights, uint64_t identity, const std::string& key);
 
  private:
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const PreparedParam>> entries_;
+  std::vector<Weights*> consumed_;
+  std::set<std::string> freed_;  // "identity/key" of the tensors consume has erased
 };
 
 // The storage dtype a parameter gets under a layer policy.

@@ -98,6 +98,8 @@ class Session : public GraphExecutor {
   const CacheStats& stats() const { return stats_; }
   std::vector<const Plan*> plans() const;  // in compilation order
   const WeightStore& weight_store() const { return store_; }
+  // The store frees each of `weights`' tensors once prepared (WeightStore::consume).
+  void consume(Weights& weights) { store_.consume(weights); }
   uint64_t identity_of(const Weights& weights);
   // The identities identity_of has computed, by weights object.
   const std::map<const Weights*, uint64_t>& identities() const { return identities_; }

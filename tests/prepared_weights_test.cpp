@@ -2,6 +2,7 @@
 // held as its codes alone and decoded, exactly, where a kernel reads it.
 #include "compiled/prepared_weights.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 
 namespace tp::compiled {
 namespace {
+
+using ::testing::HasSubstr;
 
 // Every code of `dt`, then a few again, so the vector loops' tails run too.
 std::vector<uint8_t> every_code(DType dt) {
@@ -84,7 +87,7 @@ class PreparedWeightsStore : public ::testing::Test {
   }
   std::shared_ptr<const PreparedParam> get(const std::string& policy, const std::string& key,
                                            bool matrix) {
-    return store_.get(weights_, 1, key, parse_layer_policy(policy).value(), matrix, {});
+    return store_.get(weights_, 1, key, parse_layer_policy(policy).value(), matrix, {}).value();
   }
   // The checkpoint's weight (o, c, ky, kx) at its channels-last place [o][ky][kx][c].
   double weight(int64_t o, int64_t c, int64_t ky, int64_t kx) const {
@@ -144,6 +147,24 @@ TEST_F(PreparedWeightsStore, TwoWeightsDecodedAtOnceKeepTheirOwnValues) {
   EXPECT_EQ(double(a.data()[0]), round_through(DType::kF16, weight(0, 0, 0, 0)));
   const ParamFloats again(*bf16);
   EXPECT_NE(a.data(), again.data()) << "a released buffer is reused, a live one is not";
+}
+
+TEST_F(PreparedWeightsStore, ConsumedWeightsAreFreedOncePreparedAndStillServeTheirPlans) {
+  const auto kept = get("w=f16,a=f16", "conv.weight", true);
+  store_.consume(weights_);
+  store_.done_with(weights_, 1, "conv.weight");
+  EXPECT_EQ(weights_.count("conv.weight"), 0u) << "the source tensor is freed";
+  EXPECT_EQ(weights_.count("conv.bias"), 1u) << "a tensor not yet prepared stays";
+  // Another plan with the same storage reads the prepared tensor; another storage cannot.
+  EXPECT_EQ(get("w=f16,a=f16", "conv.weight", true), kept);
+  auto other =
+      store_.get(weights_, 1, "conv.weight", parse_layer_policy("w=bf16,a=bf16").value(), true, {});
+  ASSERT_FALSE(other.ok());
+  EXPECT_THAT(other.error().message(), HasSubstr("freed once prepared"));
+  // Weights the store was not handed are never freed.
+  Weights mine = weights_;
+  store_.done_with(mine, 1, "conv.bias");
+  EXPECT_EQ(mine.count("conv.bias"), 1u);
 }
 
 }  // namespace

@@ -398,7 +398,7 @@ TEST_P(CompiledNdVsTorch, KernelsInFp64Agree) {
     for (const Op& op : g.ops)
       if (op.weight == key && (op.kind == OpKind::kConv || op.kind == OpKind::kLinearLast))
         matrix = true;
-    return store.get(p.weights, 1, key, *f32, matrix, {}).get();
+    return store.get(p.weights, 1, key, *f32, matrix, {}).value().get();
   };
   std::map<int, Tensor> values;
   for (const auto& [name, v] : g.inputs) values[v] = *find_tensor(p.inputs, name);

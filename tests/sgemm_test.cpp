@@ -102,5 +102,26 @@ TEST(Sgemm, LongKSumsItsBlocksInOrder) {
   EXPECT_EQ(c, want);
 }
 
+// A B given by its rows (pack_rows: W's rows read a block at a time) packs as the same W read
+// through a transposed view: the same bits, partial panels and K blocks included.
+TEST(Sgemm, RowsReadByTheCallerPackAsTheTransposedView) {
+  for (const int64_t n : {int64_t(16), int64_t(37)}) {
+    const int64_t m = 21, k = 600;
+    const std::vector<float> a = seeded(m * k, "rows a"), w = seeded(n * k, "rows w");
+    std::vector<float> strided(std::size_t(m * n)), rows(std::size_t(m * n));
+    sgemm::gemm(m, n, k, {a.data(), k, 1}, sgemm::pack_strided({w.data(), 1, k}),
+                {strided.data(), n, 1});
+    int64_t reads = 0;
+    sgemm::gemm(m, n, k, {a.data(), k, 1},
+                sgemm::pack_rows([&](int64_t row, int64_t k0, int64_t kc, float* out) {
+                  ++reads;
+                  std::copy_n(w.data() + row * k + k0, kc, out);
+                }),
+                {rows.data(), n, 1});
+    EXPECT_EQ(rows, strided) << n << " columns";
+    EXPECT_GE(reads, n) << "every row read";
+  }
+}
+
 }  // namespace
 }  // namespace tp

@@ -76,6 +76,10 @@ Status exec_command(const ExecOptions& o) {
   // Refuse an output the results cannot be written to before spending time on the run.
   TP_RETURN_IF_ERROR(
       check_output_path(o.output, model.family().pipeline(pipeline)->outputs.size()));
+  if (path.consume) {  // nothing else reads the checkpoints: the path keeps what it prepares
+    path.consume(model.weights);
+    for (auto& other : others) path.consume(other->weights);
+  }
   TP_ASSIGN_OR_RETURN(NamedTensors file, read_tensor_file(o.input));
   TP_ASSIGN_OR_RETURN(NamedTensors inputs, model.family().select_inputs(pipeline, file, o.input));
   NamedTensors outputs;

@@ -19,6 +19,7 @@ PathChoice graph_path(GraphRunner runner, std::string description, const Pipelin
         return run_model(m, p, in, runner, options);
       },
       std::move(description),
+      {},
       {}};
 }
 
@@ -70,7 +71,11 @@ Expected<PathChoice> compiled_path(bool cuda, const CompiledOptions& o,
         if (!o.save_plan.empty()) TP_RETURN_IF_ERROR(compiled::save_plans(*session, o.save_plan));
         return out;
       },
-      description + ")", [session] { return compiled::describe_session(*session); }};
+      description + ")", [session] { return compiled::describe_session(*session); },
+      // Plan files name the weights by their identity, computed again from the whole checkpoint.
+      o.load_plan.empty() && o.save_plan.empty()
+          ? std::function<void(Weights&)>([session](Weights& w) { session->consume(w); })
+          : nullptr};
 }
 
 }  // namespace

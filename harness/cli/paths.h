@@ -27,6 +27,9 @@ struct PathChoice {
   std::function<Expected<NamedTensors>(const Model&, const std::string&, const NamedTensors&)> run;
   std::string description;               // "reference (f64)"
   std::function<std::string()> details;  // printed after a run (plan statistics); may be empty
+  // Hands the path a model's weights to free as it prepares its own copy of them, when nothing
+  // but the path reads them afterwards (exec). Empty for paths that read them on every call.
+  std::function<void(Weights&)> consume;
 };
 
 // reference | reference:fp64 | torch | torch:fp64 | compiled:cpu | compiled:cuda

@@ -393,6 +393,27 @@ void run_columns_long_k(int64_t m, int64_t k, const float* ap, const PackB& pack
   }
 }
 
+// One panel of kNr columns of B (cols of them real) over kc rows, from `src` = B(k0, n0 + j0).
+void pack_b_panel(const float* src, const Strided& b, int64_t kc, int64_t cols, float* panel) {
+  if (b.col_stride == 1) {
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      std::memcpy(panel + kk * kNr, src + kk * b.row_stride, std::size_t(cols) * sizeof(float));
+      std::fill(panel + kk * kNr + cols, panel + (kk + 1) * kNr, 0.0f);
+    }
+    return;
+  }
+#if defined(__AVX512F__)
+  if (cols == kNr && b.row_stride == 1) {  // B transposed (x W^T): columns are rows of W
+    pack_a_panel_rows(src, b.col_stride, kc, panel);
+    return;
+  }
+#endif
+  if (cols < kNr) std::fill(panel, panel + kc * kNr, 0.0f);
+  for (int64_t j = 0; j < cols; ++j)  // read each column of B in order
+    for (int64_t kk = 0; kk < kc; ++kk)
+      panel[kk * kNr + j] = src[j * b.col_stride + kk * b.row_stride];
+}
+
 }  // namespace
 
 int threads_for(int64_t macs) {
@@ -402,27 +423,20 @@ int threads_for(int64_t macs) {
 
 PackB pack_strided(Strided b) {
   return [b](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+    for (int64_t j0 = 0; j0 < nc; j0 += kNr)
+      pack_b_panel(b.data + k0 * b.row_stride + (n0 + j0) * b.col_stride, b, kc,
+                   std::min(kNr, nc - j0), dst + (j0 / kNr) * kc * kNr);
+  };
+}
+
+PackB pack_rows(ReadRow read) {
+  return [read](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+    thread_local std::vector<float> rows;
+    if (int64_t(rows.size()) < kNr * kc) rows.resize(std::size_t(kNr * kc));
     for (int64_t j0 = 0; j0 < nc; j0 += kNr) {
       const int64_t cols = std::min(kNr, nc - j0);
-      float* panel = dst + (j0 / kNr) * kc * kNr;
-      const float* src = b.data + k0 * b.row_stride + (n0 + j0) * b.col_stride;
-      if (b.col_stride == 1) {
-        for (int64_t kk = 0; kk < kc; ++kk) {
-          std::memcpy(panel + kk * kNr, src + kk * b.row_stride, std::size_t(cols) * sizeof(float));
-          std::fill(panel + kk * kNr + cols, panel + (kk + 1) * kNr, 0.0f);
-        }
-        continue;
-      }
-#if defined(__AVX512F__)
-      if (cols == kNr && b.row_stride == 1) {  // B transposed (x W^T): columns are rows of W
-        pack_a_panel_rows(src, b.col_stride, kc, panel);
-        continue;
-      }
-#endif
-      if (cols < kNr) std::fill(panel, panel + kc * kNr, 0.0f);
-      for (int64_t j = 0; j < cols; ++j)  // read each column of B in order
-        for (int64_t kk = 0; kk < kc; ++kk)
-          panel[kk * kNr + j] = src[j * b.col_stride + kk * b.row_stride];
+      for (int64_t j = 0; j < cols; ++j) read(n0 + j0 + j, k0, kc, rows.data() + j * kc);
+      pack_b_panel(rows.data(), {rows.data(), 1, kc}, kc, cols, dst + (j0 / kNr) * kc * kNr);
     }
   };
 }

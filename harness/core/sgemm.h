@@ -40,6 +40,13 @@ using PackB = std::function<void(int64_t k0, int64_t kc, int64_t n0, int64_t nc,
 // The packer of a strided B.
 PackB pack_strided(Strided b);
 
+// Writes elements [k0, k0 + kc) of row `row` of a matrix to `out`.
+using ReadRow = std::function<void(int64_t row, int64_t k0, int64_t kc, float* out)>;
+// The packer of a B whose columns are the rows `read` gives (x W^T for a W held in another form,
+// such as narrow codes decoded as they are packed): each panel's rows are read into a buffer of
+// this thread's, then packed as pack_strided packs a transposed B.
+PackB pack_rows(ReadRow read);
+
 // C = A·B for A [m, k], B [k, n] (given by its packer), C [m, n]; row_bias (m values) and
 // col_bias (n values), where given, are added to each element after the sum. k == 0 writes the
 // biases (or zeros).

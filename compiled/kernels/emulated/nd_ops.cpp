@@ -107,60 +107,76 @@ Tensor conv_nd(const Tensor& x, const PreparedParam& w, const PreparedParam* bia
   return result;
 }
 
-// conv_nd in fp32 as a GEMM: per image and channel group, patches [rows][taps][Cin/groups] (the
-// weights' layout) in chunks of output positions, then the fp32 GEMM W_g x patches^T straight
-// into [Cout/groups][rows] of the row-major output. The same products and fp32 accumulation as the
-// loop above, in another order.
+// The patch matrix of image `xg` (its group's first channel) as sgemm's B, packed straight from
+// the input block by block (no column buffer): B(t * Cin/groups + c, p) = xg[c][source(p, t)],
+// rows in the weights' order. A tap's reads are found once per panel of kNr positions; when they
+// are kNr consecutive inputs (inside one line of the input) each of its rows is one copy.
+sgemm::PackB patch_packer(const float* xg, const ConvExtents& g) {
+  return [xg, g](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+    constexpr int64_t nr = sgemm::kNr;
+    const int64_t in_plane = g.in_plane();
+    int64_t src[nr];
+    for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+      const int64_t cols = std::min(nr, nc - j0);
+      float* panel = dst + (j0 / nr) * kc * nr;
+      int64_t tap = -1;
+      bool run = false;
+      for (int64_t r = 0; r < kc; ++r) {
+        const int64_t t = (k0 + r) / g.cin_g, c = (k0 + r) % g.cin_g;
+        if (t != tap) {
+          tap = t;
+          for (int64_t j = 0; j < cols; ++j) src[j] = g.source(n0 + j0 + j, t);
+          run = cols == nr && src[0] >= 0;
+          for (int64_t j = 1; run && j < nr; ++j) run = src[j] == src[0] + j;
+        }
+        const float* xc = xg + c * in_plane;
+        float* out = panel + r * nr;
+        if (run) {
+          std::copy_n(xc + src[0], nr, out);
+          continue;
+        }
+        for (int64_t j = 0; j < nr; ++j) out[j] = j < cols && src[j] >= 0 ? xc[src[j]] : 0.0f;
+      }
+    }
+  };
+}
+
+// conv_nd in fp32 as a GEMM per image and channel group: W_g [Cout/groups][taps x Cin/groups]
+// times the patch matrix, straight into the row-major output. The same products and fp32
+// accumulation as the loop above, in another order.
 Tensor conv_nd_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam* bias,
                     const OpAttrs& a, const Shape& out_shape) {
   const ConvExtents g(x.shape(), w, a, out_shape);
-  const int64_t in_plane = g.in_plane(), plane = g.out_plane(), taps = g.taps();
-  const int64_t width = taps * g.cin_g;
-  constexpr int64_t kPatchFloats = int64_t(32) << 20;  // 128 MiB of patches at most
-  const int64_t rows = std::max<int64_t>(1, std::min(plane, kPatchFloats / width));
-  std::vector<float> patches(std::size_t(rows * width)), block(std::size_t(rows * g.cout_g));
+  const int64_t in_plane = g.in_plane(), plane = g.out_plane(), width = g.taps() * g.cin_g;
   Tensor result = Tensor::uninitialized(DType::kF32, out_shape);
   const float* px = x.data<float>();
   float* po = result.data<float>();
   const ParamFloats weights(w);
   for (int64_t b = 0; b < g.batch; ++b)
-    for (int64_t grp = 0; grp < a.conv_groups; ++grp)
-      for (int64_t p0 = 0; p0 < plane; p0 += rows) {
-        const int64_t r_end = std::min(rows, plane - p0);
-#pragma omp parallel for schedule(static) if (r_end * width > kParallelWork)
-        for (int64_t r = 0; r < r_end; ++r) {
-          float* row = patches.data() + r * width;
-          for (int64_t t = 0; t < taps; ++t) {
-            const int64_t src = g.source(p0 + r, t);
-            float* dst = row + t * g.cin_g;
-            if (src < 0) {
-              std::fill(dst, dst + g.cin_g, 0.0f);
-              continue;
-            }
-            const float* from = px + (b * g.cin + grp * g.cin_g) * in_plane + src;
-            for (int64_t c = 0; c < g.cin_g; ++c) dst[c] = from[c * in_plane];
-          }
-        }
-        gemm_nt(weights.data() + grp * g.cout_g * width, patches.data(), g.cout_g, r_end, width,
-                DType::kF32, block.data());
-        for (int64_t o = 0; o < g.cout_g; ++o) {
-          const int64_t channel = grp * g.cout_g + o;
-          float* dst = po + (b * g.cout + channel) * plane + p0;
-          for (int64_t r = 0; r < r_end; ++r)
-            dst[r] = finish(block[std::size_t(o * r_end + r)], w, bias, channel);
-        }
-      }
+    for (int64_t grp = 0; grp < a.conv_groups; ++grp) {
+      float* out = po + (b * g.cout + grp * g.cout_g) * plane;
+      sgemm::gemm(g.cout_g, plane, width, {weights.data() + grp * g.cout_g * width, width, 1},
+                  patch_packer(px + (b * g.cin + grp * g.cin_g) * in_plane, g), {out, plane, 1});
+      if (w.scales.empty() && !bias) continue;
+#pragma omp parallel for schedule(static) if (g.cout_g * plane > kParallelWork)
+      for (int64_t o = 0; o < g.cout_g; ++o)
+        for (int64_t p = 0; p < plane; ++p)
+          out[o * plane + p] = finish(out[o * plane + p], w, bias, grp * g.cout_g + o);
+    }
   return result;
 }
 
-// linear_last in fp32: one GEMM x W^T, then scale and bias.
+// linear_last in fp32: one GEMM x W^T (W decoded as it is packed), then scale and bias (a bias
+// alone is added after the sum inside the GEMM).
 Tensor linear_last_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam* bias,
                         const Shape& out_shape) {
   const int64_t din = w.shape[1], dout = w.shape[0], rows = x.numel() / din;
   Tensor result = Tensor::uninitialized(DType::kF32, out_shape);
   float* po = result.data<float>();
-  gemm_nt(x.data<float>(), ParamFloats(w).data(), rows, dout, din, DType::kF32, po);
-  if (!w.scales.empty() || bias)
+  const bool scaled = !w.scales.empty();
+  sgemm::gemm(rows, dout, din, {x.data<float>(), din, 1}, weight_rows_packer(w), {po, dout, 1},
+              nullptr, bias && !scaled ? bias->values.data() : nullptr);
+  if (scaled)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t o = 0; o < dout; ++o) po[r * dout + o] = finish(po[r * dout + o], w, bias, o);
   return result;
