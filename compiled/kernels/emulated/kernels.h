@@ -14,6 +14,19 @@
 
 namespace tp::compiled::emulated {
 
+// Scale (fp8) and bias of output channel `o`, applied to an accumulated dot product.
+template <class T>
+T finish(T acc, const PreparedParam& w, const PreparedParam* bias, int64_t o) {
+  if (!w.scales.empty()) acc = acc * T(w.scales[std::size_t(o)]);
+  return bias ? acc + T(bias->values[std::size_t(o)]) : acc;
+}
+
+// An N-d conv of x [B, Cin, *S] (1 to 3 spatial axes) with weights stored [Cout][*K][Cin/groups]
+// (nd_conv.cpp): T is float (a GEMM) or double (loops).
+template <class T>
+Tensor conv_nd(const Tensor& x, const PreparedParam& w, const PreparedParam* bias, const OpAttrs& a,
+               const Shape& out_shape);
+
 enum class Upsample : uint8_t { kNone, kNearest2x, kNearest2xOffByOne };
 
 // conv2d (and linear, as a 1x1 conv) over an NHWC input, optionally read through a nearest 2x

@@ -1,0 +1,163 @@
+// The emulation's N-d convs (1 to 3 spatial axes, zero or replicate padding, grouped): in fp32 a
+// GEMM of the stored weights and the patch matrix packed straight from the input; in fp64 (the
+// tests against LibTorch) direct loops. Its own code: it shares none with the reference's.
+#include <algorithm>
+#include <type_traits>
+
+#include "compiled/kernels/emulated/kernels.h"
+#include "harness/core/parallel.h"
+#include "harness/core/sgemm.h"
+
+namespace tp::compiled::emulated {
+namespace {
+
+constexpr int64_t kParallelWork = kParallelElements;
+
+// An N-d conv's geometry over x [B, Cin, *S] (1 to 3 spatial axes), weights stored
+// [Cout][*K][Cin/groups]; the spatial extents padded to three axes with leading ones.
+struct ConvExtents {
+  int64_t batch = 0, cin = 0, cout = 0, cin_g = 0, cout_g = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1}, lo[3] = {0, 0, 0};
+  bool replicate = false;
+
+  ConvExtents(const Shape& x, const PreparedParam& w, const OpAttrs& a, const Shape& out_shape)
+      : batch(x[0]), cin(x[1]), cout(w.shape[0]), replicate(a.pad_mode == PadMode::kReplicate) {
+    cin_g = cin / a.conv_groups;
+    cout_g = cout / a.conv_groups;
+    const int spatial = int(x.size()) - 2;
+    for (int i = 0; i < spatial; ++i) {
+      const int d = 3 - spatial + i;
+      in[d] = x[std::size_t(i) + 2];
+      out[d] = out_shape[std::size_t(i) + 2];
+      k[d] = w.shape[std::size_t(i) + 2];
+      stride[d] = a.strides[std::size_t(i)];
+      dil[d] = a.dilations[std::size_t(i)];
+      lo[d] = a.pads_lo[std::size_t(i)];
+    }
+  }
+  int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+  int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+  int64_t taps() const { return k[0] * k[1] * k[2]; }
+  // The input-plane offset output position p reads at tap t, or -1 where it reads a zero pad
+  // (replicate padding reads the nearest edge instead).
+  int64_t source(int64_t p, int64_t t) const {
+    const int64_t oz = p / (out[1] * out[2]), oy = p / out[2] % out[1], ox = p % out[2];
+    int64_t iz = oz * stride[0] + t / (k[1] * k[2]) * dil[0] - lo[0];
+    int64_t iy = oy * stride[1] + t / k[2] % k[1] * dil[1] - lo[1];
+    int64_t ix = ox * stride[2] + t % k[2] * dil[2] - lo[2];
+    const bool inside = iz >= 0 && iz < in[0] && iy >= 0 && iy < in[1] && ix >= 0 && ix < in[2];
+    if (!inside) {
+      if (!replicate) return -1;
+      iz = std::min(std::max(iz, int64_t(0)), in[0] - 1);
+      iy = std::min(std::max(iy, int64_t(0)), in[1] - 1);
+      ix = std::min(std::max(ix, int64_t(0)), in[2] - 1);
+    }
+    return (iz * in[1] + iy) * in[2] + ix;
+  }
+};
+
+template <class T>
+Tensor conv_nd_loops(const Tensor& x, const PreparedParam& w, const PreparedParam* bias,
+                     const OpAttrs& a, const Shape& out_shape) {
+  const ConvExtents g(x.shape(), w, a, out_shape);
+  const int64_t in_plane = g.in_plane(), out_plane = g.out_plane(), taps = g.taps();
+  Tensor result = Tensor::uninitialized(dtype_of<T>(), out_shape);
+  const T* px = x.data<T>();
+  T* po = result.data<T>();
+  const int64_t work = g.batch * g.cout * out_plane * taps * g.cin_g;
+  const ParamFloats weights(w);
+#pragma omp parallel for collapse(2) schedule(static) if (work > kParallelWork)
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t o = 0; o < g.cout; ++o) {
+      const int64_t c0 = o / g.cout_g * g.cin_g;
+      const float* wo = weights.data() + o * taps * g.cin_g;
+      for (int64_t p = 0; p < out_plane; ++p) {
+        T acc = 0;
+        for (int64_t t = 0; t < taps; ++t) {
+          const int64_t src = g.source(p, t);
+          if (src < 0) continue;  // zeros
+          const T* xs = px + (b * g.cin + c0) * in_plane + src;
+          const float* wt = wo + t * g.cin_g;
+          for (int64_t c = 0; c < g.cin_g; ++c) acc += xs[c * in_plane] * T(wt[c]);
+        }
+        po[(b * g.cout + o) * out_plane + p] = finish(acc, w, bias, o);
+      }
+    }
+  return result;
+}
+
+// The patch matrix of image `xg` (its group's first channel) as sgemm's B, packed straight from
+// the input block by block (no column buffer): B(t * Cin/groups + c, p) = xg[c][source(p, t)],
+// rows in the weights' order. A tap's reads are found once per panel of kNr positions; when they
+// are kNr consecutive inputs (inside one line of the input) each of its rows is one copy.
+sgemm::PackB patch_packer(const float* xg, const ConvExtents& g) {
+  return [xg, g](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+    constexpr int64_t nr = sgemm::kNr;
+    const int64_t in_plane = g.in_plane();
+    int64_t src[nr];
+    for (int64_t j0 = 0; j0 < nc; j0 += nr) {
+      const int64_t cols = std::min(nr, nc - j0);
+      float* panel = dst + (j0 / nr) * kc * nr;
+      int64_t tap = -1;
+      bool run = false;
+      for (int64_t r = 0; r < kc; ++r) {
+        const int64_t t = (k0 + r) / g.cin_g, c = (k0 + r) % g.cin_g;
+        if (t != tap) {
+          tap = t;
+          for (int64_t j = 0; j < cols; ++j) src[j] = g.source(n0 + j0 + j, t);
+          run = cols == nr && src[0] >= 0;
+          for (int64_t j = 1; run && j < nr; ++j) run = src[j] == src[0] + j;
+        }
+        const float* xc = xg + c * in_plane;
+        float* out = panel + r * nr;
+        if (run) {
+          std::copy_n(xc + src[0], nr, out);
+          continue;
+        }
+        for (int64_t j = 0; j < nr; ++j) out[j] = j < cols && src[j] >= 0 ? xc[src[j]] : 0.0f;
+      }
+    }
+  };
+}
+
+// conv_nd_loops in fp32 as a GEMM per image and channel group: W_g [Cout/groups][taps x Cin/groups]
+// times the patch matrix, straight into the row-major output. The same products and fp32
+// accumulation as the loop above, in another order.
+Tensor conv_nd_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam* bias,
+                    const OpAttrs& a, const Shape& out_shape) {
+  const ConvExtents g(x.shape(), w, a, out_shape);
+  const int64_t in_plane = g.in_plane(), plane = g.out_plane(), width = g.taps() * g.cin_g;
+  Tensor result = Tensor::uninitialized(DType::kF32, out_shape);
+  const float* px = x.data<float>();
+  float* po = result.data<float>();
+  const ParamFloats weights(w);
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t grp = 0; grp < a.conv_groups; ++grp) {
+      float* out = po + (b * g.cout + grp * g.cout_g) * plane;
+      sgemm::gemm(g.cout_g, plane, width, {weights.data() + grp * g.cout_g * width, width, 1},
+                  patch_packer(px + (b * g.cin + grp * g.cin_g) * in_plane, g), {out, plane, 1});
+      if (w.scales.empty() && !bias) continue;
+#pragma omp parallel for schedule(static) if (g.cout_g * plane > kParallelWork)
+      for (int64_t o = 0; o < g.cout_g; ++o)
+        for (int64_t p = 0; p < plane; ++p)
+          out[o * plane + p] = finish(out[o * plane + p], w, bias, grp * g.cout_g + o);
+    }
+  return result;
+}
+
+}  // namespace
+
+template <class T>
+Tensor conv_nd(const Tensor& x, const PreparedParam& w, const PreparedParam* bias, const OpAttrs& a,
+               const Shape& out_shape) {
+  if constexpr (std::is_same_v<T, float>) return conv_nd_gemm(x, w, bias, a, out_shape);
+  return conv_nd_loops<T>(x, w, bias, a, out_shape);
+}
+
+template Tensor conv_nd<float>(const Tensor&, const PreparedParam&, const PreparedParam*,
+                               const OpAttrs&, const Shape&);
+template Tensor conv_nd<double>(const Tensor&, const PreparedParam&, const PreparedParam*,
+                                const OpAttrs&, const Shape&);
+
+}  // namespace tp::compiled::emulated
