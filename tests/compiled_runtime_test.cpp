@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -63,6 +64,47 @@ TEST(PortableExp, WithinTwoUlpOfExpAndTheVectorSiluEqualsTheScalarOne) {
     differ += std::memcmp(&want, &got, sizeof got) != 0;
   }
   EXPECT_EQ(differ, 0);
+}
+
+// The attention's softmax row (both emulated attentions): the exp in place has the scalar
+// portable_expf's bits in every lane and the tail; each weight within a few fp32 ulp of the
+// softmax computed in double, with the mask added and the row max subtracted; keys past `seen`
+// (frame-causal) weigh exactly 0; the weights rounded to f16 under attn=act; and under the
+// softmax-no-max fault a row whose exp overflows is not finite.
+TEST(EmulatedSoftmax, RowsMatchTheSoftmaxInDoubleAndKeysPastSeenWeighZero) {
+  const int64_t n = 1000 + 7, seen = 837;
+  Rng rng(5, "softmax");
+  std::vector<float> scores(static_cast<std::size_t>(n)), mask(static_cast<std::size_t>(n));
+  for (float& v : scores) v = float(rng.uniform(-30, 30));
+  for (float& v : mask) v = float(rng.uniform(-2, 0));
+  std::vector<float> exps = scores;
+  emulated::portable_expf_in_place(exps.data(), n);
+  for (int64_t j = 0; j < n; ++j)
+    ASSERT_EQ(exps[std::size_t(j)], emulated::portable_expf(scores[std::size_t(j)])) << j;
+
+  const float scale = 0.125f;
+  std::vector<float> s = scores;
+  emulated::softmax_row(s.data(), mask.data(), seen, n, {scale, false, DType::kF32, DType::kF32});
+  std::vector<double> x(static_cast<std::size_t>(seen));
+  for (int64_t j = 0; j < seen; ++j)
+    x[std::size_t(j)] = double(scores[std::size_t(j)] * scale) + mask[std::size_t(j)];
+  const double max = *std::max_element(x.begin(), x.end());
+  double sum = 0;
+  for (double& v : x) sum += (v = std::exp(v - max));
+  for (int64_t j = 0; j < seen; ++j) {
+    const double want = x[std::size_t(j)] / sum;
+    EXPECT_NEAR(s[std::size_t(j)], want, 8 * std::ldexp(want, -23) + 1e-45) << j;
+  }
+  for (int64_t j = seen; j < n; ++j) EXPECT_EQ(s[std::size_t(j)], 0.0f) << j;
+
+  std::vector<float> f16 = scores;
+  emulated::softmax_row(f16.data(), nullptr, n, n, {scale, false, DType::kF32, DType::kF16});
+  for (float v : f16) EXPECT_EQ(v, emulated::round_to(DType::kF16, v));
+
+  std::vector<float> overflow = scores;
+  overflow[3] = 1000.0f;  // exp(1000 * 0.125) overflows without the max subtracted
+  emulated::softmax_row(overflow.data(), nullptr, n, n, {scale, true, DType::kF16, DType::kF32});
+  EXPECT_FALSE(std::isfinite(overflow[3]));
 }
 
 TEST(ActivationIo, F16StoresAndLoadsMatchTheScalarEncoderBitForBit) {

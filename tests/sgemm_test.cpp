@@ -123,5 +123,28 @@ TEST(Sgemm, RowsReadByTheCallerPackAsTheTransposedView) {
   }
 }
 
+// A B packed once (attention's K^T and V, reused by every block of queries) gives the bits the
+// packer gives call by call: several column blocks, a long K, partial panels, biases, one thread
+// and all, and a second packing into the same memory.
+TEST(Sgemm, PackedOnceGivesTheBitsOfPackingPerCall) {
+  const int64_t shapes[][3] = {{37, 2100, 64}, {96, 70, 5000}, {5, 16, 1}, {200, 1000, 1200}};
+  sgemm::PackedB packed;
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    const std::string id = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    const std::vector<float> a = seeded(m * k, "pa" + id), b = seeded(k * n, "pb" + id),
+                             bias = seeded(n, "pc" + id);
+    const sgemm::Strided bv{b.data(), 1, k};  // x W^T, as attention's scores read K
+    std::vector<float> per_call(std::size_t(m * n)), once(std::size_t(m * n), NAN);
+    sgemm::gemm(m, n, k, {a.data(), k, 1}, sgemm::pack_strided(bv), {per_call.data(), n, 1},
+                nullptr, bias.data());
+    packed.pack(k, n, sgemm::pack_strided(bv));
+    ASSERT_EQ(packed.k(), k);
+    ASSERT_EQ(packed.n(), n);
+    sgemm::gemm(m, {a.data(), k, 1}, packed, {once.data(), n, 1}, nullptr, bias.data());
+    EXPECT_EQ(once, per_call) << id;
+  }
+}
+
 }  // namespace
 }  // namespace tp

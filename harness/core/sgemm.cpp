@@ -331,37 +331,53 @@ float* grow(std::vector<float>& v, int64_t n) {
   return v.data();
 }
 
-// One thread's columns [n_begin, n_end) of C against the packed A, a block of columns at a time:
-// the block's B is packed whole (all of K), then each kMc-row strip of C is summed over every K
-// block while it stays in L2, so C is written once per strip, not once per K block.
-void run_columns(int64_t m, int64_t k, const float* ap, const PackB& pack_b, const StridedOut& c,
-                 const float* row_bias, const float* col_bias, int64_t n_begin, int64_t n_end) {
-  const int64_t ncb = std::clamp(kBBudget / k / kNr * kNr, kNr, kNc);
-  const int64_t width = std::min(ncb, (n_end - n_begin + kNr - 1) / kNr * kNr);
-  float* bp = grow(scratch(1), k * width);
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += ncb) {
-    const int64_t nc = std::min(ncb, n_end - n0), nc_padded = (nc + kNr - 1) / kNr * kNr;
-    for (int64_t k0 = 0; k0 < k; k0 += kKc)
-      pack_b(k0, std::min(kKc, k - k0), n0, nc, bp + k0 * nc_padded);
-    for (int64_t m0 = 0; m0 < m; m0 += kMc) {
-      const int64_t mc = std::min(kMc, m - m0);
-      for (int64_t k0 = 0; k0 < k; k0 += kKc) {
-        const int64_t kc = std::min(kKc, k - k0);
-        const bool first = k0 == 0, last = k0 + kc == k;
-        for (int64_t j = 0; j < nc; j += kNr) {
-          const float* b_panel = bp + k0 * nc_padded + (j / kNr) * kc * kNr;
-          for (int64_t i = 0; i < mc; i += kMr) {
-            const int64_t row = m0 + i;
-            micro_kernel(kc, ap + row * k + k0 * kMr, b_panel,
-                         c.data + row * c.row_stride + (n0 + j) * c.col_stride, c.row_stride,
-                         c.col_stride, std::min(kMr, m - row), std::min(kNr, nc - j), !first,
-                         last ? Bias{row_bias ? row_bias + row : nullptr,
-                                     col_bias ? col_bias + n0 + j : nullptr}
-                              : Bias{});
-          }
+// B columns per block when all of K is packed at once: a block of at most kBBudget floats.
+int64_t column_block(int64_t k) { return std::clamp(kBBudget / k / kNr * kNr, kNr, kNc); }
+
+// Each kMc-row strip of C against one packed block of B (columns [n0, n0 + nc), all of K, at
+// `bp`), summed over every K block while the strip stays in L2: C is written once per strip.
+void sweep_block(int64_t m, int64_t k, const float* ap, const float* bp, int64_t n0, int64_t nc,
+                 const StridedOut& c, const float* row_bias, const float* col_bias) {
+  const int64_t nc_padded = (nc + kNr - 1) / kNr * kNr;
+  for (int64_t m0 = 0; m0 < m; m0 += kMc) {
+    const int64_t mc = std::min(kMc, m - m0);
+    for (int64_t k0 = 0; k0 < k; k0 += kKc) {
+      const int64_t kc = std::min(kKc, k - k0);
+      const bool first = k0 == 0, last = k0 + kc == k;
+      for (int64_t j = 0; j < nc; j += kNr) {
+        const float* b_panel = bp + k0 * nc_padded + (j / kNr) * kc * kNr;
+        for (int64_t i = 0; i < mc; i += kMr) {
+          const int64_t row = m0 + i;
+          micro_kernel(kc, ap + row * k + k0 * kMr, b_panel,
+                       c.data + row * c.row_stride + (n0 + j) * c.col_stride, c.row_stride,
+                       c.col_stride, std::min(kMr, m - row), std::min(kNr, nc - j), !first,
+                       last ? Bias{row_bias ? row_bias + row : nullptr,
+                                   col_bias ? col_bias + n0 + j : nullptr}
+                            : Bias{});
         }
       }
     }
+  }
+}
+
+// Columns [n0, n0 + nc) of B, all of K, packed K block by K block at `dst` (sweep_block's layout).
+void pack_block(const PackB& pack_b, int64_t k, int64_t n0, int64_t nc, float* dst) {
+  const int64_t nc_padded = (nc + kNr - 1) / kNr * kNr;
+  for (int64_t k0 = 0; k0 < k; k0 += kKc)
+    pack_b(k0, std::min(kKc, k - k0), n0, nc, dst + k0 * nc_padded);
+}
+
+// One thread's columns [n_begin, n_end) of C against the packed A, a block of columns at a time:
+// the block's B is packed whole (all of K), then swept.
+void run_columns(int64_t m, int64_t k, const float* ap, const PackB& pack_b, const StridedOut& c,
+                 const float* row_bias, const float* col_bias, int64_t n_begin, int64_t n_end) {
+  const int64_t ncb = column_block(k);
+  const int64_t width = std::min(ncb, (n_end - n_begin + kNr - 1) / kNr * kNr);
+  float* bp = grow(scratch(1), k * width);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += ncb) {
+    const int64_t nc = std::min(ncb, n_end - n0);
+    pack_block(pack_b, k, n0, nc, bp);
+    sweep_block(m, k, ap, bp, n0, nc, c, row_bias, col_bias);
   }
 }
 
@@ -414,6 +430,22 @@ void pack_b_panel(const float* src, const Strided& b, int64_t kc, int64_t cols, 
       panel[kk * kNr + j] = src[j * b.col_stride + kk * b.row_stride];
 }
 
+// k == 0: C is its biases (or zeros).
+void write_biases(int64_t m, int64_t n, const StridedOut& c, const float* row_bias,
+                  const float* col_bias) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      c.data[i * c.row_stride + j * c.col_stride] =
+          (row_bias ? row_bias[i] : 0.0f) + (col_bias ? col_bias[j] : 0.0f);
+}
+
+// A packed into this thread's scratch.
+const float* packed_a(const Strided& a, int64_t m, int64_t k, int threads) {
+  float* ap = grow(scratch(0), (m + kMr - 1) / kMr * kMr * k);
+  pack_a(a, m, k, ap, threads);
+  return ap;
+}
+
 }  // namespace
 
 int threads_for(int64_t macs) {
@@ -444,17 +476,9 @@ PackB pack_rows(ReadRow read) {
 void gemm(int64_t m, int64_t n, int64_t k, Strided a, const PackB& b, StridedOut c,
           const float* row_bias, const float* col_bias) {
   if (m <= 0 || n <= 0) return;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        c.data[i * c.row_stride + j * c.col_stride] =
-            (row_bias ? row_bias[i] : 0.0f) + (col_bias ? col_bias[j] : 0.0f);
-    return;
-  }
+  if (k == 0) return write_biases(m, n, c, row_bias, col_bias);
   const int threads = threads_for(m * n * k);
-  const int64_t panels = (m + kMr - 1) / kMr;
-  float* ap = grow(scratch(0), panels * kMr * k);
-  pack_a(a, m, k, ap, threads);
+  const float* ap = packed_a(a, m, k, threads);
   // Columns split evenly in whole panels; a thread with none skips.
   const int64_t per_thread = ((n + threads - 1) / threads + kNr - 1) / kNr * kNr;
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -465,6 +489,31 @@ void gemm(int64_t m, int64_t n, int64_t k, Strided a, const PackB& b, StridedOut
       (k > kLongK ? run_columns_long_k : run_columns)(m, k, ap, b, c, row_bias, col_bias, begin,
                                                       end);
   }
+}
+
+void PackedB::pack(int64_t k, int64_t n, const PackB& packer) {
+  k_ = k;
+  n_ = n;
+  if (k <= 0 || n <= 0) return;
+  const int64_t ncb = column_block(k), blocks = (n + ncb - 1) / ncb;
+  data_.resize(std::size_t(k * ((n + kNr - 1) / kNr * kNr)));
+#pragma omp parallel for schedule(static) num_threads(threads_for(k* n)) if (blocks > 1)
+  for (int64_t i = 0; i < blocks; ++i)
+    pack_block(packer, k, i * ncb, std::min(ncb, n - i * ncb), data_.data() + i * ncb * k);
+}
+
+void gemm(int64_t m, Strided a, const PackedB& b, StridedOut c, const float* row_bias,
+          const float* col_bias) {
+  const int64_t n = b.n_, k = b.k_;
+  if (m <= 0 || n <= 0) return;
+  if (k == 0) return write_biases(m, n, c, row_bias, col_bias);
+  const int threads = threads_for(m * n * k);
+  const float* ap = packed_a(a, m, k, threads);
+  const int64_t ncb = column_block(k), blocks = (n + ncb - 1) / ncb;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && blocks > 1)
+  for (int64_t i = 0; i < blocks; ++i)
+    sweep_block(m, k, ap, b.data_.data() + i * ncb * k, i * ncb, std::min(ncb, n - i * ncb), c,
+                row_bias, col_bias);
 }
 
 }  // namespace tp::sgemm

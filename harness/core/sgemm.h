@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 namespace tp::sgemm {
 
@@ -52,6 +53,27 @@ PackB pack_rows(ReadRow read);
 // biases (or zeros).
 void gemm(int64_t m, int64_t n, int64_t k, Strided a, const PackB& b, StridedOut c,
           const float* row_bias = nullptr, const float* col_bias = nullptr);
+
+// B [k, n] packed whole, once, for several products against it (an attention head's K^T and V,
+// reused by each block of its queries), in the layout gemm packs it in block by block; `pack`
+// reuses the memory of an earlier packing.
+class PackedB {
+ public:
+  void pack(int64_t k, int64_t n, const PackB& packer);
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+
+ private:
+  friend void gemm(int64_t m, Strided a, const PackedB& b, StridedOut c, const float* row_bias,
+                   const float* col_bias);
+  std::vector<float> data_;
+  int64_t k_ = 0, n_ = 0;
+};
+
+// C = A·B as above for a B packed beforehand: the same sums, so the same bits, as gemm with the
+// packer B was packed by.
+void gemm(int64_t m, Strided a, const PackedB& b, StridedOut c, const float* row_bias = nullptr,
+          const float* col_bias = nullptr);
 
 // Threads a piece of work of `macs` multiply-adds should use: 1 below kParallelMacs
 // (harness/core/parallel.h) or inside a parallel region, else the OpenMP team size.

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "harness/core/attention_head.h"
 #include "harness/core/parallel.h"
 #include "harness/core/sgemm.h"
 #include "reference/ops/ops.h"
@@ -53,7 +54,7 @@ Tensor linear_last(const Tensor& x, const Tensor& weight, const Tensor* bias) {
 
 namespace {
 
-constexpr int64_t kScoreBudget = int64_t(1) << 22;  // elements of one block of scores
+constexpr int64_t kScoreBudget = int64_t(1) << 22;  // fp64: elements of one block of scores
 
 // The largest of v[0, n) and their sum, over four interleaved lanes combined in a fixed order
 // (vectorizable, and the same bits on any thread).
@@ -83,28 +84,17 @@ struct Heads {
   const OpAttrs* a;
 };
 
-// Query rows [q0, q0 + rows) of head h of batch b: scores = q k^T (T, in `scores`), the softmax
-// in double (`row`, lk of them per thread), one rounding to T, then P v into the output rows.
-// With `parallel_rows` the rows' softmax runs on the team and the products on every thread.
+// The softmax of score rows [q0, q0 + rows) of head h's block, in place: each row scaled and
+// masked in double, its max subtracted, exp, one reciprocal of the sum, one rounding to T. With
+// `parallel_rows` the rows run on the team.
 template <class T>
-void attend_rows(const Heads<T>& x, int64_t b, int64_t h, int64_t q0, int64_t rows, T* scores,
-                 bool parallel_rows) {
-  const T* qh = x.q + (b * x.lq + q0) * x.q_row + h * x.dh;
-  const T* kh = x.k + b * x.lk * x.k_row + h * x.dh;
-  const T* vh = x.v + b * x.lk * x.v_row + h * x.dv;
-  T* oh = x.out + (b * x.lq + q0) * x.out_row + h * x.dv;
-  Eigen::Map<RowMatrix<T>> s(scores, rows, x.lk);
-  using Strided = Eigen::Map<const RowMatrix<T>, 0, Eigen::OuterStride<>>;
-  if constexpr (std::is_same_v<T, float>)
-    sgemm::gemm(rows, x.lk, x.dh, {qh, x.q_row, 1}, sgemm::pack_strided({kh, 1, x.k_row}),
-                {scores, x.lk, 1});
-  else
-    s.noalias() = Strided(qh, rows, x.dh, Eigen::OuterStride<>(x.q_row)) *
-                  Strided(kh, x.lk, x.dh, Eigen::OuterStride<>(x.k_row)).transpose();
+void softmax_rows(const Heads<T>& x, int64_t b, int64_t q0, int64_t rows, T* scores,
+                  bool parallel_rows) {
   const OpAttrs& a = *x.a;
 #pragma omp parallel if (parallel_rows && rows * x.lk >= kParallelElements)
   {
-    std::vector<double> row(static_cast<std::size_t>(x.lk));
+    thread_local std::vector<double> row;
+    if (int64_t(row.size()) < x.lk) row.resize(static_cast<std::size_t>(x.lk));
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t qi = q0 + i;
@@ -112,7 +102,7 @@ void attend_rows(const Heads<T>& x, int64_t b, int64_t h, int64_t q0, int64_t ro
       // own (the others weigh exactly 0).
       const int64_t seen =
           a.frame_tokens > 0 ? std::min(x.lk, (qi / a.frame_tokens + 1) * a.frame_tokens) : x.lk;
-      const T* si = scores + i * x.lk;
+      T* si = scores + i * x.lk;
       const T* mi = x.mask ? x.mask + b * x.mask_batch + qi * x.lk : nullptr;
       double* e = row.data();
       for (int64_t j = 0; j < seen; ++j)
@@ -121,33 +111,55 @@ void attend_rows(const Heads<T>& x, int64_t b, int64_t h, int64_t q0, int64_t ro
       for (int64_t j = 0; j < seen; ++j) e[j] -= max;
       exp_in_place(e, seen);
       const double inv = 1.0 / lanes_sum(e, seen);
-      for (int64_t j = 0; j < seen; ++j) s(i, j) = T(e[j] * inv);
-      for (int64_t j = seen; j < x.lk; ++j) s(i, j) = T(0);
+      for (int64_t j = 0; j < seen; ++j) si[j] = T(e[j] * inv);
+      for (int64_t j = seen; j < x.lk; ++j) si[j] = T(0);
     }
   }
-  if constexpr (std::is_same_v<T, float>) {
-    sgemm::gemm(rows, x.dv, x.lk, {scores, x.lk, 1}, sgemm::pack_strided({vh, x.v_row, 1}),
-                {oh, x.out_row, 1});
-  } else {
-    Eigen::Map<RowMatrix<T>, 0, Eigen::OuterStride<>> o(oh, rows, x.dv,
-                                                        Eigen::OuterStride<>(x.out_row));
-    o.noalias() = s * Strided(vh, x.lk, x.dv, Eigen::OuterStride<>(x.v_row));
-  }
+}
+
+// fp64, query rows [q0, q0 + rows) of head h of batch b: scores = q k^T (Eigen, in `scores`),
+// the softmax, then P v into the output rows.
+void attend_rows(const Heads<double>& x, int64_t b, int64_t h, int64_t q0, int64_t rows,
+                 double* scores) {
+  using Strided = Eigen::Map<const RowMatrix<double>, 0, Eigen::OuterStride<>>;
+  const double* qh = x.q + (b * x.lq + q0) * x.q_row + h * x.dh;
+  const double* kh = x.k + b * x.lk * x.k_row + h * x.dh;
+  const double* vh = x.v + b * x.lk * x.v_row + h * x.dv;
+  Eigen::Map<RowMatrix<double>> s(scores, rows, x.lk);
+  s.noalias() = Strided(qh, rows, x.dh, Eigen::OuterStride<>(x.q_row)) *
+                Strided(kh, x.lk, x.dh, Eigen::OuterStride<>(x.k_row)).transpose();
+  softmax_rows(x, b, q0, rows, scores, false);
+  Eigen::Map<RowMatrix<double>, 0, Eigen::OuterStride<>> o(
+      x.out + (b * x.lq + q0) * x.out_row + h * x.dv, rows, x.dv, Eigen::OuterStride<>(x.out_row));
+  o.noalias() = s * Strided(vh, x.lk, x.dv, Eigen::OuterStride<>(x.v_row));
+}
+
+// fp32, head h of batch b, on sgemm::attend_head (K^T and V packed once, the queries in blocks
+// whose scores stay in L2) with the softmax above. With `parallel_blocks` the blocks run on the
+// team (a VAE's one head).
+void attend_head(const Heads<float>& x, int64_t b, int64_t h, bool parallel_blocks) {
+  sgemm::attend_head({x.q + b * x.lq * x.q_row + h * x.dh, x.k + b * x.lk * x.k_row + h * x.dh,
+                      x.v + b * x.lk * x.v_row + h * x.dv, x.out + b * x.lq * x.out_row + h * x.dv,
+                      x.lq, x.lk, x.dh, x.dv, x.q_row, x.k_row, x.v_row, x.out_row},
+                     parallel_blocks, [&](int64_t q0, int64_t rows, float* scores) {
+                       softmax_rows(x, b, q0, rows, scores, false);
+                     });
 }
 
 }  // namespace
 
-// Query rows in blocks of at most kScoreBudget scores, so the [Lq, Lk] matrix is never held
-// whole (a VAE's 16384 positions at 1024^2 would take 1 GiB). Many heads: one (batch, head) per
-// thread; in fp32 with fewer than the threads (a VAE's one head): the heads in turn, each
-// block's products and softmax rows on every thread. Either way each row's arithmetic is the
-// same.
+// fp32: one head at a time in blocks of queries (attend_head): many heads, a head per thread; fewer
+// heads than threads (a VAE's one head), the heads in turn, each one's blocks on every thread.
+// fp64: query rows in blocks of at most kScoreBudget scores, so the [Lq, Lk] matrix is never held
+// whole (a VAE's 16384 positions at 1024^2 would take 2 GiB), a head per thread (Eigen's
+// products, serial there, would otherwise split rows by the team size, and their bits with
+// them). Either way each row's arithmetic is the same.
 template <class T>
 Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
                             const OpAttrs& a) {
   TP_CHECK(q.rank() == 3 && k.rank() == 3 && v.rank() == 3 && q.dim(0) == k.dim(0) &&
                k.dim(0) == v.dim(0) && k.dim(1) == v.dim(1) && q.dim(2) == k.dim(2) &&
-               q.dim(2) % a.heads == 0 && v.dim(2) % a.heads == 0,
+               q.dim(2) % a.heads == 0 && v.dim(2) % a.heads == 0 && k.dim(1) > 0,
            "attention: q " + shape_string(q.shape()) + ", k " + shape_string(k.shape()) + ", v " +
                shape_string(v.shape()) + ", " + std::to_string(a.heads) + " heads");
   const int64_t batch = q.dim(0), lq = q.dim(1), lk = k.dim(1), heads = a.heads;
@@ -172,25 +184,27 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
                    out.dim(2),
                    mask && mask->rank() == 3 ? lq * lk : 0,
                    &a};
-  const int64_t block = std::clamp<int64_t>(kScoreBudget / lk, 1, lq);
-  // (fp64 always takes a head per thread: Eigen's products, serial there, would otherwise split
-  // rows by the team size, and their bits with them.)
-  if (std::is_same_v<T, float> && batch * heads < omp_get_max_threads()) {
-    std::vector<T> scores(static_cast<std::size_t>(block * lk));
+  const bool parallel = batch * lq * lk * q.dim(2) >= kParallelMacs;
+  if constexpr (std::is_same_v<T, float>) {
+    if (batch * heads < omp_get_max_threads()) {
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < heads; ++h) attend_head(x, b, h, true);
+      return out;
+    }
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t q0 = 0; q0 < lq; q0 += block)
-          attend_rows(x, b, h, q0, std::min(block, lq - q0), scores.data(), true);
-    return out;
-  }
-#pragma omp parallel if (batch * lq * lk * q.dim(2) >= kParallelMacs)
-  {
-    std::vector<T> scores(static_cast<std::size_t>(block * lk));
+      for (int64_t h = 0; h < heads; ++h) attend_head(x, b, h, false);
+  } else {
+    const int64_t block = std::clamp<int64_t>(kScoreBudget / lk, 1, lq);
+#pragma omp parallel if (parallel)
+    {
+      std::vector<T> scores(static_cast<std::size_t>(block * lk));
 #pragma omp for collapse(2) schedule(static)
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t q0 = 0; q0 < lq; q0 += block)
-          attend_rows(x, b, h, q0, std::min(block, lq - q0), scores.data(), false);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t q0 = 0; q0 < lq; q0 += block)
+            attend_rows(x, b, h, q0, std::min(block, lq - q0), scores.data());
+    }
   }
   return out;
 }

@@ -134,6 +134,14 @@ float portable_expf(float x0) {
   return (y * pow2(h)) * pow2(e - h);
 }
 
+void portable_expf_in_place(float* p, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__) || defined(__AVX2__) && defined(__FMA__)
+  for (; i + kLanes <= n; i += kLanes) store(p + i, vector_expf(load(p + i)));
+#endif
+  for (; i < n; ++i) p[i] = portable_expf(p[i]);
+}
+
 Tensor pointwise(OpKind kind, const OpAttrs& a, Tensor x) {
   float* p = x.data<float>();
   const int64_t n = x.numel();

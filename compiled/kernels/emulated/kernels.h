@@ -27,6 +27,18 @@ template <class T>
 Tensor conv_nd(const Tensor& x, const PreparedParam& w, const PreparedParam* bias, const OpAttrs& a,
                const Shape& out_shape);
 
+// The softmax of one row of n scores in place, in fp32, as the CUDA kernels compute it: x_j =
+// s_j * scale (+ mask_j) for the `seen` keys a query sees (the others weigh 0), the row max
+// subtracted (not under `no_max`, the softmax-no-max fault, whose exp(x) is held in
+// `activation`), portable_expf, the sum over 16 interleaved lanes added in a fixed order, each
+// weight times the sum's reciprocal, rounded to `operands` (attn=act).
+struct SoftmaxRow {
+  float scale;
+  bool no_max;
+  DType activation, operands;
+};
+void softmax_row(float* s, const float* mask, int64_t seen, int64_t n, const SoftmaxRow& f);
+
 enum class Upsample : uint8_t { kNone, kNearest2x, kNearest2xOffByOne };
 
 // conv2d (and linear, as a 1x1 conv) over an NHWC input, optionally read through a nearest 2x
@@ -89,6 +101,8 @@ float round_to(DType dt, float x);
 // 89, NaN kept. SiLU uses it, so a baseline made on one CPU holds on another (glibc's vector expf
 // and its scalar expf differ in the last bit on some inputs).
 float portable_expf(float x);
+// portable_expf over n values in place, a vector at a time (on the calling thread).
+void portable_expf_in_place(float* p, int64_t n);
 
 // An fp32 tensor as an attention operand: itself under f32, else a copy rounded to `dt` (f16,
 // bf16), element by element to nearest even.

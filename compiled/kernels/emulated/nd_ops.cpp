@@ -5,6 +5,8 @@
 // emulated GroupNorm does. In fp32 the convs, linears and attention products are GEMMs (sgemm, as
 // the emulated conv2d: the same bits on any number of threads); the loops remain for fp64 (the
 // tests against LibTorch). An implementation of its own: it shares no code with the reference.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "compiled/kernels/emulated/kernels.h"
+#include "harness/core/attention_head.h"
 #include "harness/core/parallel.h"
 #include "harness/core/sgemm.h"
 #include "harness/core/shapes.h"
@@ -113,11 +116,12 @@ Tensor multi_head_attention(const Tensor& q, const Tensor& k, const Tensor& v, c
 }
 
 // multi_head_attention in fp32 with sgemm's products (bits independent of the thread count): per
-// batch, head and block of queries, the scores Q_h K_h^T (rows x keys, never the whole matrix for
-// long sequences), scaled, masked, the row max subtracted, exp, each weight divided by its row's
-// sum as in the loop above, then the weights times V_h. The same fp32 products and sums in another
-// order. Under attn=act (`operands` f16/bf16) q, k, v and the weights are rounded to it first.
-// `no_max` (the softmax-no-max fault): exp(s) without the row max, held in `activation`.
+// batch, head and block of queries (attend_head), the scores Q_h K_h^T (rows x keys, never the
+// whole matrix), then softmax_row (scaled, masked, the row max subtracted, exp, each weight times
+// the reciprocal of its row's sum, as the CUDA kernel), then the weights times V_h: the loop above
+// in fp32, in another order. Under attn=act (`operands` f16/bf16) q, k, v and the weights are
+// rounded to it first. `no_max` (the softmax-no-max fault): exp(s) without the row max, held in
+// `activation`.
 Tensor multi_head_attention_gemm(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                  const Tensor* mask, const OpAttrs& a, bool keys_as_queries,
                                  DType operands, bool no_max, DType activation) {
@@ -129,45 +133,32 @@ Tensor multi_head_attention_gemm(const Tensor& q_in, const Tensor& k_in, const T
   Tensor result = Tensor::uninitialized(DType::kF32, {batch, lq, dvall});
   const float* pm = mask ? mask->data<float>() : nullptr;
   const int64_t mask_batch = mask && mask->rank() == 3 ? lq * stored_keys : 0;
-  constexpr int64_t kScoreFloats = int64_t(8) << 20;  // 32 MiB of scores per block at most
-  const int64_t block = std::max<int64_t>(1, std::min(lq, kScoreFloats / std::max<int64_t>(1, lk)));
-  std::vector<float> scores(std::size_t(block * lk));
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t h = 0; h < heads; ++h) {
-      const float* kh = k.data<float>() + b * stored_keys * dq + h * dh;     // [lk, dh], stride dq
-      const float* vh = v.data<float>() + b * stored_keys * dvall + h * dv;  // [lk, dv]
-      for (int64_t i0 = 0; i0 < lq; i0 += block) {
-        const int64_t rows = std::min(block, lq - i0);
-        const float* qh = q.data<float>() + (b * lq + i0) * dq + h * dh;  // [rows, dh]
-        sgemm::gemm(rows, lk, dh, {qh, dq, 1}, sgemm::pack_strided({kh, 1, dq}),
-                    {scores.data(), lk, 1});
-#pragma omp parallel for schedule(static) if (rows * lk > kParallelWork)
-        for (int64_t r = 0; r < rows; ++r) {
-          const int64_t i = i0 + r;
-          float* s = scores.data() + r * lk;
-          float max = -std::numeric_limits<float>::infinity();
-          for (int64_t j = 0; j < lk; ++j) {
-            float x = -std::numeric_limits<float>::infinity();
-            if (a.frame_tokens <= 0 || j / a.frame_tokens <= i / a.frame_tokens) {
-              x = s[j] * float(a.scale);
-              if (pm) x += pm[b * mask_batch + i * stored_keys + j];
-            }
-            s[j] = x;
-            max = std::max(max, x);
-          }
-          if (no_max) max = 0;
-          float sum = 0;
-          for (int64_t j = 0; j < lk; ++j) {
-            float e = std::exp(s[j] - max);
-            if (no_max) e = round_to(activation, e);  // a naive kernel's exp(s) in 16 bits
-            sum += (s[j] = e);
-          }
-          for (int64_t j = 0; j < lk; ++j) s[j] = round_to(operands, s[j] / sum);
-        }
-        sgemm::gemm(rows, dv, lk, {scores.data(), lk, 1}, sgemm::pack_strided({vh, dvall, 1}),
-                    {result.data<float>() + (b * lq + i0) * dvall + h * dv, dvall, 1});
+  const SoftmaxRow f{float(a.scale), no_max, activation, operands};
+  const auto head = [&](int64_t b, int64_t h, bool parallel_blocks) {
+    const sgemm::SoftmaxRows softmax = [&](int64_t i0, int64_t rows, float* scores) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;  // frame-causal: the keys of its own and earlier frames
+        const int64_t seen =
+            a.frame_tokens > 0 ? std::min(lk, (i / a.frame_tokens + 1) * a.frame_tokens) : lk;
+        softmax_row(scores + r * lk, pm ? pm + b * mask_batch + i * stored_keys : nullptr, seen, lk,
+                    f);
       }
-    }
+    };
+    sgemm::attend_head(
+        {q.data<float>() + b * lq * dq + h * dh, k.data<float>() + b * stored_keys * dq + h * dh,
+         v.data<float>() + b * stored_keys * dvall + h * dv,
+         result.data<float>() + b * lq * dvall + h * dv, lq, lk, dh, dv, dq, dq, dvall, dvall},
+        parallel_blocks, softmax);
+  };
+  // Many heads: a head per thread; fewer than the threads: the heads in turn, blocks on the team.
+  if (batch * heads < omp_get_max_threads()) {
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t h = 0; h < heads; ++h) head(b, h, true);
+    return result;
+  }
+#pragma omp parallel for collapse(2) schedule(static) if (batch * lq * lk * dq >= kParallelMacs)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) head(b, h, false);
   return result;
 }
 
