@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "compiled/executor.h"
 #include "compiled/kernels/emulated/kernels.h"
 #include "compiled/session.h"
 #include "harness/core/rng.h"
@@ -105,6 +106,31 @@ TEST(EmulatedSoftmax, RowsMatchTheSoftmaxInDoubleAndKeysPastSeenWeighZero) {
   overflow[3] = 1000.0f;  // exp(1000 * 0.125) overflows without the max subtracted
   emulated::softmax_row(overflow.data(), nullptr, n, n, {scale, true, DType::kF16, DType::kF32});
   EXPECT_FALSE(std::isfinite(overflow[3]));
+}
+
+// NCHW <-> NHWC in tiles gives every element where the definition puts it, for each element size,
+// shapes that leave partial tiles, a batch of two, and a size past the threshold for threads.
+TEST(TransposeChannels, PutsEveryElementWhereTheLayoutSays) {
+  const Shape shapes[] = {{2, 3, 5, 7}, {1, 33, 9, 11}, {2, 320, 64, 64}};
+  for (const Shape& s : shapes)
+    for (const std::size_t elem : {std::size_t(1), std::size_t(2), std::size_t(4), std::size_t(8)})
+      for (const bool to_last : {true, false}) {
+        const int64_t b = s[0], c = s[1], hw = s[2] * s[3], n = shape_numel(s);
+        std::vector<std::byte> src(std::size_t(n) * elem), dst(src.size());
+        for (std::size_t i = 0; i < src.size(); ++i) src[i] = std::byte((i * 131 + i / 7) & 0xff);
+        compiled::transpose_channels(src.data(), dst.data(), s, elem, to_last);
+        int64_t wrong = 0;
+        for (int64_t im = 0; im < b; ++im)
+          for (int64_t ch = 0; ch < c; ++ch)
+            for (int64_t p = 0; p < hw; ++p) {
+              const std::size_t first = std::size_t((im * c + ch) * hw + p) * elem,
+                                last = std::size_t((im * hw + p) * c + ch) * elem;
+              wrong += std::memcmp(dst.data() + (to_last ? last : first),
+                                   src.data() + (to_last ? first : last), elem) != 0;
+            }
+        EXPECT_EQ(wrong, 0) << shape_string(s) << " elem " << elem
+                            << (to_last ? " to NHWC" : " to NCHW");
+      }
 }
 
 TEST(ActivationIo, F16StoresAndLoadsMatchTheScalarEncoderBitForBit) {
