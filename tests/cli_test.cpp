@@ -193,6 +193,15 @@ TEST_F(CliTest, PlanFilesReloadBitwiseInANewProcessAndRefuseMismatches) {
   ASSERT_EQ(fresh->nbytes(), loaded->nbytes());
   EXPECT_EQ(std::memcmp(fresh->raw(), loaded->raw(), fresh->nbytes()), 0)
       << "a loaded plan must give the same bits";
+  // Without plan files exec frees each fp32 weight once its plans have prepared it
+  // (WeightStore::consume): the same bits as the run above, which kept them.
+  r = twinpath(roundtrip + " --model " + p("kl") + " --output " + p("consumed.npy"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  auto consumed = read_npy(p("consumed.npy"));
+  ASSERT_TRUE(consumed.ok());
+  ASSERT_EQ(consumed->nbytes(), fresh->nbytes());
+  EXPECT_EQ(std::memcmp(fresh->raw(), consumed->raw(), fresh->nbytes()), 0)
+      << "freeing the checkpoint as it is prepared must not change the bits";
 
   // Other weights (same architecture), other options, another version, damaged files.
   ASSERT_EQ(twinpath("model init --config tiny-kl --seed 2 --out " + p("kl2")).code, 0);

@@ -135,9 +135,12 @@ Tensor conv_nd_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam
   for (int64_t b = 0; b < g.batch; ++b)
     for (int64_t grp = 0; grp < a.conv_groups; ++grp) {
       float* out = po + (b * g.cout + grp * g.cout_g) * plane;
+      // Unscaled, the bias is the product's row bias: added after each sum, as finish() adds it.
+      const bool unscaled = w.scales.empty();
       sgemm::gemm(g.cout_g, plane, width, {weights.data() + grp * g.cout_g * width, width, 1},
-                  patch_packer(px + (b * g.cin + grp * g.cin_g) * in_plane, g), {out, plane, 1});
-      if (w.scales.empty() && !bias) continue;
+                  patch_packer(px + (b * g.cin + grp * g.cin_g) * in_plane, g), {out, plane, 1},
+                  unscaled && bias ? bias->values.data() + grp * g.cout_g : nullptr);
+      if (unscaled) continue;
 #pragma omp parallel for schedule(static) if (g.cout_g * plane > kParallelWork)
       for (int64_t o = 0; o < g.cout_g; ++o)
         for (int64_t p = 0; p < plane; ++p)
