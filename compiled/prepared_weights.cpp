@@ -66,6 +66,18 @@ void decode_f16(const uint8_t* codes, float* out, int64_t begin, int64_t end) {
   for (; i < end; ++i) out[i] = table[code16(codes, i)];
 }
 
+// Codes [begin, end) to floats, on the calling thread (a linear's weight row is decoded per
+// panel, millions of times a step: no parallel region per call).
+void decode_range(DType dt, const uint8_t* codes, float* out, int64_t begin, int64_t end) {
+  if (dt == DType::kF16) return decode_f16(codes, out, begin, end);
+  if (dt == DType::kBF16) {
+    for (int64_t i = begin; i < end; ++i) out[i] = bf16_value(code16(codes, i));
+    return;
+  }
+  const float* table = code_table(dt);
+  for (int64_t i = begin; i < end; ++i) out[i] = table[codes[i]];
+}
+
 // The thread's buffers for decoded weights, one per ParamFloats alive on it, kept between calls.
 struct DecodeScratch {
   std::vector<std::vector<float>> buffers;
@@ -78,18 +90,10 @@ thread_local DecodeScratch scratch;
 void decode_codes(DType dt, const uint8_t* codes, float* out, int64_t n) {
   constexpr int64_t kChunk = int64_t(1) << 16;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
-    if (dt == DType::kF16) {
-      decode_f16(codes, out, begin, end);
-    } else if (dt == DType::kBF16) {
-      for (int64_t i = begin; i < end; ++i) out[i] = bf16_value(code16(codes, i));
-    } else {
-      const float* table = code_table(dt);
-      for (int64_t i = begin; i < end; ++i) out[i] = table[codes[i]];
-    }
-  }
+  if (n < kParallelElements) return decode_range(dt, codes, out, 0, n);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c)
+    decode_range(dt, codes, out, c * kChunk, std::min(n, (c + 1) * kChunk));
 }
 
 void encode_codes(DType dt, const float* in, uint8_t* out, int64_t n) {
@@ -143,7 +147,7 @@ sgemm::PackB weight_rows_packer(const PreparedParam& w) {
   if (w.codes.empty()) return sgemm::pack_strided({w.values.data(), 1, k});
   const std::size_t size = dtype_size(w.storage);
   return sgemm::pack_rows([&w, k, size](int64_t row, int64_t k0, int64_t kc, float* out) {
-    decode_codes(w.storage, w.codes.data() + std::size_t(row * k + k0) * size, out, kc);
+    decode_range(w.storage, w.codes.data() + std::size_t(row * k + k0) * size, out, 0, kc);
   });
 }
 
