@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <set>
 
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"

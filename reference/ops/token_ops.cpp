@@ -84,36 +84,30 @@ struct Heads {
   const OpAttrs* a;
 };
 
-// The softmax of score rows [q0, q0 + rows) of head h's block, in place: each row scaled and
-// masked in double, its max subtracted, exp, one reciprocal of the sum, one rounding to T. With
-// `parallel_rows` the rows run on the team.
+// The softmax of score rows [q0, q0 + rows) of head h's block, in place, on the calling thread
+// (a head or a block per thread): each row scaled and masked in double, its max subtracted, exp,
+// one reciprocal of the sum, one rounding to T.
 template <class T>
-void softmax_rows(const Heads<T>& x, int64_t b, int64_t q0, int64_t rows, T* scores,
-                  bool parallel_rows) {
+void softmax_rows(const Heads<T>& x, int64_t b, int64_t q0, int64_t rows, T* scores) {
   const OpAttrs& a = *x.a;
-#pragma omp parallel if (parallel_rows && rows * x.lk >= kParallelElements)
-  {
-    thread_local std::vector<double> row;
-    if (int64_t(row.size()) < x.lk) row.resize(static_cast<std::size_t>(x.lk));
-#pragma omp for schedule(static)
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t qi = q0 + i;
-      // The keys this query sees: all, or under the frame-causal mask those of frames up to its
-      // own (the others weigh exactly 0).
-      const int64_t seen =
-          a.frame_tokens > 0 ? std::min(x.lk, (qi / a.frame_tokens + 1) * a.frame_tokens) : x.lk;
-      T* si = scores + i * x.lk;
-      const T* mi = x.mask ? x.mask + b * x.mask_batch + qi * x.lk : nullptr;
-      double* e = row.data();
-      for (int64_t j = 0; j < seen; ++j)
-        e[j] = double(si[j]) * a.scale + (mi ? double(mi[j]) : 0.0);
-      const double max = lanes_max(e, seen);
-      for (int64_t j = 0; j < seen; ++j) e[j] -= max;
-      exp_in_place(e, seen);
-      const double inv = 1.0 / lanes_sum(e, seen);
-      for (int64_t j = 0; j < seen; ++j) si[j] = T(e[j] * inv);
-      for (int64_t j = seen; j < x.lk; ++j) si[j] = T(0);
-    }
+  thread_local std::vector<double> row;
+  if (int64_t(row.size()) < x.lk) row.resize(static_cast<std::size_t>(x.lk));
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t qi = q0 + i;
+    // The keys this query sees: all, or under the frame-causal mask those of frames up to its
+    // own (the others weigh exactly 0).
+    const int64_t seen =
+        a.frame_tokens > 0 ? std::min(x.lk, (qi / a.frame_tokens + 1) * a.frame_tokens) : x.lk;
+    T* si = scores + i * x.lk;
+    const T* mi = x.mask ? x.mask + b * x.mask_batch + qi * x.lk : nullptr;
+    double* e = row.data();
+    for (int64_t j = 0; j < seen; ++j) e[j] = double(si[j]) * a.scale + (mi ? double(mi[j]) : 0.0);
+    const double max = lanes_max(e, seen);
+    for (int64_t j = 0; j < seen; ++j) e[j] -= max;
+    exp_in_place(e, seen);
+    const double inv = 1.0 / lanes_sum(e, seen);
+    for (int64_t j = 0; j < seen; ++j) si[j] = T(e[j] * inv);
+    for (int64_t j = seen; j < x.lk; ++j) si[j] = T(0);
   }
 }
 
@@ -128,7 +122,7 @@ void attend_rows(const Heads<double>& x, int64_t b, int64_t h, int64_t q0, int64
   Eigen::Map<RowMatrix<double>> s(scores, rows, x.lk);
   s.noalias() = Strided(qh, rows, x.dh, Eigen::OuterStride<>(x.q_row)) *
                 Strided(kh, x.lk, x.dh, Eigen::OuterStride<>(x.k_row)).transpose();
-  softmax_rows(x, b, q0, rows, scores, false);
+  softmax_rows(x, b, q0, rows, scores);
   Eigen::Map<RowMatrix<double>, 0, Eigen::OuterStride<>> o(
       x.out + (b * x.lq + q0) * x.out_row + h * x.dv, rows, x.dv, Eigen::OuterStride<>(x.out_row));
   o.noalias() = s * Strided(vh, x.lk, x.dv, Eigen::OuterStride<>(x.v_row));
@@ -142,7 +136,7 @@ void attend_head(const Heads<float>& x, int64_t b, int64_t h, bool parallel_bloc
                       x.v + b * x.lk * x.v_row + h * x.dv, x.out + b * x.lq * x.out_row + h * x.dv,
                       x.lq, x.lk, x.dh, x.dv, x.q_row, x.k_row, x.v_row, x.out_row},
                      parallel_blocks, [&](int64_t q0, int64_t rows, float* scores) {
-                       softmax_rows(x, b, q0, rows, scores, false);
+                       softmax_rows(x, b, q0, rows, scores);
                      });
 }
 
