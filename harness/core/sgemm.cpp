@@ -3,8 +3,9 @@
 // (all of K, up to 4 MiB, in L3), then sweeps it against A in strips of kMc rows and blocks of
 // kKc: a B micro-panel (kKc x kNr) is reused from L1/L2 across the A panels of a strip, which
 // stay in L2. Each C element of a K block is summed in fp32 (FMA, in K order) kSubK products
-// at a time, the sub-sums added in order; the block's sum is added to C block by block. A long K
-// (a feed-forward's 8960) takes Goto's own order instead: see run_columns_long_k.
+// at a time, the sub-sums added in order; the block's sum is added to the strip's sums block by
+// block, in a buffer whose rows do not share cache sets, and the finished strip copied to C. A
+// long K (a feed-forward's 8960) takes Goto's own order instead: see run_columns_long_k.
 #include "harness/core/sgemm.h"
 
 #include <omp.h>
@@ -35,6 +36,9 @@ constexpr int64_t kNc = 1024;  // B columns per block at most: a kMc x kNc strip
 constexpr int64_t kBBudget = int64_t(1) << 20;  // floats of one thread's packed B (4 MiB, in L3)
 // Past this K a B block of all K would hold fewer than 256 columns (run_columns_long_k).
 constexpr int64_t kLongK = kBBudget / 256;
+// Floats of one thread's buffer of C sums on the long-K path (8 MiB: both threads' and their B
+// blocks stay in a 32 MiB L3); a larger C block is summed in C itself.
+constexpr int64_t kCBudget = int64_t(1) << 21;
 
 // The bias a tile adds on its last K block: per row and/or per column of the tile, or none.
 struct Bias {
@@ -81,7 +85,7 @@ void prefetch_tile(const float* c, int64_t rs, int64_t cs, int64_t mr, int64_t n
 void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs,
                   int64_t mr, int64_t nr, bool accumulate, const Bias& bias) {
   prefetch_tile(c, rs, cs, mr, nr);
-  __m512 acc[kMr];
+  __m512 acc[kMr] = {};  // set before use; initialized for the compiler's sake (kc >= 1)
   alignas(64) float partial[kMr * kNr];  // the finished sub-blocks' sum
   for (int64_t k0 = 0; k0 < kc; k0 += kSubK) {
 #pragma GCC unroll 16
@@ -322,7 +326,7 @@ void pack_a(const Strided& a, int64_t m, int64_t k, float* dst, int threads) {
 }
 
 std::vector<float>& scratch(int which) {
-  thread_local std::vector<float> buffers[2];
+  thread_local std::vector<float> buffers[3];  // packed A, packed B, C's finished sums
   return buffers[which];
 }
 
@@ -334,11 +338,48 @@ float* grow(std::vector<float>& v, int64_t n) {
 // B columns per block when all of K is packed at once: a block of at most kBBudget floats.
 int64_t column_block(int64_t k) { return std::clamp(kBBudget / k / kNr * kNr, kNr, kNc); }
 
+// C's tiles are summed in a buffer of this thread's whose rows are an odd number of cache lines
+// apart, then copied to C once finished: C's own rows are often a multiple of 4 KiB apart (a
+// channel plane of an image, or channels-last pixels), so a tile's 16 rows would share one L1 set
+// and miss on every K block (3-5% of a product's time with free packing, docs/design.md).
+int64_t buffer_stride(int64_t nc) { return (nc + 63) / 64 * 64 + 16; }
+
+// Rows [0, rows) and columns [0, nc) of a buffer (rows ld apart) to C at (row0, col0).
+void copy_out(const float* buf, int64_t ld, int64_t rows, int64_t nc, const StridedOut& c,
+              int64_t row0, int64_t col0) {
+  float* out = c.data + row0 * c.row_stride + col0 * c.col_stride;
+  if (c.col_stride == 1) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out + r * c.row_stride, buf + r * ld, std::size_t(nc) * sizeof(float));
+    return;
+  }
+  int64_t r0 = 0, j0 = 0;
+#if defined(__AVX512F__)
+  if (c.row_stride == 1) {  // C stored transposed: 16 x 16 blocks through registers
+    for (; r0 + 16 <= rows; r0 += 16)
+      for (j0 = 0; j0 + 16 <= nc; j0 += 16) {
+        __m512 block[16];
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; ++r) block[r] = _mm512_loadu_ps(buf + (r0 + r) * ld + j0);
+        simd::transpose16(block);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + (j0 + j) * c.col_stride + r0, block[j]);
+      }
+  }
+#endif
+  // What the blocks left: columns past j0 of rows before r0, then every column of the rest.
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = r < r0 ? j0 : 0; j < nc; ++j)
+      out[r * c.row_stride + j * c.col_stride] = buf[r * ld + j];
+}
+
 // Each kMc-row strip of C against one packed block of B (columns [n0, n0 + nc), all of K, at
-// `bp`), summed over every K block while the strip stays in L2: C is written once per strip.
+// `bp`), summed over every K block while the strip stays in L2 (in the buffer above): C is written
+// once per strip.
 void sweep_block(int64_t m, int64_t k, const float* ap, const float* bp, int64_t n0, int64_t nc,
                  const StridedOut& c, const float* row_bias, const float* col_bias) {
-  const int64_t nc_padded = (nc + kNr - 1) / kNr * kNr;
+  const int64_t nc_padded = (nc + kNr - 1) / kNr * kNr, ld = buffer_stride(nc);
+  float* sums = grow(scratch(2), kMc * ld);
   for (int64_t m0 = 0; m0 < m; m0 += kMc) {
     const int64_t mc = std::min(kMc, m - m0);
     for (int64_t k0 = 0; k0 < k; k0 += kKc) {
@@ -348,15 +389,15 @@ void sweep_block(int64_t m, int64_t k, const float* ap, const float* bp, int64_t
         const float* b_panel = bp + k0 * nc_padded + (j / kNr) * kc * kNr;
         for (int64_t i = 0; i < mc; i += kMr) {
           const int64_t row = m0 + i;
-          micro_kernel(kc, ap + row * k + k0 * kMr, b_panel,
-                       c.data + row * c.row_stride + (n0 + j) * c.col_stride, c.row_stride,
-                       c.col_stride, std::min(kMr, m - row), std::min(kNr, nc - j), !first,
+          micro_kernel(kc, ap + row * k + k0 * kMr, b_panel, sums + i * ld + j, ld, 1,
+                       std::min(kMr, m - row), std::min(kNr, nc - j), !first,
                        last ? Bias{row_bias ? row_bias + row : nullptr,
                                    col_bias ? col_bias + n0 + j : nullptr}
                             : Bias{});
         }
       }
     }
+    copy_out(sums, ld, mc, nc, c, m0, n0);
   }
 }
 
@@ -390,8 +431,15 @@ void run_columns_long_k(int64_t m, int64_t k, const float* ap, const PackB& pack
                         int64_t n_begin, int64_t n_end) {
   const int64_t ncb = std::min(kNc, (n_end - n_begin + kNr - 1) / kNr * kNr);
   float* bp = grow(scratch(1), kKc * ncb);
+  // C's block summed in the buffer sweep_block uses where it is small enough to stay in L3.
+  const int64_t ld = buffer_stride(ncb);
+  const bool buffered = m * ld <= kCBudget;
+  float* sums = buffered ? grow(scratch(2), m * ld) : nullptr;
   for (int64_t n0 = n_begin; n0 < n_end; n0 += ncb) {
     const int64_t nc = std::min(ncb, n_end - n0);
+    const StridedOut to = buffered
+                              ? StridedOut{sums, ld, 1}
+                              : StridedOut{c.data + n0 * c.col_stride, c.row_stride, c.col_stride};
     for (int64_t k0 = 0; k0 < k; k0 += kKc) {
       const int64_t kc = std::min(kKc, k - k0);
       const bool first = k0 == 0, last = k0 + kc == k;
@@ -400,12 +448,13 @@ void run_columns_long_k(int64_t m, int64_t k, const float* ap, const PackB& pack
         for (int64_t j = 0; j < nc; j += kNr)
           for (int64_t row = m0; row < std::min(m, m0 + kMc); row += kMr)
             micro_kernel(kc, ap + row * k + k0 * kMr, bp + (j / kNr) * kc * kNr,
-                         c.data + row * c.row_stride + (n0 + j) * c.col_stride, c.row_stride,
-                         c.col_stride, std::min(kMr, m - row), std::min(kNr, nc - j), !first,
+                         to.data + row * to.row_stride + j * to.col_stride, to.row_stride,
+                         to.col_stride, std::min(kMr, m - row), std::min(kNr, nc - j), !first,
                          last ? Bias{row_bias ? row_bias + row : nullptr,
                                      col_bias ? col_bias + n0 + j : nullptr}
                               : Bias{});
     }
+    if (buffered) copy_out(sums, ld, m, nc, c, 0, n0);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <new>
@@ -14,14 +15,49 @@ constexpr std::size_t kAlignment = 64;  // one cache line; enough for any SIMD l
 // Freed large buffers kept for the next tensor of the same size. An executor frees and
 // allocates the same activation sizes op after op; glibc hands blocks above 32 MiB back to the
 // kernel and maps them again, so each new tensor would pay a page fault and a zeroed page per
-// 4 KiB (about 4% of an SD decode). At most kCachedBytes are kept; a block is never split.
+// 4 KiB (about 4% of an SD decode). At most kCachedBytes are kept, the least recently freed
+// handed back first (a tiled decode's next tile shape needs other sizes than the last one's);
+// a block is never split.
 constexpr std::size_t kCachedMin = std::size_t(1) << 20;
 constexpr std::size_t kCachedBytes = std::size_t(1) << 29;
 
 struct BlockCache {
+  struct Block {
+    std::size_t size;
+    void* data;
+  };
   std::mutex mutex;
-  std::multimap<std::size_t, void*> free_blocks;  // by size
+  std::list<Block> blocks;  // least recently freed first
+  std::multimap<std::size_t, std::list<Block>::iterator> by_size;
   std::size_t bytes = 0;
+
+  void* take(std::size_t size) {
+    auto it = by_size.find(size);
+    if (it == by_size.end()) return nullptr;
+    void* p = it->second->data;
+    blocks.erase(it->second);
+    by_size.erase(it);
+    bytes -= size;
+    return p;
+  }
+  bool keep(std::size_t size, void* p) {
+    if (size > kCachedBytes) return false;
+    while (bytes + size > kCachedBytes) {
+      const Block oldest = blocks.front();
+      auto range = by_size.equal_range(oldest.size);
+      for (auto it = range.first; it != range.second; ++it)
+        if (it->second == blocks.begin()) {
+          by_size.erase(it);
+          break;
+        }
+      blocks.pop_front();
+      bytes -= oldest.size;
+      std::free(oldest.data);
+    }
+    by_size.emplace(size, blocks.insert(blocks.end(), {size, p}));
+    bytes += size;
+    return true;
+  }
 };
 
 BlockCache& block_cache() {
@@ -39,13 +75,7 @@ std::byte* allocate(std::size_t nbytes) {
   if (rounded >= kCachedMin) {
     BlockCache& cache = block_cache();
     std::lock_guard<std::mutex> lock(cache.mutex);
-    auto it = cache.free_blocks.find(rounded);
-    if (it != cache.free_blocks.end()) {
-      void* p = it->second;
-      cache.free_blocks.erase(it);
-      cache.bytes -= rounded;
-      return static_cast<std::byte*>(p);
-    }
+    if (void* p = cache.take(rounded)) return static_cast<std::byte*>(p);
   }
   void* p = std::aligned_alloc(kAlignment, rounded);
   if (p == nullptr) throw std::bad_alloc();
@@ -57,11 +87,7 @@ void release(std::byte* p, std::size_t nbytes) {
   if (rounded >= kCachedMin) {
     BlockCache& cache = block_cache();
     std::lock_guard<std::mutex> lock(cache.mutex);
-    if (cache.bytes + rounded <= kCachedBytes) {
-      cache.free_blocks.emplace(rounded, p);
-      cache.bytes += rounded;
-      return;
-    }
+    if (cache.keep(rounded, p)) return;
   }
   std::free(p);
 }

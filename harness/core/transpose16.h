@@ -1,5 +1,5 @@
-// A 16x16 block of floats transposed in AVX-512 registers: the sgemm micro-kernel's store into a
-// C kept transposed (channels-last outputs) and the emulation's channels-last patch packer use it.
+// A 16x16 block of floats transposed in AVX-512 registers: sgemm's stores into a C kept
+// transposed (channels-last outputs) and the emulation's patch packers use it.
 #pragma once
 
 #if defined(__AVX512F__)
