@@ -82,7 +82,7 @@ class GroupRun {
                                f.has(Fault::kGroupNormF16Accum)  ? DType::kF16
                                : f.has(Fault::kGroupNormOnePass) ? DType::kF32
                                                                  : DType::kF64,
-                               f.has(Fault::kGroupNormVectorTail));
+                               f.has(Fault::kGroupNormVectorTail), plan_.row_major);
           break;
         case OpKind::kMultiHeadAttention:  // an image attention's one head, channels-last
           out = em::attention(value(op.inputs[0]), value(op.inputs[1]), value(op.inputs[2]),
@@ -120,13 +120,12 @@ class GroupRun {
   }
 
  private:
+  // GroupNorm runs on either layout.
   static bool channels_matter(OpKind k) {
-    return k == OpKind::kConv || k == OpKind::kGroupNorm || k == OpKind::kInterpolateNearest ||
-           k == OpKind::kSlice;
+    return k == OpKind::kConv || k == OpKind::kInterpolateNearest || k == OpKind::kSlice;
   }
   // An fp32 [B,C,*spatial] tensor as channels-last (`to_last`) or back, at logical shape
-  // `shape`. Only GroupNorm takes other ranks than 4 (video [B,C,T,H,W]): its channels-last copy
-  // is [B, T*H*W, 1, C], which is all its statistics need.
+  // `shape` (other ranks than 4 as [B, C, prod(spatial), 1]).
   static Tensor relaid(const Tensor& t, const Shape& shape, bool to_last) {
     const Shape four = shape.size() == 4 ? shape
                                          : Shape{shape[0], shape[1],

@@ -133,6 +133,44 @@ TEST(TransposeChannels, PutsEveryElementWhereTheLayoutSays) {
       }
 }
 
+// GroupNorm on a planar [B, C, T, H, W] tensor (a video VAE's row-major plan, no channels-last
+// copy) gives the bits of the channels-last kernel on the same values, under the contract's
+// two-pass statistics and under each fault that changes them: the same sums in the same order.
+TEST(EmulatedGroupNorm, PlanarGivesTheBitsOfChannelsLast) {
+  const int64_t b = 2, c = 24, pixels = 3 * 11 * 13, groups = 6;
+  Rng rng(9, "group norm");
+  Tensor planar = Tensor::uninitialized(DType::kF32, {b, c, 3, 11, 13});
+  Tensor last = Tensor::uninitialized(DType::kF32, {b, 3 * 11, 13, c});
+  for (int64_t n = 0; n < b; ++n)
+    for (int64_t j = 0; j < c; ++j)
+      for (int64_t p = 0; p < pixels; ++p) {
+        const float v = float(rng.uniform(-4, 4) + 100.0 * double(j % 3));
+        planar.data<float>()[(n * c + j) * pixels + p] = v;
+        last.data<float>()[(n * pixels + p) * c + j] = v;
+      }
+  compiled::PreparedParam gamma, beta;
+  for (int64_t j = 0; j < c; ++j) {
+    gamma.values.push_back(float(rng.uniform(0.5, 1.5)));
+    beta.values.push_back(float(rng.uniform(-1, 1)));
+  }
+  for (const DType one_pass : {DType::kF64, DType::kF32, DType::kF16})
+    for (const bool tail : {false, true}) {
+      const Tensor a =
+          emulated::group_norm(planar, gamma, beta, int(groups), 1e-6, one_pass, tail, true);
+      const Tensor want =
+          emulated::group_norm(last, gamma, beta, int(groups), 1e-6, one_pass, tail);
+      int64_t wrong = 0;
+      for (int64_t n = 0; n < b; ++n)
+        for (int64_t j = 0; j < c; ++j)
+          for (int64_t p = 0; p < pixels; ++p) {
+            const float got = a.data<float>()[(n * c + j) * pixels + p];
+            const float expected = want.data<float>()[(n * pixels + p) * c + j];
+            wrong += std::memcmp(&got, &expected, sizeof(float)) != 0;
+          }
+      EXPECT_EQ(wrong, 0) << dtype_name(one_pass) << (tail ? " vector-tail" : "");
+    }
+}
+
 TEST(ActivationIo, F16StoresAndLoadsMatchTheScalarEncoderBitForBit) {
   std::vector<float> x;
   for (uint32_t h = 0; h < 0x10000; ++h) {

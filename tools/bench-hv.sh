@@ -6,6 +6,7 @@
 # AutoencoderKLHunyuanVideo in a current PyTorch (tools/bench/hv_peer.py), twinpath's
 # reference (fp32) and its compiled emulation (bf16), one call each (a decode is minutes on
 # two cores), with each process's peak RSS and the outputs' rel L2 against PyTorch's.
+# MODES="tiled" (or "untiled") runs one of the two (default both).
 # Usage: bash tools/bench-hv.sh [THREADS] [HEIGHTxWIDTH] [LATENT_FRAMES] [TILE]  -> out/bench-hv/
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,6 +14,7 @@ threads=${1:-2}
 res=${2:-256x256}
 frames=${3:-5}
 tile=${4:-128:96}
+modes=${MODES:-untiled tiled}
 name=hv
 source "$root/tools/bench/setup.sh"
 [[ -f $out/hunyuan-video/config.json ]] ||
@@ -48,12 +50,13 @@ run_torch() {  # name peer-flags
 for bench in "untiled|--framewise off|--framewise off" \
              "tiled|--tile $tile --framewise on|--tiling on --tile-min ${tile%:*} --tile-stride ${tile#*:}"; do
   IFS='|' read -r name peer flags <<< "$bench"
+  [[ " $modes " == *" $name "* ]] || continue
   run_torch "$name" "$peer" | tee -a "$out/results.jsonl"
   run_twinpath "$name" reference "" "$flags" | tee -a "$out/results.jsonl"
   run_twinpath "$name" compiled:cpu w=bf16,a=bf16,acc=f32 "$flags" | tee -a "$out/results.jsonl"
 done
 echo "== agreement (rel L2 against PyTorch's fp32 output of the same tiling)"
-for name in untiled tiled; do
+for name in $modes; do
   for path in reference compiled-cpu; do
     echo "$name $path: $("$py" "$root/tools/bench/rel_l2.py" "$out/$name-$path.safetensors" "$out/$name-torch.safetensors")"
   done

@@ -53,9 +53,11 @@ void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DT
 // GroupNorm with statistics over (pixels, channels of the group), two passes in double as the
 // contract says (`one_pass` kF64); kF16 or kF32 are the groupnorm-f16-accum and
 // groupnorm-one-pass faults: one sequential pass, var = E[x^2] - E[x]^2, every add rounded to it.
-// `vector_tail`: the groupnorm-vector-tail fault (compiled/faults.h).
+// `vector_tail`: the groupnorm-vector-tail fault (compiled/faults.h). x is channels-last
+// [B, H, W, C], or with `planar` [B, C, *spatial]: the same sums in the same order either way.
 Tensor group_norm(const Tensor& x, const PreparedParam& gamma, const PreparedParam& beta,
-                  int groups, double eps, DType one_pass = DType::kF64, bool vector_tail = false);
+                  int groups, double eps, DType one_pass = DType::kF64, bool vector_tail = false,
+                  bool planar = false);
 
 // softmax(q k^T * scale) v per batch, blocked over queries so N x N scores never exist. With
 // `no_max` (the softmax-no-max fault) exp(s) is taken without subtracting the row max and held

@@ -1,12 +1,15 @@
 // The emulation's N-d convs (1 to 3 spatial axes, zero or replicate padding, grouped): in fp32 a
-// GEMM of the stored weights and the patch matrix packed straight from the input; in fp64 (the
-// tests against LibTorch) direct loops. Its own code: it shares none with the reference's.
+// GEMM of the stored weights and the patch matrix packed from a channels-last copy of the input
+// (no column buffer); in fp64 (the tests against LibTorch) direct loops. Its own code: it shares
+// none with the reference's.
 #include <algorithm>
+#include <array>
 #include <type_traits>
 
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
 #include "harness/core/sgemm.h"
+#include "harness/core/transpose16.h"
 
 namespace tp::compiled::emulated {
 namespace {
@@ -42,10 +45,17 @@ struct ConvExtents {
   // The input-plane offset output position p reads at tap t, or -1 where it reads a zero pad
   // (replicate padding reads the nearest edge instead).
   int64_t source(int64_t p, int64_t t) const {
-    const int64_t oz = p / (out[1] * out[2]), oy = p / out[2] % out[1], ox = p % out[2];
-    int64_t iz = oz * stride[0] + t / (k[1] * k[2]) * dil[0] - lo[0];
-    int64_t iy = oy * stride[1] + t / k[2] % k[1] * dil[1] - lo[1];
-    int64_t ix = ox * stride[2] + t % k[2] * dil[2] - lo[2];
+    return source({p / (out[1] * out[2]), p / out[2] % out[1], p % out[2]}, tap(t));
+  }
+  // Tap t's offsets along the three axes.
+  std::array<int64_t, 3> tap(int64_t t) const {
+    return {t / (k[1] * k[2]), t / k[2] % k[1], t % k[2]};
+  }
+  // The same for output position o (its three coordinates) at tap offsets kt.
+  int64_t source(const std::array<int64_t, 3>& o, const std::array<int64_t, 3>& kt) const {
+    int64_t iz = o[0] * stride[0] + kt[0] * dil[0] - lo[0];
+    int64_t iy = o[1] * stride[1] + kt[1] * dil[1] - lo[1];
+    int64_t ix = o[2] * stride[2] + kt[2] * dil[2] - lo[2];
     const bool inside = iz >= 0 && iz < in[0] && iy >= 0 && iy < in[1] && ix >= 0 && ix < in[2];
     if (!inside) {
       if (!replicate) return -1;
@@ -87,35 +97,79 @@ Tensor conv_nd_loops(const Tensor& x, const PreparedParam& w, const PreparedPara
   return result;
 }
 
-// The patch matrix of image `xg` (its group's first channel) as sgemm's B, packed straight from
-// the input block by block (no column buffer): B(t * Cin/groups + c, p) = xg[c][source(p, t)],
-// rows in the weights' order. A tap's reads are found once per panel of kNr positions; when they
-// are kNr consecutive inputs (inside one line of the input) each of its rows is one copy.
-sgemm::PackB patch_packer(const float* xg, const ConvExtents& g) {
-  return [xg, g](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
+// One image's channel group [channels][plane] as channels-last [plane][channels], in 16 x 16
+// blocks (through registers where the build has AVX-512).
+void to_channels_last(const float* x, int64_t channels, int64_t plane, float* out) {
+  constexpr int64_t kBlock = 16;
+  const int64_t row_blocks = (channels + kBlock - 1) / kBlock,
+                col_blocks = (plane + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (channels * plane >= kParallelWork)
+  for (int64_t pb = 0; pb < col_blocks; ++pb)
+    for (int64_t cb = 0; cb < row_blocks; ++cb) {
+      const int64_t c0 = cb * kBlock, p0 = pb * kBlock;
+#if defined(__AVX512F__)
+      if (c0 + kBlock <= channels && p0 + kBlock <= plane) {
+        __m512 block[kBlock];
+        for (int64_t i = 0; i < kBlock; ++i) block[i] = _mm512_loadu_ps(x + (c0 + i) * plane + p0);
+        simd::transpose16(block);
+        for (int64_t i = 0; i < kBlock; ++i)
+          _mm512_storeu_ps(out + (p0 + i) * channels + c0, block[i]);
+        continue;
+      }
+#endif
+      for (int64_t c = c0; c < std::min(channels, c0 + kBlock); ++c)
+        for (int64_t p = p0; p < std::min(plane, p0 + kBlock); ++p)
+          out[p * channels + c] = x[c * plane + p];
+    }
+}
+
+// Rows [0, rows) of a panel (kNr columns) from kNr sources of `rows` contiguous floats each (a
+// null source is a column of zeros): out[i * kNr + j] = src[j][i].
+void gather_rows(const float* const* src, int64_t rows, float* out) {
+  constexpr int64_t nr = sgemm::kNr;
+#if defined(__AVX512F__)
+  static_assert(nr == 16);
+  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+    const int64_t len = std::min<int64_t>(16, rows - i0);
+    const __mmask16 mask = __mmask16((1u << len) - 1);
+    __m512 block[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      block[j] = src[j] ? _mm512_maskz_loadu_ps(mask, src[j] + i0) : _mm512_setzero_ps();
+    simd::transpose16(block);
+    for (int64_t i = 0; i < len; ++i) _mm512_storeu_ps(out + (i0 + i) * nr, block[i]);
+  }
+#else
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < nr; ++j) out[i * nr + j] = src[j] ? src[j][i] : 0.0f;
+#endif
+}
+
+// The patch matrix of one image's channel group, held channels-last (`xl`, [in_plane][Cin/groups]),
+// as sgemm's B, packed straight from it block by block (no column buffer): B(t * Cin/groups + c,
+// p) = xl[source(p, t)][c], rows in the weights' order. A tap's rows are its channels: for each
+// panel of kNr positions, kNr runs of contiguous channels, transposed into the panel's rows.
+sgemm::PackB patch_packer(const float* xl, const ConvExtents& g) {
+  return [xl, g](int64_t k0, int64_t kc, int64_t n0, int64_t nc, float* dst) {
     constexpr int64_t nr = sgemm::kNr;
-    const int64_t in_plane = g.in_plane();
-    int64_t src[nr];
+    const int64_t cin = g.cin_g;
+    const float* src[nr];
+    std::array<int64_t, 3> position[nr];  // each column's output coordinates
     for (int64_t j0 = 0; j0 < nc; j0 += nr) {
       const int64_t cols = std::min(nr, nc - j0);
       float* panel = dst + (j0 / nr) * kc * nr;
-      int64_t tap = -1;
-      bool run = false;
-      for (int64_t r = 0; r < kc; ++r) {
-        const int64_t t = (k0 + r) / g.cin_g, c = (k0 + r) % g.cin_g;
-        if (t != tap) {
-          tap = t;
-          for (int64_t j = 0; j < cols; ++j) src[j] = g.source(n0 + j0 + j, t);
-          run = cols == nr && src[0] >= 0;
-          for (int64_t j = 1; run && j < nr; ++j) run = src[j] == src[0] + j;
+      for (int64_t j = 0, p = n0 + j0; j < cols; ++j, ++p)
+        position[j] = {p / (g.out[1] * g.out[2]), p / g.out[2] % g.out[1], p % g.out[2]};
+      int64_t t = k0 / cin, c = k0 % cin;
+      for (int64_t r = 0; r < kc; ++t, c = 0) {  // the rows of tap t from channel c on
+        const int64_t run = std::min(cin - c, kc - r);
+        const std::array<int64_t, 3> kt = g.tap(t);
+        for (int64_t j = 0; j < nr; ++j) {
+          const int64_t at = j < cols ? g.source(position[j], kt) : -1;
+          src[j] = at < 0 ? nullptr : xl + at * cin + c;
         }
-        const float* xc = xg + c * in_plane;
-        float* out = panel + r * nr;
-        if (run) {
-          std::copy_n(xc + src[0], nr, out);
-          continue;
-        }
-        for (int64_t j = 0; j < nr; ++j) out[j] = j < cols && src[j] >= 0 ? xc[src[j]] : 0.0f;
+        gather_rows(src, run, panel + r * nr);
+        r += run;
       }
     }
   };
@@ -132,13 +186,16 @@ Tensor conv_nd_gemm(const Tensor& x, const PreparedParam& w, const PreparedParam
   const float* px = x.data<float>();
   float* po = result.data<float>();
   const ParamFloats weights(w);
+  Tensor input_last = Tensor::uninitialized(DType::kF32, {in_plane, g.cin_g});
   for (int64_t b = 0; b < g.batch; ++b)
     for (int64_t grp = 0; grp < a.conv_groups; ++grp) {
       float* out = po + (b * g.cout + grp * g.cout_g) * plane;
+      to_channels_last(px + (b * g.cin + grp * g.cin_g) * in_plane, g.cin_g, in_plane,
+                       input_last.data<float>());
       // Unscaled, the bias is the product's row bias: added after each sum, as finish() adds it.
       const bool unscaled = w.scales.empty();
       sgemm::gemm(g.cout_g, plane, width, {weights.data() + grp * g.cout_g * width, width, 1},
-                  patch_packer(px + (b * g.cin + grp * g.cin_g) * in_plane, g), {out, plane, 1},
+                  patch_packer(input_last.data<float>(), g), {out, plane, 1},
                   unscaled && bias ? bias->values.data() + grp * g.cout_g : nullptr);
       if (unscaled) continue;
 #pragma omp parallel for schedule(static) if (g.cout_g * plane > kParallelWork)
