@@ -197,7 +197,9 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
   T* po = result.data<T>();
   const T half = T(0.5), one = T(1), inv_sqrt2 = T(1 / std::sqrt(2.0)),
           sqrt_2_over_pi = T(std::sqrt(2 / M_PI)), cubic = T(0.044715);
-  for (int64_t i = 0; i < x.numel(); ++i) {
+  const int64_t n = x.numel();
+#pragma omp parallel for schedule(static) if (n >= kParallelWork)
+  for (int64_t i = 0; i < n; ++i) {
     const T v = px[i];
     po[i] = tanh_approximation
                 ? half * v * (one + std::tanh(sqrt_2_over_pi * (v + cubic * v * v * v)))
@@ -234,17 +236,24 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const Shape& out_sh
                              sb = broadcast_strides(b.shape(), out_shape);
   const T *pa = a.data<T>(), *pb = b.data<T>();
   T* po = result.data<T>();
+  // A row of the last axis at a time: each operand's offset found once per row, then stepped by
+  // its stride along the row (0 where it is broadcast).
   const int rank = int(out_shape.size());
-  std::vector<int64_t> index(out_shape.size(), 0);
-  for (int64_t i = 0; i < result.numel(); ++i) {
+  const int64_t width = rank > 0 ? out_shape.back() : 1,
+                rows = result.numel() / std::max<int64_t>(width, 1);
+  const int64_t step_a = rank > 0 ? sa.back() : 0, step_b = rank > 0 ? sb.back() : 0;
+#pragma omp parallel for schedule(static) if (result.numel() >= kParallelWork)
+  for (int64_t row = 0; row < rows; ++row) {
     int64_t ia = 0, ib = 0;
-    for (int d = 0; d < rank; ++d) {
-      ia += index[std::size_t(d)] * sa[std::size_t(d)];
-      ib += index[std::size_t(d)] * sb[std::size_t(d)];
+    for (int64_t d = rank - 2, rest = row; d >= 0; --d) {
+      const int64_t i = rest % out_shape[std::size_t(d)];
+      rest /= out_shape[std::size_t(d)];
+      ia += i * sa[std::size_t(d)];
+      ib += i * sb[std::size_t(d)];
     }
-    po[i] = apply(op, pa[ia], pb[ib]);
-    for (int d = rank - 1; d >= 0 && ++index[std::size_t(d)] == out_shape[std::size_t(d)]; --d)
-      index[std::size_t(d)] = 0;
+    T* out = po + row * width;
+    for (int64_t j = 0; j < width; ++j)
+      out[j] = apply(op, pa[ia + j * step_a], pb[ib + j * step_b]);
   }
   return result;
 }
