@@ -147,6 +147,37 @@ TEST_F(SafetensorsTest, WriterRoundTripsEveryDType) {
   EXPECT_EQ(n % 8, 0u) << "header not padded to a multiple of 8";
 }
 
+// A tensor of 1 MiB or more is read as a private mapping of its bytes (no copy): it must still
+// be a value. Two reads do not alias, writing to one changes neither the other nor the file,
+// and both outlive the SafetensorsFile they came from.
+TEST_F(SafetensorsTest, LargeTensorsReadInPlaceAreIndependentValues) {
+  Tensor big = Tensor::uninitialized(DType::kF32, {3, 100003});  // 1.2 MB, not a page multiple
+  for (int64_t i = 0; i < big.numel(); ++i) big.data<float>()[i] = float(i % 977) - 400.0f;
+  const Tensor small(DType::kF64, {3});  // before `big` in the file: big's bytes start mid-page
+  const std::string path = (dir_ / "big.safetensors").string();
+  ASSERT_TRUE(write_safetensors(path, {{"big", big}, {"small", small}}).ok());
+  Tensor first, second;
+  {
+    auto f = SafetensorsFile::open(path);
+    ASSERT_TRUE(f.ok()) << f.error().message();
+    first = std::move(f->read("big")).value();
+    second = std::move(f->read("big")).value();
+  }
+  ASSERT_EQ(std::memcmp(first.raw(), big.raw(), big.nbytes()), 0);
+  first.data<float>()[0] = 1e9f;
+  first.data<float>()[big.numel() - 1] = -1e9f;
+  EXPECT_EQ(second.data<float>()[0], big.data<float>()[0]);
+  EXPECT_EQ(second.data<float>()[big.numel() - 1], big.data<float>()[big.numel() - 1]);
+  const Tensor copy = first;  // a copy owns its bytes and keeps the writes
+  first = Tensor();
+  EXPECT_EQ(copy.data<float>()[0], 1e9f);
+  auto again = SafetensorsFile::open(path);
+  ASSERT_TRUE(again.ok());
+  auto third = again->read("big");
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(std::memcmp(third->raw(), big.raw(), big.nbytes()), 0) << "the file changed";
+}
+
 TEST_F(SafetensorsTest, NpyRoundTripAndErrors) {
   Tensor t(DType::kF32, {2, 3});
   for (int i = 0; i < 6; ++i) t.data<float>()[i] = float(i) - 2.5f;

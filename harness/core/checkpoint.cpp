@@ -73,7 +73,7 @@ Expected<Weights> match_checkpoint(const std::vector<SafetensorsFile>& files,
         continue;
       }
       TP_ASSIGN_OR_RETURN(Tensor t, file.read(e));
-      weights.emplace(key, t.reshaped(shape));
+      weights.emplace(key, std::move(t).reshaped(shape));
     }
   std::vector<std::string> missing;
   for (const ParamSpec& s : specs)

@@ -33,7 +33,11 @@ class SafetensorsFile {
   const std::vector<SafetensorsEntry>& entries() const { return entries_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const SafetensorsEntry* find(const std::string& name) const;
-  // Copies one tensor out of the mapping. Errors for dtypes twinpath does not compute with.
+  // One tensor: one of 1 MiB or more is a private mapping of its own bytes in the file (no copy
+  // and no new memory: the page cache's pages until it is written to, page by page, which never
+  // changes the file), a smaller one is copied out. Either way its pages leave the process when
+  // it is dropped. The file must not be truncated while its tensors live.
+  // Errors for dtypes twinpath does not compute with.
   Expected<Tensor> read(const SafetensorsEntry& entry) const;
   Expected<Tensor> read(const std::string& name) const;
 

@@ -107,14 +107,26 @@ std::string shape_string(const Shape& shape) {
   return os.str();
 }
 
-void Tensor::FreeAligned::operator()(std::byte* p) const { release(p, nbytes); }
+void Tensor::FreeAligned::operator()(std::byte* p) const {
+  if (keeper == nullptr) release(p, nbytes);
+}
 
 Tensor Tensor::uninitialized(DType dtype, Shape shape) {
   for (int64_t d : shape) TP_CHECK(d >= 0, "negative dimension in " + shape_string(shape));
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  t.bytes_ = {allocate(t.nbytes()), FreeAligned{t.nbytes()}};
+  t.bytes_ = {allocate(t.nbytes()), FreeAligned{t.nbytes(), nullptr}};
+  return t;
+}
+
+Tensor Tensor::over(DType dtype, Shape shape, std::byte* bytes, std::shared_ptr<void> keeper) {
+  for (int64_t d : shape) TP_CHECK(d >= 0, "negative dimension in " + shape_string(shape));
+  TP_CHECK(keeper != nullptr, "Tensor::over needs the owner of its bytes");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.bytes_ = {bytes, FreeAligned{t.nbytes(), std::move(keeper)}};
   return t;
 }
 
@@ -125,7 +137,7 @@ Tensor::Tensor(DType dtype, Shape shape) {
 
 Tensor::Tensor(const Tensor& other) : dtype_(other.dtype_), shape_(other.shape_) {
   if (!other.bytes_) return;  // a default-constructed (empty) tensor copies as empty
-  bytes_ = {allocate(other.nbytes()), FreeAligned{other.nbytes()}};
+  bytes_ = {allocate(other.nbytes()), FreeAligned{other.nbytes(), nullptr}};
   if (other.nbytes() > 0) std::memcpy(bytes_.get(), other.bytes_.get(), other.nbytes());
 }
 
@@ -140,10 +152,12 @@ Tensor Tensor::to(DType dtype, Saturation sat) const {
   return out;
 }
 
-Tensor Tensor::reshaped(Shape shape) const {
+Tensor Tensor::reshaped(Shape shape) const& { return Tensor(*this).reshaped(std::move(shape)); }
+
+Tensor Tensor::reshaped(Shape shape) && {
   TP_CHECK(shape_numel(shape) == numel(),
            "reshape " + shape_string(shape_) + " to " + shape_string(shape));
-  Tensor out(*this);
+  Tensor out(std::move(*this));
   out.shape_ = std::move(shape);
   return out;
 }

@@ -22,6 +22,9 @@ class Tensor {
   Tensor() = default;
   Tensor(DType dtype, Shape shape);  // zero-filled
   static Tensor uninitialized(DType dtype, Shape shape);
+  // A tensor over bytes someone else owns (a mapped file's pages), which `keeper` keeps alive
+  // until the tensor is dropped; copies of it own their bytes.
+  static Tensor over(DType dtype, Shape shape, std::byte* bytes, std::shared_ptr<void> keeper);
 
   Tensor(const Tensor& other);
   Tensor& operator=(const Tensor& other);
@@ -45,12 +48,15 @@ class Tensor {
   const T* data() const;
 
   Tensor to(DType dtype, Saturation sat = Saturation::kNonSaturating) const;
-  // Same bytes, new shape of equal element count.
-  Tensor reshaped(Shape shape) const;
+  // Same bytes, new shape of equal element count: a copy of them, or this tensor's own bytes
+  // when it is an rvalue (`std::move(t).reshaped(s)` copies nothing).
+  Tensor reshaped(Shape shape) const&;
+  Tensor reshaped(Shape shape) &&;
 
  private:
   struct FreeAligned {
     std::size_t nbytes;  // what was allocated (large blocks go back to a size-keyed cache)
+    std::shared_ptr<void> keeper;  // set for bytes owned elsewhere (Tensor::over)
     void operator()(std::byte* p) const;
   };
   DType dtype_ = DType::kF32;
