@@ -17,6 +17,7 @@
 #include "compiled/faults.h"
 #include "harness/cli/commands.h"
 #include "harness/core/format.h"
+#include "harness/core/mapped_files.h"
 #include "harness/models/config_space.h"
 #include "harness/models/family.h"
 
@@ -48,6 +49,19 @@ struct Command {
   CLI::App* app;
   std::function<int(const std::string& command_line)> action;
 };
+
+// A checkpoint written in place while the command read tensors mapped from it
+// (harness/core/mapped_files.h): what the command computed, and wrote, may mix the file's old
+// and new values.
+int refuse_if_inputs_changed(int code) {
+  const std::vector<std::string> changed = tp::mapped_files::changed_files();
+  if (changed.empty()) return code;
+  std::cerr << "twinpath: error: " << changed[0]
+            << " changed on disk while this command read tensors mapped from it; what it computed "
+               "and wrote may mix the file's old and new values: rerun once nothing writes to that "
+               "file\n";
+  return 2;
+}
 
 int exit_code(const tp::Expected<int>& code) { return code.ok() ? *code : report(code.error()); }
 
@@ -475,7 +489,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) line += " " + tp::shell_quote(argv[i]);  // pasted back as is
   try {
     for (const Command& c : commands)
-      if (c.app->parsed()) return c.action(line);
+      if (c.app->parsed()) return refuse_if_inputs_changed(c.action(line));
   } catch (const tp::InternalError& e) {
     std::cerr << "twinpath: internal error (a bug; please report it): " << e.what() << "\n";
     return 3;

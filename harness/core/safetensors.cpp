@@ -13,6 +13,7 @@
 #include <set>
 
 #include "harness/core/atomic_file.h"
+#include "harness/core/mapped_files.h"
 #include "harness/core/numbers.h"
 #include "harness/core/untrusted_json.h"
 #include "harness/core/utf8.h"
@@ -24,8 +25,10 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "safetensors data is li
 struct SafetensorsFile::Mapping {
   const uint8_t* bytes = nullptr;
   uint64_t size = 0;
-  int fd = -1;  // the file, open for mapping large tensors one by one
+  int fd = -1;       // the file, open for mapping large tensors one by one
+  int watched = -1;  // its index in mapped_files' watch list; -1: copy every tensor
   ~Mapping() {
+    if (watched >= 0) mapped_files::remove(bytes);
     if (bytes != nullptr) ::munmap(const_cast<uint8_t*>(bytes), size);
     if (fd >= 0) ::close(fd);
   }
@@ -214,18 +217,27 @@ constexpr std::size_t kMappedBytes = std::size_t(1) << 20;
 
 // Bytes [at, at + n) of the file as a private, writable mapping of their own (copy on write:
 // the tensor is a value like any other, and the file never changes), or nullptr where the
-// kernel refuses. `keeper` unmaps it when the last owner goes.
-std::byte* map_range(int fd, uint64_t at, std::size_t n, std::shared_ptr<void>& keeper) {
+// kernel refuses or mapped_files can watch no more ranges. `keeper` unmaps it when the last
+// owner goes.
+std::byte* map_range(int fd, int watched, uint64_t at, std::size_t n,
+                     std::shared_ptr<void>& keeper) {
   const auto page = uint64_t(::sysconf(_SC_PAGESIZE));
   const uint64_t start = at & ~(page - 1);
   const std::size_t length = std::size_t(at - start) + n;
   void* p = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, fd,
                    off_t(start));
   if (p == MAP_FAILED) return nullptr;
+  if (!mapped_files::add(watched, p, length)) {
+    ::munmap(p, length);
+    return nullptr;
+  }
   // Reads the file now, as a copy would (the load, not the first use, waits for the disk), and
   // maps its pages in one call instead of a fault per 64 KiB.
   if (::madvise(p, length, MADV_POPULATE_READ) != 0) ::madvise(p, length, MADV_WILLNEED);
-  keeper = std::shared_ptr<void>(p, [length](void* q) { ::munmap(q, length); });
+  keeper = std::shared_ptr<void>(p, [length](void* q) {
+    mapped_files::remove(q);
+    ::munmap(q, length);
+  });
   return static_cast<std::byte*>(p) + (at - start);
 }
 
@@ -255,6 +267,9 @@ Expected<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   mapping->bytes = static_cast<const uint8_t*>(p);
   mapping->size = size;
   mapping->fd = fd;
+  if (size >= kMappedBytes) mapping->watched = mapped_files::watch(fd, path);
+  // While the load copies small tensors out of it, the whole file is watched too.
+  if (mapping->watched >= 0) mapped_files::add(mapping->watched, p, size);
   auto parsed = parse_mapped_safetensors(path, std::move(mapping));
   if (!parsed.ok()) return parsed.error().with_context(path);
   return parsed;
@@ -291,8 +306,8 @@ Expected<Tensor> SafetensorsFile::read(const SafetensorsEntry& e) const {
       const uint64_t at = data_start_ + e.begin;
       const std::size_t n = std::size_t(shape_numel(e.shape)) * dtype_size(dt);
       std::shared_ptr<void> keeper;
-      if (n >= kMappedBytes && mapping_->fd >= 0 && at % dtype_size(dt) == 0)
-        if (std::byte* bytes = map_range(mapping_->fd, at, n, keeper))
+      if (n >= kMappedBytes && mapping_->watched >= 0 && at % dtype_size(dt) == 0)
+        if (std::byte* bytes = map_range(mapping_->fd, mapping_->watched, at, n, keeper))
           return Tensor::over(dt, e.shape, bytes, std::move(keeper));
       Tensor t = Tensor::uninitialized(dt, e.shape);
       if (t.nbytes() == 0) return t;

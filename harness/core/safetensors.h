@@ -36,7 +36,7 @@ class SafetensorsFile {
   // One tensor: one of 1 MiB or more is a private mapping of its own bytes in the file (no copy
   // and no new memory: the page cache's pages until it is written to, page by page, which never
   // changes the file), a smaller one is copied out. Either way its pages leave the process when
-  // it is dropped. The file must not be truncated while its tensors live.
+  // it is dropped. A file written in place while its tensors live: see mapped_files.h.
   // Errors for dtypes twinpath does not compute with.
   Expected<Tensor> read(const SafetensorsEntry& entry) const;
   Expected<Tensor> read(const std::string& name) const;

@@ -107,27 +107,27 @@ std::string shape_string(const Shape& shape) {
   return os.str();
 }
 
-void Tensor::FreeAligned::operator()(std::byte* p) const {
+void Tensor::Release::operator()(std::byte* p) const {
   if (keeper == nullptr) release(p, nbytes);
 }
 
-Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+Tensor Tensor::holding(DType dtype, Shape shape, std::byte* bytes, std::shared_ptr<void> keeper) {
   for (int64_t d : shape) TP_CHECK(d >= 0, "negative dimension in " + shape_string(shape));
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
-  t.bytes_ = {allocate(t.nbytes()), FreeAligned{t.nbytes(), nullptr}};
+  if (bytes == nullptr) bytes = allocate(t.nbytes());
+  t.bytes_ = {bytes, Release{t.nbytes(), std::move(keeper)}};
   return t;
 }
 
+Tensor Tensor::uninitialized(DType dtype, Shape shape) {
+  return holding(dtype, std::move(shape), nullptr, nullptr);
+}
+
 Tensor Tensor::over(DType dtype, Shape shape, std::byte* bytes, std::shared_ptr<void> keeper) {
-  for (int64_t d : shape) TP_CHECK(d >= 0, "negative dimension in " + shape_string(shape));
-  TP_CHECK(keeper != nullptr, "Tensor::over needs the owner of its bytes");
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  t.bytes_ = {bytes, FreeAligned{t.nbytes(), std::move(keeper)}};
-  return t;
+  TP_CHECK(bytes != nullptr && keeper != nullptr, "Tensor::over needs bytes and their owner");
+  return holding(dtype, std::move(shape), bytes, std::move(keeper));
 }
 
 Tensor::Tensor(DType dtype, Shape shape) {
@@ -137,7 +137,7 @@ Tensor::Tensor(DType dtype, Shape shape) {
 
 Tensor::Tensor(const Tensor& other) : dtype_(other.dtype_), shape_(other.shape_) {
   if (!other.bytes_) return;  // a default-constructed (empty) tensor copies as empty
-  bytes_ = {allocate(other.nbytes()), FreeAligned{other.nbytes(), nullptr}};
+  bytes_ = {allocate(other.nbytes()), Release{other.nbytes(), nullptr}};
   if (other.nbytes() > 0) std::memcpy(bytes_.get(), other.bytes_.get(), other.nbytes());
 }
 

@@ -54,14 +54,18 @@ class Tensor {
   Tensor reshaped(Shape shape) &&;
 
  private:
-  struct FreeAligned {
-    std::size_t nbytes;  // what was allocated (large blocks go back to a size-keyed cache)
-    std::shared_ptr<void> keeper;  // set for bytes owned elsewhere (Tensor::over)
+  // Gives the bytes back: to the allocator (large blocks to a size-keyed cache), or, for bytes
+  // owned elsewhere (Tensor::over), by dropping this tensor's share of their keeper.
+  struct Release {
+    std::size_t nbytes;  // what was allocated
+    std::shared_ptr<void> keeper;
     void operator()(std::byte* p) const;
   };
+  // A tensor of `shape` (checked) over `bytes`, or over a new allocation when `bytes` is null.
+  static Tensor holding(DType dtype, Shape shape, std::byte* bytes, std::shared_ptr<void> keeper);
   DType dtype_ = DType::kF32;
   Shape shape_;
-  std::unique_ptr<std::byte[], FreeAligned> bytes_;
+  std::unique_ptr<std::byte[], Release> bytes_;
 };
 
 template <class T>

@@ -14,7 +14,7 @@ namespace tp::activations {
 // elements in another grouping ([B, C, H*W] for [B, C, H, W]); or diffusers' token layout
 // [B, H*W, C] for [B, C, H, W]. Nothing when none fits.
 std::optional<Tensor> to_graph_layout(const Tensor& t, const Shape& shape) {
-  const Tensor f = t.to(DType::kF32);
+  Tensor f = t.to(DType::kF32);
   if (f.shape() == shape) return f;
   if (f.numel() != shape_numel(shape) || shape.empty()) return std::nullopt;
   // The same dims but for leading ones ([6, 8] for [1, 6, 8]).
@@ -22,10 +22,10 @@ std::optional<Tensor> to_graph_layout(const Tensor& t, const Shape& shape) {
     while (s.size() > 1 && s[0] == 1) s.erase(s.begin());
     return s;
   };
-  if (squeezed(f.shape()) == squeezed(shape)) return f.reshaped(shape);
+  if (squeezed(f.shape()) == squeezed(shape)) return std::move(f).reshaped(shape);
   // Same leading two dims (batch, channels) and the rest flattened the same way.
   if (f.rank() >= 2 && shape.size() >= 2 && f.shape()[0] == shape[0] && f.shape()[1] == shape[1])
-    return f.reshaped(shape);
+    return std::move(f).reshaped(shape);
   // Tokens: [B, L, C] -> [B, C, L...].
   if (f.rank() == 3 && shape.size() >= 3 && f.shape()[0] == shape[0] && f.shape()[2] == shape[1]) {
     const int64_t b = shape[0], c = shape[1], l = f.shape()[1];
@@ -41,7 +41,7 @@ std::optional<Tensor> to_graph_layout(const Tensor& t, const Shape& shape) {
 }
 
 bool all_finite(const Tensor& t) {
-  const Tensor f = t.to(DType::kF32);
+  Tensor f = t.to(DType::kF32);
   for (int64_t i = 0; i < f.numel(); ++i)
     if (!std::isfinite(f.data<float>()[i])) return false;
   return true;

@@ -262,7 +262,7 @@ class WanFamily : public Family {
       return Error(pipeline + " takes a timestep that is a scalar or [" + std::to_string(batch) +
                    "], not " + shape_string(timestep.shape()));
     }
-    timestep = timestep.reshaped({batch});
+    timestep = std::move(timestep).reshaped({batch});
     const Tensor& text = out[2].second;
     if (text.rank() != 3 || text.dim(0) != batch || text.dim(2) != c.text_dim || text.dim(1) < 1)
       return Error(pipeline + " takes encoder_hidden_states of shape [" + std::to_string(batch) +
