@@ -6,6 +6,7 @@
 
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
+#include "harness/core/transpose.h"
 
 namespace tp::compiled {
 namespace {
@@ -183,8 +184,14 @@ void transpose_tiled(const T* src, T* dst, int64_t rows, int64_t cols) {
     for (int64_t ct = 0; ct < col_tiles; ++ct) {
       const int64_t r_end = std::min(rows, (rt + 1) * kTile),
                     c_end = std::min(cols, (ct + 1) * kTile);
-      for (int64_t r = rt * kTile; r < r_end; ++r)
-        for (int64_t c = ct * kTile; c < c_end; ++c) dst[c * rows + r] = src[r * cols + c];
+      const int64_t r0 = rt * kTile, c0 = ct * kTile;
+      if constexpr (sizeof(T) == sizeof(float))  // bit patterns moved as floats, unchanged
+        simd::transpose_floats(reinterpret_cast<const float*>(src) + r0 * cols + c0, cols,
+                               reinterpret_cast<float*>(dst) + c0 * rows + r0, rows, r_end - r0,
+                               c_end - c0);
+      else
+        for (int64_t r = r0; r < r_end; ++r)
+          for (int64_t c = c0; c < c_end; ++c) dst[c * rows + r] = src[r * cols + c];
     }
 }
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "harness/core/parallel.h"
-#include "harness/core/transpose16.h"
+#include "harness/core/transpose.h"
 
 #if defined(__AVX2__) && defined(__FMA__) || defined(__AVX512F__)
 #include <immintrin.h>
@@ -292,15 +292,9 @@ void micro_kernel(int64_t kc, const float* a, const float* b, float* c, int64_t 
 // element loop below writes each line of the panel 16 times, one float at a time).
 void pack_a_panel_rows(const float* src, int64_t row_stride, int64_t k, float* out) {
   static_assert(kMr == 16 && kNr == 16);
-  for (int64_t k0 = 0; k0 < k; k0 += 16) {
-    const int64_t len = std::min<int64_t>(16, k - k0);
-    const __mmask16 mask = __mmask16((1u << len) - 1);
-    __m512 block[16];
-#pragma GCC unroll 16
-    for (int r = 0; r < 16; ++r) block[r] = _mm512_maskz_loadu_ps(mask, src + r * row_stride + k0);
-    simd::transpose16(block);
-    for (int64_t i = 0; i < len; ++i) _mm512_storeu_ps(out + (k0 + i) * kMr, block[i]);
-  }
+  const float* rows[16];
+  for (int r = 0; r < 16; ++r) rows[r] = src + r * row_stride;
+  simd::panel_from_sources(rows, k, out);
 }
 #endif
 
@@ -353,24 +347,9 @@ void copy_out(const float* buf, int64_t ld, int64_t rows, int64_t nc, const Stri
       std::memcpy(out + r * c.row_stride, buf + r * ld, std::size_t(nc) * sizeof(float));
     return;
   }
-  int64_t r0 = 0, j0 = 0;
-#if defined(__AVX512F__)
-  if (c.row_stride == 1) {  // C stored transposed: 16 x 16 blocks through registers
-    for (; r0 + 16 <= rows; r0 += 16)
-      for (j0 = 0; j0 + 16 <= nc; j0 += 16) {
-        __m512 block[16];
-#pragma GCC unroll 16
-        for (int r = 0; r < 16; ++r) block[r] = _mm512_loadu_ps(buf + (r0 + r) * ld + j0);
-        simd::transpose16(block);
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + (j0 + j) * c.col_stride + r0, block[j]);
-      }
-  }
-#endif
-  // What the blocks left: columns past j0 of rows before r0, then every column of the rest.
+  if (c.row_stride == 1) return simd::transpose_floats(buf, ld, out, c.col_stride, rows, nc);
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = r < r0 ? j0 : 0; j < nc; ++j)
-      out[r * c.row_stride + j * c.col_stride] = buf[r * ld + j];
+    for (int64_t j = 0; j < nc; ++j) out[r * c.row_stride + j * c.col_stride] = buf[r * ld + j];
 }
 
 // Each kMc-row strip of C against one packed block of B (columns [n0, n0 + nc), all of K, at

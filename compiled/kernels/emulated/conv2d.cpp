@@ -9,7 +9,7 @@
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
 #include "harness/core/sgemm.h"
-#include "harness/core/transpose16.h"
+#include "harness/core/transpose.h"
 
 namespace tp::compiled::emulated {
 namespace {

@@ -9,7 +9,7 @@
 #include "compiled/kernels/emulated/kernels.h"
 #include "harness/core/parallel.h"
 #include "harness/core/sgemm.h"
-#include "harness/core/transpose16.h"
+#include "harness/core/transpose.h"
 
 namespace tp::compiled::emulated {
 namespace {
@@ -97,48 +97,23 @@ Tensor conv_nd_loops(const Tensor& x, const PreparedParam& w, const PreparedPara
   return result;
 }
 
-// One image's channel group [channels][plane] as channels-last [plane][channels], in 16 x 16
-// blocks (through registers where the build has AVX-512).
+// One image's channel group [channels][plane] as channels-last [plane][channels], by strips of
+// 16 positions.
 void to_channels_last(const float* x, int64_t channels, int64_t plane, float* out) {
-  constexpr int64_t kBlock = 16;
-  const int64_t row_blocks = (channels + kBlock - 1) / kBlock,
-                col_blocks = (plane + kBlock - 1) / kBlock;
+  constexpr int64_t kStrip = 16;
 #pragma omp parallel for schedule(static) if (channels * plane >= kParallelWork)
-  for (int64_t pb = 0; pb < col_blocks; ++pb)
-    for (int64_t cb = 0; cb < row_blocks; ++cb) {
-      const int64_t c0 = cb * kBlock, p0 = pb * kBlock;
-#if defined(__AVX512F__)
-      if (c0 + kBlock <= channels && p0 + kBlock <= plane) {
-        __m512 block[kBlock];
-        for (int64_t i = 0; i < kBlock; ++i) block[i] = _mm512_loadu_ps(x + (c0 + i) * plane + p0);
-        simd::transpose16(block);
-        for (int64_t i = 0; i < kBlock; ++i)
-          _mm512_storeu_ps(out + (p0 + i) * channels + c0, block[i]);
-        continue;
-      }
-#endif
-      for (int64_t c = c0; c < std::min(channels, c0 + kBlock); ++c)
-        for (int64_t p = p0; p < std::min(plane, p0 + kBlock); ++p)
-          out[p * channels + c] = x[c * plane + p];
-    }
+  for (int64_t p0 = 0; p0 < plane; p0 += kStrip)
+    simd::transpose_floats(x + p0, plane, out + p0 * channels, channels, channels,
+                           std::min(kStrip, plane - p0));
 }
 
 // Rows [0, rows) of a panel (kNr columns) from kNr sources of `rows` contiguous floats each (a
 // null source is a column of zeros): out[i * kNr + j] = src[j][i].
-void gather_rows(const float* const* src, int64_t rows, float* out) {
+void gather_rows(const float* const (&src)[sgemm::kNr], int64_t rows, float* out) {
   constexpr int64_t nr = sgemm::kNr;
 #if defined(__AVX512F__)
   static_assert(nr == 16);
-  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
-    const int64_t len = std::min<int64_t>(16, rows - i0);
-    const __mmask16 mask = __mmask16((1u << len) - 1);
-    __m512 block[16];
-#pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j)
-      block[j] = src[j] ? _mm512_maskz_loadu_ps(mask, src[j] + i0) : _mm512_setzero_ps();
-    simd::transpose16(block);
-    for (int64_t i = 0; i < len; ++i) _mm512_storeu_ps(out + (i0 + i) * nr, block[i]);
-  }
+  simd::panel_from_sources(src, rows, out);
 #else
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < nr; ++j) out[i * nr + j] = src[j] ? src[j][i] : 0.0f;
