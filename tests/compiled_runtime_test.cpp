@@ -67,6 +67,43 @@ TEST(PortableExp, WithinTwoUlpOfExpAndTheVectorSiluEqualsTheScalarOne) {
   EXPECT_EQ(differ, 0);
 }
 
+// GELU's tanh form (Wan's feed-forward) as x / (1 + exp(-2z)): the vector lanes give the scalar
+// tail's bits; the error against 0.5 x (1 + tanh z) in double, in units of the bound 6 fp32 ulp
+// of the result plus what z's own fp32 rounding moves exp(-2z) by (|2z| times 4 ulp of 1), is at
+// most 1 down to 1e-36: deep in the negative tail too, where 0.5 x (1 + tanhf z) in fp32 cancels
+// to few correct bits or to 0.
+TEST(PortableExp, GeluTanhLanesEqualTheScalarTailAndStayWithinTheBound) {
+  const int64_t n = (int64_t(1) << 16) + 7;
+  std::vector<float> x(static_cast<std::size_t>(n)), y(x.size()), one(1);
+  Rng rng(4, "gelu");
+  for (float& v : x) v = float(rng.uniform(-12, 12));
+  x[1] = std::numeric_limits<float>::infinity();
+  x[2] = std::nanf("");
+  x[3] = -0.0f;
+  x[4] = 1e-30f;
+  emulated::gelu_tanh_values(x.data(), n, y.data());
+  double worst = 0, worst_tanhf = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[std::size_t(i)], got = y[std::size_t(i)];
+    emulated::gelu_tanh_values(&v, 1, one.data());  // a tail of one: the scalar code
+    ASSERT_EQ(std::memcmp(&one[0], &got, sizeof got), 0) << v;
+    if (!std::isfinite(v)) continue;
+    const double z = std::sqrt(2 / M_PI) * (double(v) + 0.044715 * double(v) * v * v);
+    const double want = v / (1 + std::exp(-2 * z));  // 0.5 v (1 + tanh z), exactly
+    if (std::abs(want) < 1e-36) continue;  // below it exp(-2z) passes FLT_MAX: 0, as on CUDA
+    const double bound = std::ldexp(6.0, std::ilogb(float(want)) - 23) +
+                         std::abs(2 * z) * std::ldexp(4.0, -24) * std::abs(want);
+    const float zf = 0.7978845608f * (v + 0.044715f * v * v * v);
+    worst = std::max(worst, std::abs(double(got) - want) / bound);
+    worst_tanhf = std::max(worst_tanhf, std::abs(0.5 * v * (1 + std::tanh(zf)) - want) / bound);
+  }
+  EXPECT_LE(worst, 1.0);
+  EXPECT_GT(worst_tanhf, 1000.0) << "the sweep must reach the tail where the tanh form cancels";
+  EXPECT_EQ(y[1], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_EQ(y[3], 0.0f);
+}
+
 // The attention's softmax row (both emulated attentions): the exp in place has the scalar
 // portable_expf's bits in every lane and the tail; each weight within a few fp32 ulp of the
 // softmax computed in double, with the mask added and the row max subtracted; keys past `seen`

@@ -33,9 +33,9 @@ __global__ void pointwise_kernel(Src x, int64_t n, PointwiseArgs a, float* out) 
       case Pointwise::kGelu:  // 0.5 x (1 + erf(x / sqrt 2)), the emulation's order
         r = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
         break;
-      case Pointwise::kGeluTanh: {
-        const float inner = 0.7978845608028654f * (v + 0.044715f * v * v * v);
-        r = 0.5f * v * (1.0f + tanhf(inner));
+      case Pointwise::kGeluTanh: {  // v / (1 + exp(-2z)), the emulation's order (gelu_tanh)
+        const float minus_2z = fmaf(0.044715f * v * v, v, v) * -1.59576912160573071f;
+        r = v / (1.0f + expf(minus_2z));
         break;
       }
     }

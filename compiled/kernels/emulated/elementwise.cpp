@@ -29,8 +29,6 @@ constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;  // ln 2 = hi +
 constexpr float kP[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
                         4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
 
-float silu(float v) { return v / (1.0f + portable_expf(-v)); }
-
 #if defined(__AVX512F__)
 constexpr int64_t kLanes = 16;
 using Vec = __m512;
@@ -97,20 +95,45 @@ Vec vector_expf(Vec x0) {
 }
 #endif
 
-// SiLU in fp32: v / (1 + portable_expf(-v)), kLanes at a time where the build targets AVX2 or
-// AVX-512; the same bits as the scalar loop on any of them.
-void silu_in_place(float* p, int64_t n) {
-  int64_t vectors = 0;
-#if defined(__AVX512F__) || defined(__AVX2__) && defined(__FMA__)
-  vectors = n / kLanes;
-#pragma omp parallel for schedule(static) if (n >= kParallelElements)
-  for (int64_t i = 0; i < vectors; ++i) {
-    const Vec v = load(p + kLanes * i);
-    store(p + kLanes * i, div(v, add(set1(1.0f), vector_expf(sub(set1(0.0f), v)))));
-  }
-#endif
-  map_in_place(p + kLanes * vectors, n - kLanes * vectors, silu);
+// SiLU in fp32: v / (1 + portable_expf(-v)).
+float silu(float v) { return v / (1.0f + portable_expf(-v)); }
+
+// GELU's tanh form in fp32 as v / (1 + portable_expf(-2z)), z = sqrt(2/pi) (v + 0.044715 v^3):
+// 0.5 v (1 + tanh z) without its cancellation where tanh z nears -1.
+constexpr float kCubic = 0.044715f, kMinusTwoSqrt2OverPi = -1.59576912160573071f;
+float gelu_tanh(float v) {
+  const float minus_2z = std::fma((kCubic * v) * v, v, v) * kMinusTwoSqrt2OverPi;
+  return v / (1.0f + portable_expf(minus_2z));
 }
+
+#if defined(__AVX512F__) || defined(__AVX2__) && defined(__FMA__)
+// The same operations in the same order, kLanes at a time.
+Vec silu_lanes(Vec v) { return div(v, add(set1(1.0f), vector_expf(sub(set1(0.0f), v)))); }
+Vec gelu_tanh_lanes(Vec v) {
+  const Vec minus_2z = mul(fma(mul(mul(set1(kCubic), v), v), v, v), set1(kMinusTwoSqrt2OverPi));
+  return div(v, add(set1(1.0f), vector_expf(minus_2z)));
+}
+
+// y[i] = kScalar(x[i]) (y may be x), kLanes at a time through kVector: the same bits as the
+// scalar loop on AVX2 and AVX-512 alike.
+template <Vec (*kVector)(Vec), float (*kScalar)(float)>
+void map_lanes(const float* x, int64_t n, float* y) {
+  const int64_t vectors = n / kLanes;
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < vectors; ++i) store(y + kLanes * i, kVector(load(x + kLanes * i)));
+  for (int64_t i = kLanes * vectors; i < n; ++i) y[i] = kScalar(x[i]);
+}
+#define TP_MAP_LANES(f, x, n, y) map_lanes<f##_lanes, f>(x, n, y)
+#else
+template <float (*kScalar)(float)>
+void map_lanes(const float* x, int64_t n, float* y) {
+#pragma omp parallel for schedule(static) if (n >= kParallelElements)
+  for (int64_t i = 0; i < n; ++i) y[i] = kScalar(x[i]);
+}
+#define TP_MAP_LANES(f, x, n, y) map_lanes<f>(x, n, y)
+#endif
+
+void silu_in_place(float* p, int64_t n) { TP_MAP_LANES(silu, p, n, p); }
 
 }  // namespace
 
@@ -133,6 +156,8 @@ float portable_expf(float x0) {
   };
   return (y * pow2(h)) * pow2(e - h);
 }
+
+void gelu_tanh_values(const float* x, int64_t n, float* y) { TP_MAP_LANES(gelu_tanh, x, n, y); }
 
 void portable_expf_in_place(float* p, int64_t n) {
   int64_t i = 0;

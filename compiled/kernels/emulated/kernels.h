@@ -105,6 +105,10 @@ float round_to(DType dt, float x);
 float portable_expf(float x);
 // portable_expf over n values in place, a vector at a time (on the calling thread).
 void portable_expf_in_place(float* p, int64_t n);
+// GELU's tanh form, 0.5 x (1 + tanh z) with z = sqrt(2/pi) (x + 0.044715 x^3), over n values
+// as x / (1 + portable_expf(-2z)) (no cancellation where tanh z nears -1): the same bits on every
+// x86 the project builds for.
+void gelu_tanh_values(const float* x, int64_t n, float* y);
 
 // An fp32 tensor as an attention operand: itself under f32, else a copy rounded to `dt` (f16,
 // bf16), element by element to nearest even.

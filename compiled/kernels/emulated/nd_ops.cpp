@@ -193,6 +193,11 @@ Tensor normalize(const Tensor& x, int64_t n, const PreparedParam* gamma, const P
 template <class T>
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
   Tensor result = Tensor::uninitialized(dtype_of<T>(), x.shape());
+  if constexpr (std::is_same_v<T, float>)
+    if (tanh_approximation) {
+      gelu_tanh_values(x.data<float>(), x.numel(), result.data<float>());
+      return result;
+    }
   const T* px = x.data<T>();
   T* po = result.data<T>();
   const T half = T(0.5), one = T(1), inv_sqrt2 = T(1 / std::sqrt(2.0)),
