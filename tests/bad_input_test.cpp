@@ -111,6 +111,19 @@ TEST_F(BadInput, NumbersPastTheirRangeAreOneSentence) {
   EXPECT_FALSE(fs::exists(p("r.h5")));
 }
 
+// A layer named by its module where the weights sit one level down (HunyuanVideo's causal convs
+// hold their Conv3d as `.conv`), or not at all: the sentence names layers this model has.
+TEST_F(BadInput, ALayerWithoutWeightsIsAnsweredWithTheModelsOwnLayers) {
+  expect_user_error("model init --config tiny-hv --out " + p("hv") +
+                        " --scale-layer 'decoder.mid_block.resnets.0.conv1*3000'",
+                    "the model has no layer 'decoder.mid_block.resnets.0.conv1' with weights; the "
+                    "layers with weights below it: decoder.mid_block.resnets.0.conv1.conv");
+  expect_user_error(
+      "model init --config tiny-hv --out " + p("hv") + " --scale-layer 'decoder.up_blocks.9*2'",
+      "name it by its diffusers path, e.g. decoder.");
+  EXPECT_FALSE(fs::exists(p("hv")));
+}
+
 // A .npy header padded with 60 KB of spaces (numpy pads to 64 bytes; nothing forbids more) is
 // read as any other; it crashed a regex-based header parser.
 TEST_F(BadInput, ANpyHeaderOf60KbOfPaddingIsRead) {

@@ -132,6 +132,32 @@ Expected<Model> make_model(const std::string& config_name_or_path, uint64_t seed
   return seeded_model(config_name_or_path, std::move(parsed.second), seed);
 }
 
+namespace {
+
+// For the error naming a layer without weights: the layers with weights below `layer` (it may
+// name their module: HunyuanVideo's `conv1` holds its Conv3d as `conv1.conv`), else the model's
+// first layer with weights.
+std::string layers_to_name(const Weights& weights, const std::string& layer) {
+  const std::string suffix = ".weight";
+  std::vector<std::string> below;
+  std::string first;
+  for (const auto& entry : weights) {
+    const std::string& key = entry.first;
+    if (key.size() <= suffix.size() ||
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    const std::string name = key.substr(0, key.size() - suffix.size());
+    if (first.empty()) first = name;
+    if (name.rfind(layer + ".", 0) == 0 && below.size() < 3) below.push_back(name);
+  }
+  if (below.empty()) return "name it by its diffusers path, e.g. " + first;
+  std::string list;
+  for (const std::string& name : below) list += (list.empty() ? "" : ", ") + name;
+  return "the layers with weights below it: " + list;
+}
+
+}  // namespace
+
 Status scale_layer(Model& model, const std::string& layer, double factor) {
   bool found = false;
   for (const char* suffix : {".weight", ".bias"}) {
@@ -143,9 +169,8 @@ Status scale_layer(Model& model, const std::string& layer, double factor) {
     it->second = f.to(it->second.dtype());
   }
   if (!found)
-    return Error("the model has no layer '" + layer +
-                 "' with weights; name it by its diffusers path, e.g. "
-                 "decoder.up_blocks.0.resnets.0.conv1");
+    return Error("the model has no layer '" + layer + "' with weights; " +
+                 layers_to_name(model.weights, layer));
   return Status();
 }
 
