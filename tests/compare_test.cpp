@@ -165,33 +165,34 @@ TEST(Compare, LargeTensorsGiveTheSameMetricsOnAnyThreadCount) {
   EXPECT_EQ(one.worst[1].index, Shape{100});
 }
 
-// Past 4 blocks the quantiles come from a parallel selection inside a sampled bracket; they must
-// be the order statistics a full sort gives, whatever the layout: noise, half the elements
-// exact (a bracket of equal values), and errors planted at the sample's own stride (the
-// bracket misses and everything is selected from).
-TEST(Compare, LargeTensorQuantilesAreTheExactOrderStatistics) {
-  const int64_t n = 4 * (int64_t(1) << 20) + 54321;
+// Past 4 blocks the quantiles come from a parallel selection inside a sampled bracket, below it
+// from two selections, the second past the median's rank; they must be the order statistics a
+// full sort gives, whatever the layout: noise, half the elements exact (a bracket of equal
+// values), and errors planted at the sample's own stride (the bracket misses and everything is
+// selected from).
+TEST(Compare, QuantilesAreTheExactOrderStatisticsLargeAndSmall) {
   Rng rng(9, "quantiles");
-  for (int layout = 0; layout < 3; ++layout) {
-    Tensor want(DType::kF32, {n}), got(DType::kF32, {n});
-    for (int64_t i = 0; i < n; ++i) {
-      const float w = float(rng.uniform(-2, 2));
-      float e = float(rng.uniform(-1e-3, 1e-3));
-      if (layout == 1 && i % 2 == 0) e = 0;
-      if (layout == 2) e = i % (n / (int64_t(1) << 14)) == 0 ? 1e-6f : 1e-2f * float(i % 97);
-      want.data<float>()[i] = w;
-      got.data<float>()[i] = w + e;
+  for (int64_t n : {4 * (int64_t(1) << 20) + 54321, int64_t(1000), int64_t(2), int64_t(1)})
+    for (int layout = 0; layout < 3; ++layout) {
+      Tensor want(DType::kF32, {n}), got(DType::kF32, {n});
+      for (int64_t i = 0; i < n; ++i) {
+        const float w = float(rng.uniform(-2, 2));
+        float e = float(rng.uniform(-1e-3, 1e-3));
+        if (layout == 1 && i % 2 == 0) e = 0;
+        if (layout == 2) e = i % std::max<int64_t>(1, n >> 14) == 0 ? 1e-6f : 1e-2f * float(i % 97);
+        want.data<float>()[i] = w;
+        got.data<float>()[i] = w + e;
+      }
+      std::vector<double> ulps(static_cast<std::size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const double a = got.data<float>()[i], b = want.data<float>()[i];
+        ulps[std::size_t(i)] = std::abs(a - b) / ulp_at(b, DType::kF16);
+      }
+      std::sort(ulps.begin(), ulps.end());
+      const Metrics m = compare_tensors(got, want, DType::kF16).value();
+      EXPECT_EQ(m.ulp_median, ulps[std::size_t(std::lround(0.5 * double(n - 1)))]) << layout << n;
+      EXPECT_EQ(m.ulp_p99, ulps[std::size_t(std::lround(0.99 * double(n - 1)))]) << layout << n;
     }
-    std::vector<double> ulps(static_cast<std::size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-      const double a = got.data<float>()[i], b = want.data<float>()[i];
-      ulps[std::size_t(i)] = std::abs(a - b) / ulp_at(b, DType::kF16);
-    }
-    std::sort(ulps.begin(), ulps.end());
-    const Metrics m = compare_tensors(got, want, DType::kF16).value();
-    EXPECT_EQ(m.ulp_median, ulps[std::size_t(std::lround(0.5 * double(n - 1)))]) << layout;
-    EXPECT_EQ(m.ulp_p99, ulps[std::size_t(std::lround(0.99 * double(n - 1)))]) << layout;
-  }
 }
 
 // ulp_at builds the spacing from the exponent's bits: the same as eps * 2^(binade) by frexp.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 namespace tp {
 namespace {
@@ -82,11 +84,22 @@ double kth_smallest(std::vector<double>& v, std::size_t k) {
   return bracket[r];
 }
 
-// v's q-quantile: the element at rank round(q (n - 1)).
-double quantile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  return kth_smallest(v,
-                      std::min(v.size() - 1, std::size_t(std::lround(q * double(v.size() - 1)))));
+// v's q-quantile is the element at rank round(q (n - 1)); the median's and the 99th
+// percentile's, in that order. Below the parallel selection's size the second selection runs
+// past the median's rank only: nth_element left every element there at least the median.
+std::pair<double, double> median_and_p99(std::vector<double>& v) {
+  if (v.empty()) return {0, 0};
+  const std::size_t n = v.size();
+  auto rank = [n](double q) {
+    return std::min(n - 1, std::size_t(std::lround(q * double(n - 1))));
+  };
+  const std::size_t k50 = rank(0.5), k99 = rank(0.99);
+  if (n >= std::size_t(4 * kBlock) || k99 == k50)
+    return {kth_smallest(v, k50), kth_smallest(v, k99)};
+  std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k50), v.end());
+  const double median = v[k50];
+  std::nth_element(v.begin() + std::ptrdiff_t(k50) + 1, v.begin() + std::ptrdiff_t(k99), v.end());
+  return {median, v[k99]};
 }
 
 }  // namespace
@@ -287,8 +300,7 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
     m.away_from_zero = double(away) / n_elements;
   }
   if (!ulps.empty()) m.ulp_max = *std::max_element(ulps.begin(), ulps.end());
-  m.ulp_median = quantile(ulps, 0.5);
-  m.ulp_p99 = quantile(ulps, 0.99);
+  std::tie(m.ulp_median, m.ulp_p99) = median_and_p99(ulps);
   m.headroom = m.want_max_abs > 0 ? dtype_max_finite(compared) / m.want_max_abs : INFINITY;
   std::sort(worst.begin(), worst.end(), worse);
   for (std::size_t j = 0; j < std::min(kWorst, worst.size()); ++j) {
