@@ -11,10 +11,23 @@
 #include "harness/core/sgemm.h"
 #include "harness/core/transpose.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 namespace tp::compiled::emulated {
 namespace {
 
 constexpr int64_t kPatchBudget = 1 << 21;  // floats in the patch buffer
+
+// x rounded to f16 and back, to nearest even: round_to(kF16, x), inline (F16C where built for).
+inline float round_to_f16(float x) {
+#if defined(__F16C__)
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(x), _MM_FROUND_TO_NEAREST_INT)));
+#else
+  return round_to(DType::kF16, x);
+#endif
+}
 
 int64_t source_index(int64_t i, int64_t extent, Upsample up) {
   switch (up) {
@@ -156,15 +169,27 @@ void gemm_nt(const float* a, const float* w, int64_t m, int64_t n, int64_t k, DT
     return;
   }
   TP_CHECK(accumulation == DType::kF16, "accumulation is f32 or f16");
+  // Each dot product in the order t = 0..k-1, every step rounded to f16: kChains of them at once,
+  // independent chains, so that one's rounding waits while the others compute.
+  constexpr int64_t kChains = 8;
 #pragma omp parallel for schedule(static) if (m * n * k >= kParallelMacs)
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
+  for (int64_t i = 0; i < m; ++i) {
+    const float* x = a + i * k;
+    int64_t j = 0;
+    for (; j + kChains <= n; j += kChains) {
+      float s[kChains] = {};
+      for (int64_t t = 0; t < k; ++t)
+#pragma GCC unroll 8
+        for (int64_t q = 0; q < kChains; ++q)
+          s[q] = round_to_f16(std::fma(x[t], w[(j + q) * k + t], s[q]));
+      for (int64_t q = 0; q < kChains; ++q) out[i * n + j + q] = s[q];
+    }
+    for (; j < n; ++j) {
       float s = 0;
-      const float* x = a + i * k;
-      const float* y = w + j * k;
-      for (int64_t t = 0; t < k; ++t) s = round_to(DType::kF16, std::fma(x[t], y[t], s));
+      for (int64_t t = 0; t < k; ++t) s = round_to_f16(std::fma(x[t], w[j * k + t], s));
       out[i * n + j] = s;
     }
+  }
 }
 
 Tensor conv2d(const Tensor& x, const PreparedParam& weight, const PreparedParam* bias,
