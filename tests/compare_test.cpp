@@ -165,14 +165,16 @@ TEST(Compare, LargeTensorsGiveTheSameMetricsOnAnyThreadCount) {
   EXPECT_EQ(one.worst[1].index, Shape{100});
 }
 
-// Past 4 blocks the quantiles come from a parallel selection inside a sampled bracket, below it
-// from two selections, the second past the median's rank; they must be the order statistics a
-// full sort gives, whatever the layout: noise, half the elements exact (a bracket of equal
-// values), and errors planted at the sample's own stride (the bracket misses and everything is
-// selected from).
+// Past 4 blocks the quantiles come from a parallel selection inside a sampled bracket; from 4096
+// elements below that, from radix buckets of the distances' bits (both ranks in one bucket, as
+// half the elements exact puts them, or in two); below 4096 from two selections, the second past
+// the median's rank. They must be the order statistics a full sort gives, whatever the layout:
+// noise, half the elements exact (a bracket of equal values), and errors planted at the sample's
+// own stride (the bracket misses and everything is selected from).
 TEST(Compare, QuantilesAreTheExactOrderStatisticsLargeAndSmall) {
   Rng rng(9, "quantiles");
-  for (int64_t n : {4 * (int64_t(1) << 20) + 54321, int64_t(1000), int64_t(2), int64_t(1)})
+  for (int64_t n : {4 * (int64_t(1) << 20) + 54321, int64_t(200003), int64_t(4096), int64_t(1000),
+                    int64_t(2), int64_t(1)})
     for (int layout = 0; layout < 3; ++layout) {
       Tensor want(DType::kF32, {n}), got(DType::kF32, {n});
       for (int64_t i = 0; i < n; ++i) {

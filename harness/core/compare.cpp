@@ -84,6 +84,72 @@ double kth_smallest(std::vector<double>& v, std::size_t k) {
   return bracket[r];
 }
 
+// A nonnegative double's bits, ordered as the values are (+inf last).
+uint64_t order_key(double x) {
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+
+constexpr int kDigit = 12;  // bits per radix digit
+constexpr uint32_t kBuckets = 1u << kDigit;
+
+// The bucket of histogram `h` that holds rank k, and k's rank among that bucket's elements.
+std::pair<uint32_t, std::size_t> bucket_of(const std::vector<uint32_t>& h, std::size_t k) {
+  std::size_t below = 0;
+  uint32_t b = 0;
+  while (below + h[b] <= k) below += h[b++];
+  return {b, k - below};
+}
+
+// Ranks k0 <= k1 of v, nonnegative and not NaN (ULP distances): the buckets of the keys' top
+// 12 bits that hold them, then of the next 12 bits inside those, then a selection among the
+// elements that share all 24 (few, but for runs of equal values). Three streaming passes in
+// place of two introselects over everything (9% of a ci run's samples); the same elements.
+std::pair<double, double> radix_ranks(const std::vector<double>& v, std::size_t k0,
+                                      std::size_t k1) {
+  // Four interleaved counts of the top digit (a nonnegative key's is at most 2047): runs of
+  // one exponent would otherwise wait on one counter's increments.
+  constexpr uint32_t kTop = kBuckets / 2;
+  std::vector<uint32_t> quarters(4 * kTop), top(kBuckets), mid0(kBuckets), mid1(kBuckets);
+  const std::size_t n = v.size(), whole = n - n % 4;
+  for (std::size_t i = 0; i < whole; i += 4)
+    for (std::size_t j = 0; j < 4; ++j) ++quarters[j * kTop + (order_key(v[i + j]) >> 52)];
+  for (std::size_t i = whole; i < n; ++i) ++quarters[order_key(v[i]) >> 52];
+  for (uint32_t b = 0; b < kTop; ++b)
+    top[b] = quarters[b] + quarters[kTop + b] + quarters[2 * kTop + b] + quarters[3 * kTop + b];
+  const auto [t0, r0] = bucket_of(top, k0);
+  const auto [t1, r1] = bucket_of(top, k1);
+  for (double x : v) {
+    const uint64_t key = order_key(x);
+    const uint64_t t = key >> (64 - kDigit), m = (key >> (64 - 2 * kDigit)) & (kBuckets - 1);
+    mid0[m] += t == t0;
+    mid1[m] += t == t1;
+  }
+  const auto [m0, s0] = bucket_of(mid0, r0);
+  const auto [m1, s1] = bucket_of(mid1, r1);
+  const uint64_t p0 = uint64_t(t0) << kDigit | m0, p1 = uint64_t(t1) << kDigit | m1;
+  std::vector<double> g0, g1;
+  for (double x : v) {
+    const uint64_t p = order_key(x) >> (64 - 2 * kDigit);
+    if (p == p0)
+      g0.push_back(x);
+    else if (p == p1)
+      g1.push_back(x);
+  }
+  std::nth_element(g0.begin(), g0.begin() + std::ptrdiff_t(s0), g0.end());
+  if (p0 != p1) {
+    std::nth_element(g1.begin(), g1.begin() + std::ptrdiff_t(s1), g1.end());
+    return {g0[s0], g1[s1]};
+  }
+  // One bucket holds both: past s0, nth_element left only elements at least g0[s0].
+  std::nth_element(g0.begin() + std::ptrdiff_t(s0) + 1, g0.begin() + std::ptrdiff_t(s1), g0.end());
+  return {g0[s0], g0[s1]};
+}
+
+// Below this many elements the histograms cost more than selecting.
+constexpr std::size_t kRadixFrom = 4096;
+
 // v's q-quantile is the element at rank round(q (n - 1)); the median's and the 99th
 // percentile's, in that order. Below the parallel selection's size the second selection runs
 // past the median's rank only: nth_element left every element there at least the median.
@@ -96,6 +162,7 @@ std::pair<double, double> median_and_p99(std::vector<double>& v) {
   const std::size_t k50 = rank(0.5), k99 = rank(0.99);
   if (n >= std::size_t(4 * kBlock) || k99 == k50)
     return {kth_smallest(v, k50), kth_smallest(v, k99)};
+  if (n >= kRadixFrom) return radix_ranks(v, k50, k99);
   std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(k50), v.end());
   const double median = v[k50];
   std::nth_element(v.begin() + std::ptrdiff_t(k50) + 1, v.begin() + std::ptrdiff_t(k99), v.end());
@@ -124,21 +191,36 @@ class UlpSpacing {
   double operator()(double x) const {
     const double m = std::max(std::abs(x), smallest_);
     if (!std::isfinite(m)) return std::ldexp(dtype_epsilon(dt_), std::ilogb(m));
-    // m's binade starts at 2^e, e its unbiased exponent (m is normal: at least the dtype's
-    // smallest normal); the spacing there is eps * 2^e, itself a power of two, built from its
-    // bits (frexp and ldexp cost more than the rest of a comparison).
-    uint64_t bits;
-    std::memcpy(&bits, &m, sizeof bits);
-    const int64_t e = int64_t((bits >> 52) & 0x7ff) - 1023;
-    const int64_t exponent = e + eps_exp_ - 1;
+    const int64_t exponent = exponent_of(m);
     if (exponent < -1022) return std::ldexp(1.0, int(exponent));
-    const uint64_t out = uint64_t(exponent + 1023) << 52;
-    double spacing;
-    std::memcpy(&spacing, &out, sizeof spacing);
-    return spacing;
+    return power_of_two(exponent);
+  }
+  // Whether reciprocal() is exact for every finite x: 2^-exponent is a double whenever the
+  // spacing is a normal number (all but f64's spacing near zero).
+  bool has_reciprocal() const { return dt_ != DType::kF64; }
+  // 1 / operator()(x) for finite x: x / spacing and x * reciprocal round the same real number
+  // (the spacing is a power of two), so they are the same double; and no division is spent.
+  double reciprocal(double x) const {
+    return power_of_two(-exponent_of(std::max(std::abs(x), smallest_)));
   }
 
  private:
+  // m's binade starts at 2^e, e its unbiased exponent (m is normal: at least the dtype's
+  // smallest normal); the spacing there is eps * 2^e, itself a power of two, built from its
+  // bits (frexp and ldexp cost more than the rest of a comparison).
+  int64_t exponent_of(double m) const {
+    uint64_t bits;
+    std::memcpy(&bits, &m, sizeof bits);
+    const int64_t e = int64_t((bits >> 52) & 0x7ff) - 1023;
+    return e + eps_exp_ - 1;
+  }
+  static double power_of_two(int64_t exponent) {  // normal range only
+    const uint64_t out = uint64_t(exponent + 1023) << 52;
+    double value;
+    std::memcpy(&value, &out, sizeof value);
+    return value;
+  }
+
   DType dt_;
   double smallest_;
   int eps_exp_ = 0;
@@ -162,10 +244,79 @@ constexpr std::size_t kWorst = 5;
 
 struct Partial {
   double max_abs = 0, max_rel = 0, diff_sq = 0, want_sq = 0, got_sq = 0, dot = 0;
-  double s_sum = 0, s_sq = 0, aligned_sum = 0;
+  double s_sum = 0, s_sq = 0, aligned_sum = 0, ulp_max = 0;
   int64_t count = 0, toward = 0, away = 0, non_finite_got = 0, non_finite_want = 0,
           non_finite_new = 0;
   std::vector<Ranked> worst;  // up to kWorst, worst first
+};
+
+// One block's elements compared: got[j] against want[j] (element first + j), their ULP
+// distances written to out[0, count). The sums are locals, kept in registers (the ULP
+// distances' stores could alias a Partial's doubles); in element order, as a plain loop.
+struct BlockScan {
+  UlpSpacing ulp_of;
+  double floor, bias_ulp_from, ulp_at_rms;
+
+  Partial operator()(const double* got, const double* want, int64_t first, int64_t n,
+                     double* out) const {
+    const bool exact_reciprocal = ulp_of.has_reciprocal();
+    const double per_ulp_at_rms = exact_reciprocal ? ulp_of.reciprocal(bias_ulp_from) : 0;
+    double max_abs = 0, max_rel = 0, diff_sq = 0, want_sq = 0, got_sq = 0, dot = 0;
+    double s_sum = 0, s_sq = 0, aligned_sum = 0, ulp_max = 0;
+    int64_t count = 0, toward = 0, away = 0, nf_got = 0, nf_want = 0, nf_new = 0;
+    std::vector<Ranked> worst;
+    double admit = -1;  // below this |got - want| an element cannot enter the worst few
+    for (int64_t j = 0; j < n; ++j) {
+      const double a = got[j], b = want[j];
+      const bool fg = std::isfinite(a), fw = std::isfinite(b);
+      if (!fg || !fw) {
+        nf_got += fg ? 0 : 1;
+        nf_want += fw ? 0 : 1;
+        const bool same = (std::isnan(a) && std::isnan(b)) || a == b;
+        nf_new += (!fg && !same) ? 1 : 0;
+        continue;
+      }
+      const double d = std::abs(a - b);
+      max_abs = std::max(max_abs, d);
+      // d / q past max_rel needs d >= max_rel q, so the division is skipped below that (with a
+      // margin past the product's rounding, so the skipped quotients are at most max_rel).
+      const double q = std::max(std::abs(b), floor);
+      if (d >= max_rel * q * (1 - 0x1p-50)) max_rel = std::max(max_rel, d / q);
+      diff_sq += d * d;
+      want_sq += b * b;
+      got_sq += a * a;
+      dot += a * b;
+      const double sign = b > 0 ? 1 : b < 0 ? -1 : 0;
+      const bool own = std::abs(b) >= bias_ulp_from;
+      double signed_ulps;
+      if (exact_reciprocal) {
+        const double per_ulp = ulp_of.reciprocal(b);
+        out[count] = d * per_ulp;
+        signed_ulps = (a - b) * sign * (own ? per_ulp : per_ulp_at_rms);
+      } else {
+        const double ulp = ulp_of(b);
+        out[count] = d / ulp;
+        signed_ulps = (a - b) * sign / (own ? ulp : ulp_at_rms);
+      }
+      ulp_max = std::max(ulp_max, out[count++]);
+      aligned_sum += (a - b) * sign;
+      s_sum += signed_ulps;
+      s_sq += signed_ulps * signed_ulps;
+      toward += signed_ulps < 0 ? 1 : 0;
+      away += signed_ulps > 0 ? 1 : 0;
+      // The block's worst few, kept sorted (a min-size insertion: kWorst is small).
+      if (d < admit) continue;
+      const Ranked r{d, first + j};
+      if (worst.size() < kWorst || worse(r, worst.back())) {
+        worst.insert(std::upper_bound(worst.begin(), worst.end(), r, worse), r);
+        if (worst.size() > kWorst) worst.pop_back();
+        if (worst.size() == kWorst) admit = worst.back().first;
+      }
+    }
+    return Partial{max_abs, max_rel, diff_sq,     want_sq, got_sq,          dot,
+                   s_sum,   s_sq,    aligned_sum, ulp_max, count,           toward,
+                   away,    nf_got,  nf_want,     nf_new,  std::move(worst)};
+  }
 };
 
 }  // namespace
@@ -195,12 +346,17 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
   for (int64_t k = 0; k < blocks; ++k) {
     std::vector<double> wb;
     const double* b = widen(want, k, wb);  // b[j]: element k * kBlock + j
+    double largest = 0, sq = 0;            // locals: the stores above alias doubles
+    int64_t finite = 0;
     for (int64_t j = 0; j < int64_t(wb.size()); ++j)
       if (std::isfinite(b[j])) {
-        block_max[std::size_t(k)] = std::max(block_max[std::size_t(k)], std::abs(b[j]));
-        block_sq[std::size_t(k)] += b[j] * b[j];
-        ++block_finite[std::size_t(k)];
+        largest = std::max(largest, std::abs(b[j]));
+        sq += b[j] * b[j];
+        ++finite;
       }
+    block_max[std::size_t(k)] = largest;
+    block_sq[std::size_t(k)] = sq;
+    block_finite[std::size_t(k)] = finite;
   }
   double want_sq_all = 0;
   int64_t finite_want = 0;
@@ -218,46 +374,13 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
   // Each block writes its elements' ULP distances from its own start; compacted after.
   std::vector<double> ulps(static_cast<std::size_t>(n));
   std::vector<Partial> parts(static_cast<std::size_t>(blocks));
+  const BlockScan scan{ulp_of, floor, bias_ulp_from, ulp_at_rms};
 #pragma omp parallel for schedule(static) if (blocks > 1)
   for (int64_t k = 0; k < blocks; ++k) {
-    Partial& p = parts[std::size_t(k)];
-    double* out = ulps.data() + k * kBlock;
     std::vector<double> gb, wb;
     const double* ga = widen(got, k, gb);  // ga[j]: element k * kBlock + j
     const double* wa = widen(want, k, wb);
-    for (int64_t i = k * kBlock; i < std::min(n, (k + 1) * kBlock); ++i) {
-      const double a = ga[i - k * kBlock], b = wa[i - k * kBlock];
-      const bool fg = std::isfinite(a), fw = std::isfinite(b);
-      p.non_finite_got += fg ? 0 : 1;
-      p.non_finite_want += fw ? 0 : 1;
-      if (!fg || !fw) {
-        const bool same = (std::isnan(a) && std::isnan(b)) || a == b;
-        p.non_finite_new += (!fg && !same) ? 1 : 0;
-        continue;
-      }
-      const double d = std::abs(a - b);
-      p.max_abs = std::max(p.max_abs, d);
-      p.max_rel = std::max(p.max_rel, d / std::max(std::abs(b), floor));
-      p.diff_sq += d * d;
-      p.want_sq += b * b;
-      p.got_sq += a * a;
-      p.dot += a * b;
-      const double ulp = ulp_of(b);
-      out[p.count++] = d / ulp;
-      const double sign = b > 0 ? 1 : b < 0 ? -1 : 0;
-      const double signed_ulps = (a - b) * sign / (std::abs(b) >= bias_ulp_from ? ulp : ulp_at_rms);
-      p.aligned_sum += (a - b) * sign;
-      p.s_sum += signed_ulps;
-      p.s_sq += signed_ulps * signed_ulps;
-      p.toward += signed_ulps < 0 ? 1 : 0;
-      p.away += signed_ulps > 0 ? 1 : 0;
-      // The block's worst few, kept sorted (a min-size insertion: kWorst is small).
-      const Ranked r{d, i};
-      if (p.worst.size() < kWorst || worse(r, p.worst.back())) {
-        p.worst.insert(std::upper_bound(p.worst.begin(), p.worst.end(), r, worse), r);
-        if (p.worst.size() > kWorst) p.worst.pop_back();
-      }
-    }
+    parts[std::size_t(k)] = scan(ga, wa, k * kBlock, int64_t(gb.size()), ulps.data() + k * kBlock);
   }
   double diff_sq = 0, want_sq = 0, got_sq = 0, dot = 0, s_sum = 0, s_sq = 0, aligned_sum = 0;
   int64_t toward = 0, away = 0;
@@ -273,6 +396,7 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
     m.non_finite_new += p.non_finite_new;
     m.max_abs = std::max(m.max_abs, p.max_abs);
     m.max_rel = std::max(m.max_rel, p.max_rel);
+    m.ulp_max = std::max(m.ulp_max, p.ulp_max);
     diff_sq += p.diff_sq;
     want_sq += p.want_sq;
     got_sq += p.got_sq;
@@ -299,7 +423,6 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
     m.toward_zero = double(toward) / n_elements;
     m.away_from_zero = double(away) / n_elements;
   }
-  if (!ulps.empty()) m.ulp_max = *std::max_element(ulps.begin(), ulps.end());
   std::tie(m.ulp_median, m.ulp_p99) = median_and_p99(ulps);
   m.headroom = m.want_max_abs > 0 ? dtype_max_finite(compared) / m.want_max_abs : INFINITY;
   std::sort(worst.begin(), worst.end(), worse);
