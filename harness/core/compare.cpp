@@ -346,7 +346,7 @@ Expected<Metrics> compare_tensors(const Tensor& got, const Tensor& want, DType c
   for (int64_t k = 0; k < blocks; ++k) {
     std::vector<double> wb;
     const double* b = widen(want, k, wb);  // b[j]: element k * kBlock + j
-    double largest = 0, sq = 0;            // locals: the stores above alias doubles
+    double largest = 0, sq = 0;            // locals, stored once: block_max and block_sq alias b
     int64_t finite = 0;
     for (int64_t j = 0; j < int64_t(wb.size()); ++j)
       if (std::isfinite(b[j])) {
