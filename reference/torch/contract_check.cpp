@@ -9,6 +9,7 @@
 
 #include <cmath>
 
+#include "reference/torch/contract_conv.h"
 #include "reference/torch/torch_ops.h"
 
 namespace tp::torch_path {
@@ -85,16 +86,22 @@ torch::Tensor upper_sums(const Op& op, const torch::Tensor& x, const torch::Tens
 
 Bounded products(const Op& op, const Bounded& x, const torch::Tensor& w, const torch::Tensor& b,
                  DType acc) {
-  const torch::Tensor aw = w.abs();
   const int64_t k = w.numel() / w.size(0);
   Bounded out;
-  out.y = run_op(op, {x.y}, w, b);
-  torch::Tensor terms = upper_sums(op, x.y.abs(), aw, b.defined() ? b.abs() : b, k);
-  torch::Tensor carried;
-  if (any_error(x.e)) {
-    carried = upper_sums(op, x.e, aw, torch::Tensor(), k);
-    terms = terms + carried;
+  torch::Tensor terms, carried;
+  if (op.kind == OpKind::kConv) {
+    ConvSums s = conv_sums(op.attrs, x.y, any_error(x.e) ? x.e : torch::Tensor(), w, b,
+                           1 + gamma(double(k + 4)));
+    out.y = std::move(s.y);
+    terms = std::move(s.terms);
+    carried = std::move(s.carried);
+  } else {
+    const torch::Tensor aw = w.abs();
+    out.y = run_op(op, {x.y}, w, b);
+    terms = upper_sums(op, x.y.abs(), aw, b.defined() ? b.abs() : b, k);
+    if (any_error(x.e)) carried = upper_sums(op, x.e, aw, torch::Tensor(), k);
   }
+  if (carried.defined()) terms = terms + carried;
   const double g = sum_gamma(k, 3, acc);
   out.e = g * terms + kTiny;
   if (carried.defined()) out.e = out.e + carried * (1 + g);

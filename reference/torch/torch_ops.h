@@ -41,6 +41,9 @@ std::pair<torch::Tensor, torch::Tensor> rotary_tensors(const Op& op, const torch
 torch::Tensor combine_pairs(const torch::Tensor& x, int heads, const torch::Tensor& a,
                             const torch::Tensor& b, const torch::Tensor& c, const torch::Tensor& d);
 
+// A kConv's input padded as its attributes say (zeros or replicated edges), before the conv.
+torch::Tensor conv_padded(const OpAttrs& a, const torch::Tensor& x);
+
 // Op `op` on `in` with parameters `w` and `b` (undefined when the op has none).
 torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const torch::Tensor& w,
                      const torch::Tensor& b);

@@ -57,6 +57,19 @@ torch::Tensor combine_pairs(const torch::Tensor& x, int heads, const torch::Tens
   return torch::stack({x1 * a + x2 * b, x1 * c + x2 * d}, -1).reshape(x.sizes());
 }
 
+torch::Tensor conv_padded(const OpAttrs& a, const torch::Tensor& x) {
+  // torch's pad takes (lo, hi) pairs from the last axis backwards.
+  std::vector<int64_t> pads;
+  for (int i = int(a.pads_lo.size()) - 1; i >= 0; --i) {
+    pads.push_back(a.pads_lo[std::size_t(i)]);
+    pads.push_back(a.pads_hi[std::size_t(i)]);
+  }
+  return a.pad_mode == PadMode::kReplicate
+             ? torch::nn::functional::pad(
+                   x, torch::nn::functional::PadFuncOptions(pads).mode(torch::kReplicate))
+             : torch::constant_pad_nd(x, pads, 0);
+}
+
 namespace {
 
 // Score elements one block of query rows may hold: wan-1.3b at 480x832 and 21 latent frames
@@ -107,17 +120,7 @@ torch::Tensor run_op(const Op& op, const std::vector<torch::Tensor>& in, const t
     case OpKind::kClamp:
       return torch::clamp(in[0], a.lo, a.hi);
     case OpKind::kConv: {
-      // torch's pad takes (lo, hi) pairs from the last axis backwards.
-      std::vector<int64_t> pads;
-      for (int i = int(a.pads_lo.size()) - 1; i >= 0; --i) {
-        pads.push_back(a.pads_lo[std::size_t(i)]);
-        pads.push_back(a.pads_hi[std::size_t(i)]);
-      }
-      torch::Tensor x =
-          a.pad_mode == PadMode::kReplicate
-              ? torch::nn::functional::pad(
-                    in[0], torch::nn::functional::PadFuncOptions(pads).mode(torch::kReplicate))
-              : torch::constant_pad_nd(in[0], pads, 0);
+      const torch::Tensor x = conv_padded(a, in[0]);
       const std::vector<int64_t> stride(a.strides.begin(), a.strides.end()),
           dilation(a.dilations.begin(), a.dilations.end());
       const std::vector<int64_t> zero(stride.size(), 0);
