@@ -75,19 +75,21 @@ Expected<ReferenceRun> run_reference(const PreparedCase& p,
       plain, p.model->family(), p.pipeline,
       [&](const std::string& s, const Graph&, const NamedTensors&) { scope = s; },
       p.tiling.enabled);
-  const auto start = std::chrono::steady_clock::now();
-  TP_ASSIGN_OR_RETURN(r.outputs,
-                      run_model(*p.model, p.pipeline, p.inputs(), executor, p.options()));
-  r.seconds = seconds_since(start);
   // A chained pipeline's first-graph outputs, as the compiled side reports them (run_compiled
-  // with capture).
+  // with capture): from the family where it gives them (a tiled one's are blended), else from
+  // the captured values of an untiled run.
   const std::optional<Handoff>& handoff = p.descriptor().handoff;
+  const auto start = std::chrono::steady_clock::now();
+  TP_ASSIGN_OR_RETURN(r.outputs, run_model(*p.model, p.pipeline, p.inputs(), executor,
+                                           p.options(handoff.has_value())));
+  r.seconds = seconds_since(start);
   if (handoff && !p.tiling.enabled)
     if (auto values = r.values.find(handoff->first); values != r.values.end())
       for (const Graph& g : p.model->family().graphs(*p.model->config))
         if (g.name == handoff->first)
           for (const auto& [name, id] : g.outputs)
-            if (auto v = values->second.find(id); v != values->second.end())
+            if (auto v = values->second.find(id);
+                v != values->second.end() && !find_tensor(r.outputs, handoff->prefix + name))
               r.outputs.emplace_back(handoff->prefix + name, v->second);
   return r;
 }

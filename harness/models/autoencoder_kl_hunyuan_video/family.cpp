@@ -185,7 +185,7 @@ class HunyuanVideoVaeFamily : public Family {
       return run_hv_streamed_tiled(model, first, roundtrip, x, executor, options.tiling,
                                    options.stage_outputs);
     if (tiles_any(t, c, pipeline, x.shape()))
-      return run_hv_plain_tiled(model, first, roundtrip, x, executor, t);
+      return run_hv_plain_tiled(model, first, roundtrip, x, executor, t, options.stage_outputs);
     return run_hv_whole(model, first, roundtrip, x, executor, options.stage_outputs);
   }
 

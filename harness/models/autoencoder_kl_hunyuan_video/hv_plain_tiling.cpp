@@ -155,13 +155,13 @@ NamedTensors posterior(const Tensor& moments, int64_t latent_channels) {
 
 Expected<NamedTensors> run_hv_plain_tiled(const Model& m, HvStage first, bool roundtrip,
                                           const Tensor& input, GraphExecutor& executor,
-                                          const HvTiles& tiles) {
+                                          const HvTiles& tiles, bool stage_outputs) {
   const auto& c = dynamic_cast<const HunyuanVideoVaeConfig&>(*m.config);
   PlainTiler tiler(m, executor, tiles);
   return run_hv_stages(
       first, roundtrip, input.to(DType::kF64),
       [&](HvStage s, const Tensor& x) { return tiler.stage(s, x); },
-      [&](const Tensor& moments) { return posterior(moments, c.latent_channels); });
+      [&](const Tensor& moments) { return posterior(moments, c.latent_channels); }, stage_outputs);
 }
 
 }  // namespace tp

@@ -198,12 +198,11 @@ Expected<NamedTensors> run_hv_streamed_tiled(const Model& m, HvStage first, bool
   if (!tiles_encode && !tiles_decode) {  // the whole graphs, their decisions recorded
     if (encodes) e.record_tiling(tiler.decision(HvStage::kEncode, x.shape()));
     if (decodes) e.record_tiling(tiler.decision(HvStage::kDecode, latents));
-    // As the plain path: a pipeline with tiling on gives its final output only.
-    return run_hv_whole(m, first, roundtrip, x, e, stage_outputs && !options.enabled);
+    return run_hv_whole(m, first, roundtrip, x, e, stage_outputs);
   }
   return run_hv_stages(
       first, roundtrip, x, [&](HvStage s, const Tensor& in) { return tiler.stage(s, in); },
-      [&](const Tensor& moments) { return posterior(moments, c.latent_channels); });
+      [&](const Tensor& moments) { return posterior(moments, c.latent_channels); }, stage_outputs);
 }
 
 }  // namespace tp

@@ -148,7 +148,8 @@ Expected<Tensor> run_hv_stage_whole(const Model& m, GraphExecutor& executor, HvS
 
 Expected<NamedTensors> run_hv_stages(HvStage first, bool roundtrip, const Tensor& x,
                                      const HvStageRunner& stage,
-                                     const std::function<NamedTensors(const Tensor&)>& posterior) {
+                                     const std::function<NamedTensors(const Tensor&)>& posterior,
+                                     bool stage_outputs) {
   if (first == HvStage::kDecode) {
     TP_ASSIGN_OR_RETURN(Tensor video, stage(HvStage::kDecode, x));
     return NamedTensors{{"sample", video}};
@@ -157,7 +158,10 @@ Expected<NamedTensors> run_hv_stages(HvStage first, bool roundtrip, const Tensor
   NamedTensors post = posterior(moments);
   if (!roundtrip) return post;
   TP_ASSIGN_OR_RETURN(Tensor video, stage(HvStage::kDecode, post[0].second));
-  return NamedTensors{{"sample", video}};
+  NamedTensors out{{"sample", video}};
+  if (stage_outputs)
+    for (const auto& [name, t] : post) out.emplace_back("encoder." + name, t);
+  return out;
 }
 
 Expected<NamedTensors> run_hv_whole(const Model& m, HvStage first, bool roundtrip, const Tensor& x,

@@ -58,17 +58,19 @@ Expected<Tensor> run_hv_stage_whole(const Model& model, GraphExecutor& executor,
                                     const Tensor& input);
 
 // An encode (the moments blended, then the posterior's chunk and clamp: `posterior`), a decode,
-// or (`roundtrip`) an encode then a decode of the mean, each stage through a tiler's `stage`.
+// or (`roundtrip`) an encode then a decode of the mean, each stage through a tiler's `stage`;
+// `stage_outputs` adds the roundtrip's posterior as "encoder.*", as run_hv_whole does.
 using HvStageRunner = std::function<Expected<Tensor>(HvStage, const Tensor&)>;
 Expected<NamedTensors> run_hv_stages(HvStage first, bool roundtrip, const Tensor& input,
                                      const HvStageRunner& stage,
-                                     const std::function<NamedTensors(const Tensor&)>& posterior);
+                                     const std::function<NamedTensors(const Tensor&)>& posterior,
+                                     bool stage_outputs);
 
 // The tilers: an encode, a decode, or (`roundtrip`) an encode then a decode of the mean. The
 // streamed one runs the whole graphs (run_hv_whole) when it tiles no stage.
 Expected<NamedTensors> run_hv_plain_tiled(const Model& model, HvStage first, bool roundtrip,
                                           const Tensor& input, GraphExecutor& executor,
-                                          const HvTiles& tiles);
+                                          const HvTiles& tiles, bool stage_outputs);
 Expected<NamedTensors> run_hv_streamed_tiled(const Model& model, HvStage first, bool roundtrip,
                                              const Tensor& input, GraphExecutor& executor,
                                              const TilingOptions& options, bool stage_outputs);
