@@ -42,7 +42,23 @@ Expected<std::vector<Shape>> infer_shapes(const Graph& g, const Shape& input_sha
 }
 
 Expected<std::vector<Shape>> plan_shapes(const Plan& plan, const Shape& input_shape) {
-  return infer_shapes(*plan.graph, input_shape, plan.other_inputs);
+  ShapeMemo* memo = plan.shape_memo.get();
+  auto same = [&](const ShapeMemo::Entry& e) {
+    return e.graph == plan.graph && e.input == input_shape && e.other_inputs == plan.other_inputs;
+  };
+  if (memo) {
+    std::lock_guard<std::mutex> lock(memo->mutex);
+    for (const ShapeMemo::Entry& e : memo->entries)
+      if (same(e)) return e.shapes;
+  }
+  TP_ASSIGN_OR_RETURN(std::vector<Shape> shapes,
+                      infer_shapes(*plan.graph, input_shape, plan.other_inputs));
+  if (memo) {
+    std::lock_guard<std::mutex> lock(memo->mutex);
+    if (memo->entries.size() == ShapeMemo::kEntries) memo->entries.erase(memo->entries.begin());
+    memo->entries.push_back({plan.graph, plan.other_inputs, input_shape, shapes});
+  }
+  return shapes;
 }
 
 }  // namespace tp::compiled

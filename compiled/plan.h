@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,21 @@ struct PlanStats {
   int ops = 0;
 };
 
+// A plan's value shapes by input shape, as plan_shapes last inferred them (a session runs a plan
+// at a few shapes, once per call and group run). Each entry holds its graph, so an entry found
+// is for the same graph and other inputs even in a copy of the plan whose graph changed.
+struct ShapeMemo {
+  struct Entry {
+    std::shared_ptr<const Graph> graph;
+    std::vector<Shape> other_inputs;
+    Shape input;
+    std::vector<Shape> shapes;
+  };
+  std::mutex mutex;
+  std::vector<Entry> entries;  // the latest last, at most kEntries
+  static constexpr std::size_t kEntries = 8;
+};
+
 struct Plan {
   std::string key;  // the cache key (graph, weights, shape, policy, faults, device)
   std::shared_ptr<const Graph> graph;
@@ -80,6 +96,7 @@ struct Plan {
   std::map<int, Buffer> buffers;  // by value id
   std::map<std::string, std::shared_ptr<const PreparedParam>> params;  // by parameter key
   PlanStats stats;
+  std::shared_ptr<ShapeMemo> shape_memo = std::make_shared<ShapeMemo>();
 };
 
 // Value shapes (logical, NCHW for images) for the graph's first input at `input_shape` and its

@@ -128,6 +128,35 @@ TEST_F(PlannerTest, ArenaReusesDeadBuffersAndNeverOverlapsLiveOnes) {
     }
 }
 
+// plan_shapes remembers a few input shapes per plan: whichever order the shapes come in, and past
+// the memo's size, it gives what shape inference gives.
+TEST_F(PlannerTest, PlanShapesAgreeWithShapeInferenceAtEveryShapeInAnyOrder) {
+  WeightStore store;
+  const Graph dec = build_decoder_graph(vae_config(model_));
+  PlanRequest r{&dec,
+                &model_.weights,
+                weights_identity(model_.weights),
+                {1, 4, 8, 8},
+                DTypePolicy{parse_layer_policy("w=f16,a=f16").value(), {}},
+                {},
+                "cpu-emulated",
+                {}};
+  auto plan = compile_plan(r, store);
+  ASSERT_TRUE(plan.ok()) << plan.error().message();
+  const Plan copy = *plan.value();  // shares the memo
+  std::vector<Shape> inputs;
+  for (int64_t side = 4; side < 4 + 2 * int64_t(ShapeMemo::kEntries) + 2; side += 2)
+    inputs.push_back({1, 4, side, side + 2});
+  for (int pass = 0; pass < 3; ++pass)
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const Shape& in = inputs[pass == 1 ? inputs.size() - 1 - i : i];
+      const auto want = infer_shapes(dec, in, {});
+      const auto got = plan_shapes(pass == 2 ? copy : *plan.value(), in);
+      ASSERT_TRUE(want.ok() && got.ok());
+      EXPECT_EQ(*got, *want) << "input " << in[2] << "x" << in[3] << ", pass " << pass;
+    }
+}
+
 // The CUDA backend's fused kernel set takes a group only where its fused form has the group's
 // rounding points: every conv [+ residual add] (with or without the upsample prologue) and every
 // GroupNorm [+ SiLU] of the decoder, nothing else; none under f16 accumulation (convs) or a
