@@ -517,6 +517,16 @@ TEST_F(CliTest, TypedMistakesInCasesExit2OnceBeforeRunning) {
   EXPECT_NE(missing.output.find("[4 cases, the first"), std::string::npos) << missing.output;
   EXPECT_NE(missing.output.find("nothing ran"), std::string::npos);
   expect_user_error("run --suite " + p("three.txt") + " --model tiny-unet", "which runs unet.step");
+  // A report or JUnit path that cannot be written: said before the first case runs.
+  const CommandResult unwritable =
+      twinpath("run --suite " + p("three.txt") + " --report " + p("no/such/folder/r.h5"));
+  EXPECT_EQ(unwritable.code, 2) << unwritable.output;
+  EXPECT_NE(unwritable.output.find("does not exist; create it first"), std::string::npos)
+      << unwritable.output;
+  EXPECT_EQ(unwritable.output.find("PASSED"), std::string::npos) << unwritable.output;
+  expect_user_error(
+      "run --suite " + p("three.txt") + " --report " + p("r.h5") + " --junit " + p(""),
+      "is a folder; name a file in it");
   EXPECT_EQ(closest_name("TINY_KL", {"tiny-taesd", "tiny-kl"}), "tiny-kl");
   EXPECT_EQ(closest_name("tiny-k", {"tiny-kl", "sd-kl"}), "tiny-kl");
   EXPECT_EQ(closest_name("quantum", {"tiny-kl", "sd-kl"}), "");

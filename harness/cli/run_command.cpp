@@ -13,6 +13,7 @@
 #include "cases/suite.h"
 #include "harness/cli/commands.h"
 #include "harness/cli/report_command.h"
+#include "harness/core/atomic_file.h"
 #include "harness/core/format.h"
 #include "harness/core/numbers.h"
 #include "harness/core/untrusted_json.h"
@@ -323,6 +324,8 @@ Expected<int> run_command(const RunCommandOptions& given, const std::string& com
     TP_ASSIGN_OR_RETURN(cases, selected_cases(o));
   }
   if (!o.page.empty()) TP_RETURN_IF_ERROR(make_page_folder(o.page));
+  if (!own_files) TP_RETURN_IF_ERROR(check_writable_path(o.report, "--report"));
+  if (!own_junit && !o.junit.empty()) TP_RETURN_IF_ERROR(check_writable_path(o.junit, "--junit"));
   // Read the baseline first: a wrong path should not cost a whole run.
   RunReport baseline;
   if (!o.baseline.empty()) {

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 namespace tp {
@@ -41,6 +42,21 @@ Status write_file_atomically(const std::string& path,
     if (!out) return Error("writing " + path + " failed (disk full?): " + std::strerror(errno));
     return Status();
   });
+}
+
+Status check_writable_path(const std::string& path, const std::string& flag) {
+  std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (folder.empty()) folder = ".";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec))
+    return Error(flag + " " + path + ": the folder " + folder.string() +
+                 " does not exist; create it first or name another path");
+  if (::access(folder.c_str(), W_OK) != 0)
+    return Error(flag + " " + path + ": the folder " + folder.string() +
+                 " is not writable; name a path in a folder you can write");
+  if (std::filesystem::is_directory(path, ec))
+    return Error(flag + " " + path + " is a folder; name a file in it");
+  return Status();
 }
 
 }  // namespace tp

@@ -19,4 +19,8 @@ Status write_file_atomically(const std::string& path,
 Status write_path_atomically(const std::string& path,
                              const std::function<Status(const std::string& tmp)>& write);
 
+// Whether a file could be written at `path` now (its folder exists and is writable): checked
+// before a long run, so that a wrong --report costs a sentence rather than the run.
+Status check_writable_path(const std::string& path, const std::string& flag);
+
 }  // namespace tp
