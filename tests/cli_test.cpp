@@ -570,6 +570,9 @@ TEST_F(CliTest, TriageRefusesWrongInputsClearly) {
   expect_user_error("triage --model " + p("kl") + " --pipeline vae.decode --input " +
                         p("latent.safetensors") + " --policy w=f16,x=1",
                     "--policy field 'x=1' is unknown");
+  expect_user_error("triage --model " + p("kl") + " --pipeline vae.decode --input " +
+                        p("latent.safetensors") + " --report " + p("gone/t.h5"),
+                    "--report " + p("gone/t.h5") + ": the folder " + p("gone") + " does not exist");
   expect_user_error("run --case 'vae.decod model=tiny-kl'", "column 1");
   // The CUDA backend's choices need the CUDA device; an unknown one names the flag.
   expect_user_error("run --kernels fused --case 'vae.decode model=tiny-kl res=64x64'",

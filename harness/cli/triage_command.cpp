@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "harness/cli/commands.h"
+#include "harness/core/atomic_file.h"
 #include "harness/core/format.h"
 #include "harness/core/tensor_io.h"
 #include "harness/core/untrusted_json.h"
@@ -150,6 +151,8 @@ Expected<int> triage_command(const TriageOptions& o) {
         o.report.empty() ? "out/twinpath" : o.report.substr(0, o.report.rfind(".h5"));
     options.repro_file = stem + "-repro.safetensors";
   }
+  if (!o.report.empty()) TP_RETURN_IF_ERROR(check_writable_path(o.report, "--report"));
+  TP_RETURN_IF_ERROR(check_writable_path(options.repro_file, "--repro"));
   ModelCache models;
   const CaseResult r = run_case(c, options, models);
   TP_RETURN_IF_ERROR(save_triage(o, "twinpath triage", device, r));

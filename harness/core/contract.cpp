@@ -25,6 +25,13 @@ std::string param_rounding(const ContractParam& p) {
          ", applied to the fp32 sum";
 }
 
+// t's values as f64: its own where it holds f64, else those of a converted copy in `holder`.
+const double* f64_values(const Tensor& t, Tensor& holder) {
+  if (t.dtype() == DType::kF64) return t.data<double>();
+  holder = t.to(DType::kF64);
+  return holder.data<double>();
+}
+
 }  // namespace
 
 std::vector<ContractRow> contract_rows(const Graph& graph, const GroupContract& c) {
@@ -80,14 +87,14 @@ Expected<ContractMetrics> check_contract(const Tensor& got, const ContractInterv
     return Error("the contract check's interval " + shape_string(admitted.lo.shape()) +
                  " does not match the stored value " + shape_string(got.shape()));
   const DType dt = got.dtype();
-  const Tensor g = got.to(DType::kF64), lo = admitted.lo.to(DType::kF64),
-               hi = admitted.hi.to(DType::kF64);
-  const double* gv = g.data<double>();
-  const double* lv = lo.data<double>();
-  const double* hv = hi.data<double>();
+  Tensor g, lo, hi;  // converted copies, where a tensor is not in f64 already
+  const double* gv = f64_values(got, g);
+  const double* lv = f64_values(admitted.lo, lo);
+  const double* hv = f64_values(admitted.hi, hi);
   ContractMetrics m;
   m.checked = true;
-  for (int64_t i = 0; i < g.numel(); ++i) {
+  const int64_t n = got.numel();
+  for (int64_t i = 0; i < n; ++i) {
     const double x = gv[i], a = lv[i], b = hv[i];
     const bool nan_ok = std::isnan(a) || std::isnan(b);  // the bound itself is unknown there
     if (nan_ok || a != b)

@@ -93,12 +93,6 @@ void release(std::byte* p, std::size_t nbytes) {
 }
 }  // namespace
 
-int64_t shape_numel(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 std::string shape_string(const Shape& shape) {
   std::ostringstream os;
   os << "[";

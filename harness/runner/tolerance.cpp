@@ -81,12 +81,13 @@ namespace {
 // sqrt of the mean over `sets` contiguous sets of x of E[x^2] / (Var[x] + eps).
 double norm_conditioning(const Tensor& x, int64_t sets, double eps) {
   const Tensor f = x.to(DType::kF64);
+  const double* values = f.data<double>();
   const int64_t per = f.numel() / sets;
   double sum = 0;
   for (int64_t k = 0; k < sets; ++k) {
     double m = 0, m2 = 0;
     for (int64_t i = 0; i < per; ++i) {
-      const double v = f.data<double>()[k * per + i];
+      const double v = values[k * per + i];
       m += v;
       m2 += v * v;
     }
