@@ -3,6 +3,7 @@
 // found through the registry alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -188,9 +189,19 @@ TEST_F(FamilyRegistry, EveryDescriptorNamesTheOutputsItsPipelineReturns) {
     ASSERT_TRUE(p.ok()) << line << ": " << p.error().message();
     auto ran = run_reference(*p, {});
     ASSERT_TRUE(ran.ok()) << line << ": " << ran.error().message();
-    std::vector<std::string> names;
-    for (const auto& [name, t] : ran->outputs) names.push_back(name);
+    // The reference run asks a chained pipeline for its stage outputs too: each is named by
+    // the handoff's prefix and one of the first graph's outputs, after the pipeline's own.
+    const std::optional<Handoff>& handoff = p->descriptor().handoff;
+    std::vector<std::string> names, staged;
+    for (const auto& [name, t] : ran->outputs)
+      (handoff && name.rfind(handoff->prefix, 0) == 0 ? staged : names).push_back(name);
     EXPECT_EQ(names, p->descriptor().outputs) << line;
+    if (handoff) {
+      EXPECT_NE(std::find(staged.begin(), staged.end(), handoff->prefix + handoff->output),
+                staged.end())
+          << line;
+      EXPECT_EQ(ran->outputs.front().first, p->descriptor().outputs.front()) << line;
+    }
     covered.insert(p->descriptor().name);
   }
   for (const std::string& name : pipeline_names()) EXPECT_TRUE(covered.count(name)) << name;
